@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""libzmq's own figures for the FastMQ comparison benchmarks.
+
+Usage:
+  perf.py thr --transport tcp|ipc --size N --count N [--native]
+  perf.py lat --transport tcp|ipc --size N --count N [--native]
+
+"thr" runs a PULL receiver (bind) and a PUSH sender (connect) in two separate
+processes, in the style of libzmq's local_thr/remote_thr: the receiver times
+from the first to the last message. "lat" runs a REP echo server and a REQ
+client in two processes; the client times every round trip and reports
+p50/p90/p99. Both ends are libzmq sockets; the result is one JSON line.
+
+By default both ends are pyzmq processes with tight send/recv loops, so the
+figure includes Python's per-message cost. With --native the two ends are a
+small C program (perf.c next to this script) compiled with the system C
+compiler and linked directly against libzmq.so.5 (no headers needed): that
+is libzmq's figure without Python in the loop.
+
+The worker modes local_thr, remote_thr, local_lat, remote_lat take
+ENDPOINT SIZE COUNT and can be run by hand on two terminals.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def worker(mode, endpoint, size, count):
+    import zmq
+    ctx = zmq.Context()
+    if mode == "local_thr":
+        s = ctx.socket(zmq.PULL)
+        s.rcvhwm = 0
+        s.bind(endpoint)
+        print("READY", flush=True)
+        s.recv()
+        t0 = time.perf_counter()
+        for _ in range(count - 1):
+            s.recv()
+        el = time.perf_counter() - t0
+        print(json.dumps({"elapsed_s": el, "count": count - 1}), flush=True)
+    elif mode == "remote_thr":
+        s = ctx.socket(zmq.PUSH)
+        s.sndhwm = 0
+        s.linger = -1
+        s.connect(endpoint)
+        msg = b"x" * size
+        for _ in range(count):
+            s.send(msg)
+    elif mode == "local_lat":
+        s = ctx.socket(zmq.REP)
+        s.bind(endpoint)
+        print("READY", flush=True)
+        for _ in range(count):
+            s.send(s.recv())
+    elif mode == "remote_lat":
+        s = ctx.socket(zmq.REQ)
+        s.connect(endpoint)
+        msg = b"x" * size
+        lats = []
+        pc = time.perf_counter_ns
+        for _ in range(count):
+            t = pc()
+            s.send(msg)
+            s.recv()
+            lats.append(pc() - t)
+        print(json.dumps({"lat_ns": lats}), flush=True)
+    s.close()
+    ctx.term()
+
+
+def native_binary(tmp):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        sys.exit("perf.py: --native needs a C compiler")
+    lib = None
+    for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+              "/usr/lib64", "/usr/lib", "/usr/local/lib"):
+        if os.path.exists(os.path.join(d, "libzmq.so.5")):
+            lib = os.path.join(d, "libzmq.so.5")
+            break
+    if lib is None:
+        sys.exit("perf.py: libzmq.so.5 not found")
+    out = os.path.join(tmp, "perf")
+    subprocess.check_call([cc, "-O2", "-o", out,
+                           os.path.join(HERE, "perf.c"), lib])
+    return out
+
+
+def percentile(sorted_vals, p):
+    if not sorted_vals:
+        return 0
+    i = min(len(sorted_vals) - 1, int(round(p / 100.0 * (len(sorted_vals) - 1))))
+    return sorted_vals[i]
+
+
+def drive(kind, transport, size, count, native):
+    tmp = tempfile.mkdtemp(prefix="fastmq-perf-")
+    try:
+        if transport == "ipc":
+            ep = "ipc://" + os.path.join(tmp, "perf.sock")
+        elif transport == "tcp":
+            import socket
+            so = socket.socket()
+            so.bind(("127.0.0.1", 0))
+            port = so.getsockname()[1]
+            so.close()
+            ep = "tcp://127.0.0.1:%d" % port
+        else:
+            sys.exit("perf.py: transport must be tcp or ipc")
+        if native:
+            exe = [native_binary(tmp)]
+        else:
+            exe = [sys.executable, os.path.abspath(__file__)]
+        local, remote = ("local_thr", "remote_thr") if kind == "thr" else ("local_lat", "remote_lat")
+        args = [ep, str(size), str(count)]
+        lp = subprocess.Popen(exe + [local] + args, stdout=subprocess.PIPE, text=True)
+        if lp.stdout.readline().strip() != "READY":
+            sys.exit("perf.py: receiver did not start")
+        rp = subprocess.Popen(exe + [remote] + args, stdout=subprocess.PIPE, text=True)
+        rout, _ = rp.communicate()
+        lout, _ = lp.communicate()
+        if rp.returncode or lp.returncode:
+            sys.exit("perf.py: worker failed")
+        res = {"impl": "libzmq-native" if native else "libzmq-pyzmq",
+               "transport": transport, "size": size, "count": count}
+        if kind == "thr":
+            r = json.loads(lout)
+            rate = r["count"] / r["elapsed_s"] if r["elapsed_s"] > 0 else 0
+            res.update(pattern="pushpull", msgs_per_s=rate,
+                       mb_per_s=rate * size / 1e6)
+        else:
+            lats = sorted(json.loads(rout)["lat_ns"])
+            tot = sum(lats) / 1e9
+            res.update(pattern="reqrep", msgs_per_s=len(lats) / tot if tot else 0,
+                       p50_us=percentile(lats, 50) / 1e3,
+                       p90_us=percentile(lats, 90) / 1e3,
+                       p99_us=percentile(lats, 99) / 1e3)
+        print(json.dumps(res), flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main():
+    signal.alarm(120)
+    argv = sys.argv[1:]
+    if len(argv) == 4 and argv[0] in ("local_thr", "remote_thr", "local_lat", "remote_lat"):
+        worker(argv[0], argv[1], int(argv[2]), int(argv[3]))
+        return
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("kind", choices=["thr", "lat"])
+    ap.add_argument("--transport", default="tcp")
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--count", type=int, default=0)
+    ap.add_argument("--native", action="store_true")
+    a = ap.parse_args(argv)
+    count = a.count or (200000 if a.kind == "thr" else 20000)
+    drive(a.kind, a.transport, a.size, count, a.native)
+
+
+if __name__ == "__main__":
+    main()
