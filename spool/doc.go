@@ -1,0 +1,94 @@
+// Package spool is FastMQ's durable, compressed, segmented log: one append-only
+// log per stream, stored in a directory of segment files, that never loses a
+// record it has acknowledged as durable.
+//
+// # Using it
+//
+// [Open] takes an exclusive lock on the directory (a second writer gets
+// [ErrLocked]), recovers the tail and starts the single writer. [Log.Append]
+// assigns dense offsets and returns when the records are durable according to
+// [Config.Sync]. [OpenReadOnly] opens the same directory without the lock, any
+// number of times, while a writer keeps appending. Read with [Log.NewReader]
+// (follows the tail), [Log.ReadRaw] plus [DecodeBatches] (whole stored batches,
+// still compressed, for serving over the network), and [Log.SeekTime].
+// Retention ([Config.RetentionAge], [Config.RetentionBytes], [Log.SetFloor])
+// removes whole segments. [Verify] and [Repair] check and fix a directory;
+// [OffsetStore] keeps consumers' committed offsets crash-safely.
+//
+// # On-disk format, version 1
+//
+// All integers are little-endian. CRC means CRC-32C (Castagnoli).
+//
+// A stream directory holds:
+//
+//	LOCK                         flock(2)-ed by the one writer; holds its pid
+//	<base>.seg                   segment files; <base> is the offset of the first
+//	                             record, zero-padded to 20 decimal digits, so
+//	                             sorting the names sorts the log
+//	quarantine/                  tails cut by recovery (<segment>.torn-<pos>),
+//	                             segments moved aside by Repair, and gap markers
+//	                             <from>-<to>.gap (20 digits each) naming offsets
+//	                             [from, to) that Repair removed
+//
+// A segment file starts with a 32-byte header:
+//
+//	0  magic        [4]byte "FMQS"
+//	4  version      uint16  format version, 1; any other value gives *VersionError
+//	6  flags        uint16  0
+//	8  base offset  uint64  offset of the first record; equals the file name
+//	16 created      int64   creation time, Unix nanoseconds
+//	24 reserved     uint32  0
+//	28 header CRC   uint32  CRC of bytes 0..27
+//
+// followed by batches, back to back, up to the end of the file. A batch is a
+// 48-byte header and a payload:
+//
+//	0  length       uint32  length of the whole batch, header included
+//	4  CRC          uint32  CRC of bytes 8..length-1: the rest of the header and
+//	                        the payload exactly as stored (compressed)
+//	8  version      uint8   batch format version, 1
+//	9  codec        uint8   0 none, 1 s2 (block format), 2 zstd (one frame that
+//	                        declares its content size)
+//	10 flags        uint16  0
+//	12 count        uint32  number of records, at least 1
+//	16 base offset  uint64  offset of the first record; the next batch starts
+//	                        at base offset + count
+//	24 first time   int64   smallest record time in the batch, Unix nanoseconds
+//	32 last time    int64   largest record time in the batch, Unix nanoseconds
+//	40 raw length   uint32  length of the decompressed payload
+//	44 reserved     uint32  0
+//	48 payload      the records, compressed with the codec
+//
+// The decompressed payload is count records back to back, each:
+//
+//	uvarint  body length (bytes that follow, up to the next record)
+//	[16]byte id (a UUID)
+//	uvarint  time - first time of the batch, nanoseconds
+//	uvarint  number of headers, then for each: uvarint key length, key,
+//	         uvarint value length, value
+//	         the value: the rest of the body
+//
+// Offsets are dense: record n of a batch has offset base+n, and batches
+// follow each other without holes inside a segment. A segment's records end
+// where the next segment's begin, except across a gap that Repair recorded
+// with a gap marker.
+//
+// # Limits
+//
+// A record body is at most [Config.MaxRecordBytes] (default 4 MiB) and a
+// decompressed payload at most [Config.MaxBatchBytes] (default 8 MiB);
+// decoders reject larger declared sizes before allocating, and decompress into
+// a buffer of exactly the declared raw length.
+//
+// # Durability and recovery
+//
+// The writer fsyncs the directory after creating, renaming or deleting a file.
+// A segment is fsynced before the next one is created. On [Open], every batch
+// of the last segment is checked (length, CRC, offsets); earlier segments are
+// checked structurally (lengths, offsets) and fully by [Verify]. An invalid
+// suffix of the last segment that no valid batch follows is a torn tail: it is
+// copied to quarantine/, the segment is truncated to the last whole batch and
+// a warning is logged. Any other damage makes Open fail with a *CorruptError
+// naming the segment, the byte position and the offset; nothing is skipped in
+// silence.
+package spool

@@ -1,0 +1,92 @@
+package spool
+
+import (
+	"context"
+	"sync/atomic"
+)
+
+const readChunk = 1 << 20
+
+// Reader reads records in offset order from a starting offset and follows
+// the tail. A Reader is not safe for concurrent use; Close may be called from
+// any goroutine and more than once. Next blocks at the tail.
+type Reader struct {
+	l      *Log
+	next   uint64
+	data   []byte
+	dpos   int
+	view   batchView
+	in     bool
+	closed atomic.Bool
+}
+
+// NewReader returns a Reader whose first record is the one at offset from
+// (or the first one after it, if from lies in a gap left by Repair).
+// Reading below OldestOffset fails with *OutOfRangeError on the first Next.
+func (l *Log) NewReader(from uint64) (*Reader, error) {
+	l.mu.RLock()
+	closed := l.closed
+	l.mu.RUnlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	return &Reader{l: l, next: from}, nil
+}
+
+// Offset returns the offset of the record the next call to Next will return
+// (at least; more if there is a gap).
+func (r *Reader) Offset() uint64 { return r.next }
+
+// Next returns the next record. At the tail it blocks until a record is
+// appended, ctx ends (ctx.Err()) or the Log is closed (ErrClosed). The
+// record's slices are owned by the caller and are not reused. A record
+// deleted by retention before it was read gives *OutOfRangeError.
+func (r *Reader) Next(ctx context.Context) (Record, error) {
+	for {
+		if r.closed.Load() {
+			return Record{}, ErrClosed
+		}
+		if r.in {
+			var rec Record
+			ok, err := r.view.next(&rec, 0, "")
+			if err != nil {
+				return Record{}, err
+			}
+			if ok {
+				if rec.Offset < r.next {
+					continue
+				}
+				r.next = rec.Offset + 1
+				return rec, nil
+			}
+			r.in = false
+			continue
+		}
+		if r.dpos < len(r.data) {
+			v, n, err := openBatch(r.data[r.dpos:], r.l.cfg.MaxBatchBytes, int64(r.dpos), "", r.next)
+			if err != nil {
+				return Record{}, err
+			}
+			r.dpos += n
+			r.view, r.in = v, true
+			continue
+		}
+		data, _, err := r.l.ReadRaw(r.next, readChunk)
+		if err != nil {
+			return Record{}, err
+		}
+		if len(data) == 0 {
+			if err := r.l.Wait(ctx, r.next); err != nil {
+				return Record{}, err
+			}
+			continue
+		}
+		r.data, r.dpos = data, 0
+	}
+}
+
+// Close ends the Reader; Next then returns ErrClosed. It never fails.
+func (r *Reader) Close() error {
+	r.closed.Store(true)
+	return nil
+}

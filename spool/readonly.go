@@ -1,0 +1,124 @@
+package spool
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// startWatch starts the inotify watch that wakes Wait on a read-only Log.
+func (l *Log) startWatch() error {
+	fd, err := syscall.InotifyInit1(syscall.IN_NONBLOCK | syscall.IN_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("spool: inotify: %w", err)
+	}
+	mask := uint32(syscall.IN_MODIFY | syscall.IN_CREATE | syscall.IN_MOVED_TO | syscall.IN_DELETE | syscall.IN_CLOSE_WRITE)
+	if _, err := syscall.InotifyAddWatch(fd, l.cfg.Dir, mask); err != nil {
+		syscall.Close(fd)
+		return fmt.Errorf("spool: inotify watch: %w", err)
+	}
+	l.watch = os.NewFile(uintptr(fd), "inotify")
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		buf := make([]byte, 64<<10)
+		for {
+			if _, err := l.watch.Read(buf); err != nil {
+				return // closed
+			}
+			if err := l.refresh(); err != nil {
+				l.log.Debug("refresh failed", "err", err)
+			}
+		}
+	}()
+	return nil
+}
+
+// refresh picks up batches and segments that the writer added since the last
+// look, and drops segments that retention deleted. Read-only Logs only.
+func (l *Log) refresh() error {
+	if !l.readOnly {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	changed := false
+	for len(l.segs) > 1 {
+		if _, err := os.Stat(l.segs[0].path); !os.IsNotExist(err) {
+			break
+		}
+		l.segs[0].f.Close()
+		l.segs = l.segs[1:]
+	}
+	bases, err := listSegments(l.cfg.Dir)
+	if err != nil {
+		return fmt.Errorf("spool: list segments: %w", err)
+	}
+	var lastBase uint64
+	have := len(l.segs) > 0
+	if have {
+		lastBase = l.segs[len(l.segs)-1].base
+	}
+	newer := bases[:0:0]
+	for _, b := range bases {
+		if !have || b > lastBase {
+			newer = append(newer, b)
+		}
+	}
+	if have {
+		s := l.segs[len(l.segs)-1]
+		fi, err := s.f.Stat()
+		if err != nil {
+			return fmt.Errorf("spool: stat segment: %w", err)
+		}
+		if fi.Size() > s.size {
+			res, err := scanSegment(s.f, s.name, s.size, fi.Size(), s.end, true, l.cfg.MaxBatchBytes)
+			if err != nil {
+				return err
+			}
+			if len(res.batches) > 0 {
+				l.addBatches(s, res.batches)
+				s.size, s.end = res.end, res.next
+				changed = true
+			}
+		}
+	}
+	for _, b := range newer {
+		if have && b != l.next {
+			break // not yet contiguous: the previous segment is still being read
+		}
+		s, err := l.loadSegment(b, true)
+		if err != nil {
+			return err
+		}
+		if s == nil {
+			break
+		}
+		bs := s.batches
+		s.batches = nil
+		l.addBatches(s, bs)
+		l.segs = append(l.segs, s)
+		l.next = s.end
+		have = true
+		changed = true
+	}
+	if changed {
+		close(l.notify)
+		l.notify = make(chan struct{})
+	}
+	return nil
+}
+
+func (l *Log) addBatches(s *segment, bs []batchIdx) {
+	for _, b := range bs {
+		l.cumMax = max(l.cumMax, b.maxTs)
+		b.cumMax = l.cumMax
+		s.maxTs = max(s.maxTs, b.maxTs)
+		s.batches = append(s.batches, b)
+		s.end = b.end()
+		l.next = s.end
+	}
+}

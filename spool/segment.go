@@ -1,0 +1,217 @@
+package spool
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// batchIdx is the in-memory index entry of one stored batch.
+type batchIdx struct {
+	base   uint64
+	pos    int64
+	size   uint32
+	count  uint32
+	minTs  int64
+	maxTs  int64
+	cumMax int64 // largest record time in the log up to and including this batch
+	codec  Codec
+}
+
+func (b *batchIdx) end() uint64 { return b.base + uint64(b.count) }
+
+// segment is one segment file and its index of published batches.
+type segment struct {
+	base    uint64
+	name    string // base name
+	path    string
+	f       *os.File
+	size    int64  // bytes of the header and the published batches
+	end     uint64 // offset after the last published batch
+	maxTs   int64
+	created int64
+	batches []batchIdx
+}
+
+func segName(base uint64) string { return fmt.Sprintf("%020d%s", base, segSuffix) }
+
+// listSegments returns the bases of the segment files in dir, sorted.
+func listSegments(dir string) ([]uint64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var bases []uint64
+	for _, e := range ents {
+		n := e.Name()
+		if !strings.HasSuffix(n, segSuffix) || e.IsDir() {
+			continue
+		}
+		b, err := strconv.ParseUint(strings.TrimSuffix(n, segSuffix), 10, 64)
+		if err != nil || len(n) != 20+len(segSuffix) {
+			continue
+		}
+		bases = append(bases, b)
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	return bases, nil
+}
+
+// scanResult is what a segment scan found.
+type scanResult struct {
+	hdr     segHeader
+	batches []batchIdx
+	end     int64         // end of the last valid batch
+	next    uint64        // offset after the last valid batch
+	bad     *CorruptError // first invalid batch, nil if the scan reached the file end
+}
+
+// scanSegment reads the batches of f from pos (a position after the header,
+// where offset next is expected) to size. With full it verifies every batch's
+// checksum; otherwise it reads headers only.
+func scanSegment(f *os.File, name string, pos, size int64, next uint64, full bool, maxBatch int) (scanResult, error) {
+	res := scanResult{end: pos, next: next}
+	if pos >= size {
+		return res, nil
+	}
+	br := bufio.NewReaderSize(io.NewSectionReader(f, pos, size-pos), 1<<20)
+	var hb [batchHeaderLen]byte
+	var payload []byte
+	for pos < size {
+		bad := func(reason string) (scanResult, error) {
+			res.bad = &CorruptError{Segment: name, Pos: pos, Offset: next, Reason: reason}
+			return res, nil
+		}
+		if size-pos < batchHeaderLen {
+			return bad(fmt.Sprintf("truncated batch header (%d bytes)", size-pos))
+		}
+		if _, err := io.ReadFull(br, hb[:]); err != nil {
+			return res, fmt.Errorf("spool: read segment %s: %w", name, err)
+		}
+		h := parseBatchHeader(hb[:])
+		if r := checkBatchHeader(h, maxBatch); r != "" {
+			return bad(r)
+		}
+		if int64(h.Len) > size-pos {
+			return bad(fmt.Sprintf("truncated batch (%d of %d bytes)", size-pos, h.Len))
+		}
+		if h.Base != next {
+			return bad(fmt.Sprintf("batch base offset %d, expected %d", h.Base, next))
+		}
+		plen := int(h.Len) - batchHeaderLen
+		if full {
+			if cap(payload) < plen {
+				payload = make([]byte, plen)
+			}
+			payload = payload[:plen]
+			if _, err := io.ReadFull(br, payload); err != nil {
+				return res, fmt.Errorf("spool: read segment %s: %w", name, err)
+			}
+			c := crc32Update(crc(hb[8:]), payload)
+			if c != h.CRC {
+				return bad("batch checksum mismatch")
+			}
+		} else if _, err := br.Discard(plen); err != nil {
+			return res, fmt.Errorf("spool: read segment %s: %w", name, err)
+		}
+		res.batches = append(res.batches, batchIdx{base: h.Base, pos: pos, size: h.Len, count: h.Count,
+			minTs: h.MinTime, maxTs: h.MaxTime, codec: h.Codec})
+		pos += int64(h.Len)
+		next += uint64(h.Count)
+		res.end, res.next = pos, next
+	}
+	return res, nil
+}
+
+// findValidAfter looks for a valid batch (plausible header, matching
+// checksum, base offset at or after expect) starting after position from. It
+// tells torn tails (nothing valid follows) from damage in the middle.
+func findValidAfter(f *os.File, from, size int64, expect uint64, maxBatch int) (int64, bool, error) {
+	if size-from-1 < batchHeaderLen {
+		return 0, false, nil
+	}
+	buf := make([]byte, size-from-1)
+	if _, err := f.ReadAt(buf, from+1); err != nil && !errors.Is(err, io.EOF) {
+		return 0, false, err
+	}
+	for q := 0; q+batchHeaderLen <= len(buf); q++ {
+		if buf[q+8] != batchVersion || buf[q+9] > byte(CodecZstd) {
+			continue
+		}
+		h := parseBatchHeader(buf[q:])
+		if h.Base < expect || h.Base-expect > uint64(size) || int(h.Len) > len(buf)-q {
+			continue
+		}
+		if checkBatchHeader(h, maxBatch) != "" {
+			continue
+		}
+		if crc(buf[q+8:q+int(h.Len)]) == h.CRC {
+			return from + 1 + int64(q), true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+func crc32Update(c uint32, b []byte) uint32 {
+	return crc32UpdateTable(c, b)
+}
+
+// fsyncDir fsyncs a directory so that creates, renames and deletes in it are durable.
+func fsyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("spool: fsync directory: %w", err)
+	}
+	return nil
+}
+
+func fdatasync(f *os.File) error {
+	for {
+		err := syscall.Fdatasync(int(f.Fd()))
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("spool: fdatasync %s: %w", filepath.Base(f.Name()), err)
+		}
+		return nil
+	}
+}
+
+// lockFile takes an exclusive, non-blocking flock on path and writes our pid.
+func lockFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("spool: open lock file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		b, _ := io.ReadAll(io.LimitReader(f, 32))
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			holder := strings.TrimSpace(string(b))
+			if holder == "" {
+				holder = "unknown"
+			}
+			return nil, fmt.Errorf("%w: %s is held by pid %s", ErrLocked, path, holder)
+		}
+		return nil, fmt.Errorf("spool: lock %s: %w", path, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
+}
