@@ -36,7 +36,7 @@
 // for Config.RotateGrace (5s by default) after it last grew, so lines that
 // its writer appends after the rename are still read, before the new file's
 // lines of the same poll. Then its last unterminated line, if any, is
-// delivered and it is closed. At most 8 rotated files per path are kept
+// delivered (so it can come after lines of the new file) and it is closed. At most 8 rotated files per path are kept
 // open; beyond that the oldest are closed as soon as they reach their end.
 //
 // When the open file becomes shorter than the read offset (copytruncate),

@@ -75,8 +75,12 @@ func encodeState(paths []pathState) []byte {
 		panic("tail: marshal state: " + err.Error()) // plain structs: cannot fail
 	}
 	body = append(body, '\n')
-	hdr := fmt.Sprintf("%s %d %d %08x\n", stateMagic, stateVersion, len(body), crc32.Checksum(body, crcTable))
-	return append([]byte(hdr), body...)
+	return append([]byte(headerFor(body)), body...)
+}
+
+// headerFor returns the header line for a state body.
+func headerFor(body []byte) string {
+	return fmt.Sprintf("%s %d %d %08x\n", stateMagic, stateVersion, len(body), crc32.Checksum(body, crcTable))
 }
 
 // decodeState parses and validates a state file. Every failure wraps

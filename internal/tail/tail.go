@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -153,6 +154,8 @@ type Tailer struct {
 	batch batch
 	next  int  // follower to visit first in the next collect
 	dirty bool // reader state changed since the last published snapshot
+
+	polls atomic.Uint64 // completed collect rounds; lets tests wait for polls
 
 	done     chan struct{} // closed by Close
 	commitMu sync.Mutex    // serialises Commit
@@ -562,6 +565,7 @@ func (t *Tailer) collect(now time.Time) (progressed bool, err error) {
 		t.batch.snap = t.snapshot()
 		t.dirty = false
 	}
+	t.polls.Add(1)
 	return progressed, nil
 }
 
