@@ -1,0 +1,13 @@
+// Package zmtp implements the ZeroMQ Message Transport Protocol, versions 3.0
+// (RFC 23) and 3.1 (RFC 37), with the NULL and PLAIN (RFC 24) security
+// mechanisms.
+//
+// It provides the 64-byte greeting, frame reading and writing over buffered
+// streams, command and metadata encoding, the PLAIN HELLO/WELCOME/INITIATE
+// exchange, PING/PONG and SUBSCRIBE/CANCEL commands, and a complete
+// handshake driver. Every decoder checks sizes before allocating and returns
+// an error for malformed input; none of them panics on any input.
+//
+// The package knows nothing about socket semantics (routing, queues,
+// reconnection); those live in package socket.
+package zmtp

@@ -1,0 +1,48 @@
+// Package socket implements ZeroMQ sockets (PAIR, PUB, SUB, REQ, REP,
+// DEALER, ROUTER, PULL, PUSH, XPUB, XSUB) speaking ZMTP 3.0/3.1 over
+// tcp://, ipc:// and inproc:// endpoints, wire compatible with libzmq,
+// pyzmq, CZMQ, JeroMQ and go-zeromq/zmq4 peers.
+//
+// # Engine
+//
+// Each connection has one reader and one writer goroutine. The writer
+// drains a bounded per-peer queue (Config.SendHWM messages) into a buffered
+// stream and flushes only when the queue is empty, so bursts cost one
+// system call per batch. Incoming messages of all peers go to one bounded
+// queue (Config.RecvHWM messages) that Recv reads; a reader that finds it
+// full stops reading its connection, so TCP flow control pushes back on
+// the sender. Frame sizes are checked against Config.MaxMsgSize before
+// memory is allocated.
+//
+// The ZMTP handshake runs in the connection's own goroutine under
+// Config.HandshakeTimeout: a silent or malformed peer costs one goroutine
+// until it is dropped and never delays other peers. Failed handshakes are
+// reported as EventHandshakeFailed.
+//
+// # Policies
+//
+// See Send for what each kind does when a peer's queue is full. Messages
+// queued for a peer that disconnects are lost: delivery is at most once.
+// Connect()ed endpoints are redialed with exponential backoff and jitter
+// (Config.ReconnectInterval up to Config.ReconnectIntervalMax); SUB and
+// XSUB re-announce their subscriptions on each new connection. A ROUTER
+// that sees a second connection with an identity already in use hands the
+// identity over to the new connection and closes the old one.
+//
+// PUB filters at the publisher: it tracks each subscriber's prefixes,
+// accepting both ZMTP 3.1 SUBSCRIBE/CANCEL commands and ZMTP 3.0
+// \x01/\x00-prefixed messages. SUB sends the form matching the peer's
+// greeting, and also filters what it receives.
+//
+// Heartbeats follow ZMQ_HEARTBEAT_IVL/TIMEOUT/TTL: with
+// Config.HeartbeatInterval set, a PING goes to each peer every interval
+// and a peer that sends neither PING nor PONG within interval + timeout is
+// disconnected; a peer's advertised TTL is honoured likewise. PINGs are
+// always answered and never reach the application.
+//
+// # Security
+//
+// NULL by default. Config.PlainUsername/PlainPassword make a PLAIN client,
+// Config.PlainAuth a PLAIN server that rejects failing credentials with a
+// ZMTP ERROR. PLAIN sends passwords in clear text.
+package socket

@@ -1,0 +1,408 @@
+package socket
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fastmq/fastmq/internal/zmtp"
+)
+
+// peer is one established connection. Its reader runs in the goroutine
+// that owns the connection (serveConn); its writer in a second goroutine.
+type peer struct {
+	s        *Socket
+	conn     net.Conn
+	endpoint string
+	remote   string
+	id       string // ROUTER routing identity
+	minor    uint8  // peer's ZMTP minor version
+	r        *zmtp.Reader
+	w        *zmtp.Writer
+
+	out    chan Msg
+	ctrl   chan zmtp.Command
+	replay []Msg // subscriptions to announce first (SUB/XSUB)
+
+	quit     chan struct{}
+	quitOnce sync.Once
+	errMu    sync.Mutex
+	err      error
+
+	subs     atomic.Pointer[subList] // PUB/XPUB: what this peer subscribed to
+	lastDrop atomic.Int64            // unix nanos of the last EventDropped
+
+	peerTTL time.Duration // from the peer's PINGs (reader only)
+}
+
+func (p *peer) shutdown(err error) {
+	p.quitOnce.Do(func() {
+		p.errMu.Lock()
+		p.err = err
+		p.errMu.Unlock()
+		close(p.quit)
+		p.conn.Close()
+	})
+}
+
+func (p *peer) cause() error {
+	p.errMu.Lock()
+	defer p.errMu.Unlock()
+	return p.err
+}
+
+// serveConn handshakes on c and, if that succeeds, runs the peer until the
+// connection ends. It reports whether the handshake succeeded.
+func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
+	remote := ep
+	if a := c.RemoteAddr(); a != nil && a.Network() != "pipe" && a.String() != "" {
+		remote = a.String()
+	}
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		c.Close()
+		return false
+	}
+	s.pending[c] = struct{}{}
+	s.mu.Unlock()
+
+	p := &peer{
+		s:        s,
+		conn:     c,
+		endpoint: ep,
+		remote:   remote,
+		r:        zmtp.NewReader(c, 0),
+		w:        zmtp.NewWriter(c, 0),
+		out:      make(chan Msg, s.cfg.SendHWM),
+		ctrl:     make(chan zmtp.Command, 16),
+		quit:     make(chan struct{}),
+	}
+	p.r.MaxMsgSize = s.cfg.MaxMsgSize
+	_ = c.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
+	info, err := zmtp.Handshake(p.r, p.w, s.hs)
+	s.mu.Lock()
+	delete(s.pending, c)
+	s.mu.Unlock()
+	if err == nil {
+		_ = c.SetDeadline(time.Time{})
+		p.minor = info.Greeting.Minor
+		if info.Greeting.Major > 3 {
+			p.minor = 1
+		}
+		p.id = string(info.Identity)
+		if s.kind == Router && p.id == "" {
+			p.id = s.genID()
+		}
+		err = s.addPeer(p)
+	}
+	if err != nil {
+		c.Close()
+		if s.closed.Load() || (d != nil && d.ctx.Err() != nil) {
+			return false
+		}
+		s.st.hsFail.Add(1)
+		s.log.Warn("handshake failed", "endpoint", ep, "peer", remote, "err", err)
+		s.emit(Event{Type: EventHandshakeFailed, Endpoint: ep, Peer: remote, Err: err})
+		return false
+	}
+	typ := EventAccepted
+	if dialed {
+		typ = EventConnected
+	}
+	s.log.Debug("peer connected", "endpoint", ep, "peer", remote, "type", info.SocketType)
+	s.emit(Event{Type: typ, Endpoint: ep, Peer: remote})
+	s.wake()
+
+	writerDone := make(chan struct{})
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(writerDone)
+		p.writeLoop()
+	}()
+	rerr := p.readLoop()
+	p.shutdown(rerr)
+	<-writerDone
+	s.removePeer(p)
+	err = p.cause()
+	if errors.Is(err, zmtp.ErrTooLarge) {
+		s.st.tooLarge.Add(1)
+		err = fmt.Errorf("%w: %w", ErrMsgTooLarge, err)
+	}
+	if !s.closed.Load() {
+		s.st.disconnects.Add(1)
+		s.log.Debug("peer disconnected", "endpoint", ep, "peer", remote, "err", err)
+		s.emit(Event{Type: EventDisconnected, Endpoint: ep, Peer: remote, Err: err})
+	}
+	return true
+}
+
+// hbDeadline returns how long the reader may go without a heartbeat before
+// the peer is declared dead (0 = no limit).
+func (p *peer) hbDeadline() time.Duration {
+	var d time.Duration
+	if iv := p.s.cfg.HeartbeatInterval; iv > 0 {
+		d = iv + p.s.cfg.HeartbeatTimeout
+	}
+	if p.peerTTL > d {
+		d = p.peerTTL
+	}
+	return d
+}
+
+func (p *peer) extendDeadline() {
+	if d := p.hbDeadline(); d > 0 {
+		_ = p.conn.SetReadDeadline(time.Now().Add(d))
+	}
+}
+
+var errHeartbeat = errors.New("socket: heartbeat timeout")
+
+func (p *peer) readLoop() error {
+	s := p.s
+	p.extendDeadline()
+	for {
+		frames, cmd, err := p.r.Next(nil)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() && !s.closed.Load() {
+				return errHeartbeat
+			}
+			if err == io.EOF {
+				return io.EOF
+			}
+			return err
+		}
+		if frames == nil {
+			if err := p.command(cmd); err != nil {
+				return err
+			}
+			continue
+		}
+		if s.closed.Load() {
+			continue // lingering: discard input
+		}
+		switch s.kind {
+		case Push:
+			continue
+		case Pub, XPub:
+			if len(frames) == 1 && len(frames[0]) > 0 && frames[0][0] <= 1 {
+				p.subscription(frames[0][0] == 1, frames[0][1:])
+			}
+			continue
+		case Sub:
+			if !s.mySubs.Load().match(frames[0]) {
+				continue
+			}
+		}
+		p.deliver(Msg{Frames: frames})
+	}
+}
+
+// deliver queues an incoming message for Recv, blocking while the receive
+// queue is full.
+func (p *peer) deliver(m Msg) {
+	im := inMsg{p: p, m: m}
+	select {
+	case p.s.in <- im:
+		return
+	default:
+	}
+	select {
+	case p.s.in <- im:
+	case <-p.quit:
+	case <-p.s.closing:
+	}
+	// We may have stopped reading for a while: do not mistake that for a
+	// dead peer.
+	p.extendDeadline()
+}
+
+func (p *peer) command(cmd zmtp.Command) error {
+	switch cmd.Name {
+	case zmtp.CmdPing:
+		ttl, ctx, err := zmtp.ParsePing(cmd.Body)
+		if err != nil {
+			return err
+		}
+		p.peerTTL = time.Duration(ttl) * 100 * time.Millisecond
+		select {
+		case p.ctrl <- zmtp.Command{Name: zmtp.CmdPong, Body: ctx}:
+		default:
+		}
+		p.extendDeadline()
+	case zmtp.CmdPong:
+		p.extendDeadline()
+	case zmtp.CmdSubscribe, zmtp.CmdCancel:
+		if p.s.kind == Pub || p.s.kind == XPub {
+			p.subscription(cmd.Name == zmtp.CmdSubscribe, cmd.Body)
+		}
+	case zmtp.CmdError:
+		reason, err := zmtp.ParseError(cmd.Body)
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: %q", zmtp.ErrPeerError, reason)
+	}
+	// Other commands are ignored, as RFC 37 asks.
+	return nil
+}
+
+// subscription applies a peer's SUBSCRIBE or CANCEL (PUB/XPUB).
+func (p *peer) subscription(add bool, topic []byte) {
+	l := p.subs.Load()
+	var changed bool
+	if add {
+		l, changed = l.add(topic)
+	} else {
+		l, changed = l.remove(topic)
+	}
+	p.subs.Store(l)
+	if p.s.kind == XPub && changed {
+		p.s.xpubUpdate(p, topic, add, false)
+	}
+}
+
+// xpubUpdate keeps the union of subscriptions and passes a change of the
+// union to Recv as a \x01topic or \x00topic message.
+func (s *Socket) xpubUpdate(p *peer, topic []byte, add, leaving bool) {
+	s.mu.Lock()
+	var changed bool
+	if add {
+		s.xsubs, changed = s.xsubs.add(topic)
+	} else {
+		s.xsubs, changed = s.xsubs.remove(topic)
+	}
+	s.mu.Unlock()
+	if !changed || s.closed.Load() {
+		return
+	}
+	m := subMsg(add, topic)
+	if leaving {
+		select {
+		case s.in <- inMsg{m: m}:
+		default:
+			s.st.dropped.Add(1)
+		}
+		return
+	}
+	p.deliver(m)
+}
+
+func (p *peer) writeLoop() {
+	s := p.s
+	var tick <-chan time.Time
+	if s.cfg.HeartbeatInterval > 0 {
+		t := time.NewTicker(s.cfg.HeartbeatInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for _, m := range p.replay {
+		if err := p.write(m); err != nil {
+			p.shutdown(err)
+			return
+		}
+	}
+	p.replay = nil
+	if err := p.w.Flush(); err != nil {
+		p.shutdown(err)
+		return
+	}
+	var pingBuf []byte
+	for {
+		var err error
+		select {
+		case m := <-p.out:
+			err = p.write(m)
+			for err == nil {
+				select {
+				case m = <-p.out:
+					err = p.write(m)
+					continue
+				default:
+				}
+				break
+			}
+			if err == nil {
+				err = p.w.Flush()
+			}
+		case c := <-p.ctrl:
+			if err = p.w.WriteCommand(c.Name, c.Body); err == nil {
+				err = p.w.Flush()
+			}
+		case <-tick:
+			ttl := uint16(s.cfg.HeartbeatTTL / (100 * time.Millisecond))
+			pingBuf = zmtp.AppendPing(pingBuf[:0], ttl, nil)
+			if err = p.w.WriteCommand(zmtp.CmdPing, pingBuf); err == nil {
+				err = p.w.Flush()
+			}
+		case <-p.quit:
+			return
+		case <-s.closing:
+			p.linger()
+			return
+		}
+		if err != nil {
+			p.shutdown(err)
+			return
+		}
+	}
+}
+
+// write encodes one outgoing message. SUB and XSUB turn subscription
+// messages into SUBSCRIBE/CANCEL commands for ZMTP 3.1 peers.
+func (p *peer) write(m Msg) error {
+	if s := p.s; s.waiters.Load() > 0 {
+		s.wake()
+	}
+	if (p.s.kind == Sub || p.s.kind == XSub) && p.minor >= 1 && len(m.Frames) == 1 &&
+		len(m.Frames[0]) > 0 && m.Frames[0][0] <= 1 {
+		name := zmtp.CmdCancel
+		if m.Frames[0][0] == 1 {
+			name = zmtp.CmdSubscribe
+		}
+		return p.w.WriteCommand(name, m.Frames[0][1:])
+	}
+	return p.w.WriteMessage(m.Frames)
+}
+
+// linger flushes what is queued, within Config.Linger, then half-closes
+// the connection so the peer reads everything before EOF. The reader ends
+// the connection when the peer closes its side or the deadline passes.
+func (p *peer) linger() {
+	s := p.s
+	if s.cfg.Linger < 0 {
+		p.shutdown(ErrClosed)
+		return
+	}
+	deadline := time.Now().Add(s.cfg.Linger)
+	_ = p.conn.SetWriteDeadline(deadline)
+	var err error
+	for err == nil {
+		select {
+		case m := <-p.out:
+			err = p.write(m)
+			continue
+		default:
+		}
+		break
+	}
+	if err == nil {
+		err = p.w.Flush()
+	}
+	if err != nil {
+		p.shutdown(err)
+		return
+	}
+	if cw, ok := p.conn.(interface{ CloseWrite() error }); ok {
+		_ = p.conn.SetReadDeadline(deadline)
+		_ = cw.CloseWrite()
+		return
+	}
+	p.shutdown(ErrClosed)
+}

@@ -1,0 +1,405 @@
+package socket
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+)
+
+// Send queues m for delivery according to the socket kind and takes
+// ownership of its frames. It blocks while the kind's high-water-mark
+// policy says so, until ctx ends or, if ctx has no deadline,
+// Config.SendTimeout passes:
+//
+//   - PUSH, DEALER, REQ, PAIR: round-robin among connected peers whose
+//     queue has room; block while there is none (also while there are no
+//     peers).
+//   - PUB, XPUB: to every peer whose subscriptions match the first frame;
+//     a peer whose queue is full misses the message (counted in
+//     Stats.Dropped, reported by a rate-limited EventDropped). Never
+//     blocks.
+//   - ROUTER: Frames[0] names the destination peer. Unknown peers and full
+//     queues drop the message, unless Config.RouterMandatory is set: then
+//     unknown peers give ErrUnknownPeer and full queues block.
+//   - REP: the reply goes back to the peer of the last request, with its
+//     envelope restored.
+//   - XSUB: to every peer; \x01topic and \x00topic messages also change
+//     the subscriptions replayed on reconnect.
+//   - SUB, PULL: ErrNotSupported.
+//
+// A deadline gives an error matching both ErrTimeout and
+// context.DeadlineExceeded; cancellation gives context.Canceled.
+// Returning nil means queued, not delivered.
+func (s *Socket) Send(ctx context.Context, m Msg) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if len(m.Frames) == 0 {
+		return fmt.Errorf("socket: send: message has no frames")
+	}
+	var err error
+	switch s.kind {
+	case Push, Dealer, Pair:
+		_, err = s.sendRR(ctx, m)
+	case Pub, XPub:
+		s.sendFanout(m, true)
+	case XSub:
+		err = s.sendXSub(ctx, m)
+	case Router:
+		err = s.sendRouter(ctx, m)
+	case Req:
+		err = s.sendReq(ctx, m)
+	case Rep:
+		err = s.sendRep(ctx, m)
+	default:
+		return fmt.Errorf("%w: Send on %s", ErrNotSupported, s.kind)
+	}
+	if err == nil {
+		s.st.sent.Add(1)
+	}
+	return err
+}
+
+// sendRR gives m to the next peer in round-robin order that has room.
+func (s *Socket) sendRR(ctx context.Context, m Msg) (*peer, error) {
+	if p := s.tryRR(m); p != nil {
+		return p, nil
+	}
+	ctx, cancel := ctxFor(ctx, s.cfg.SendTimeout)
+	defer cancel()
+	for {
+		s.waiters.Add(1)
+		p := s.tryRR(m)
+		if p == nil {
+			select {
+			case <-s.room:
+			case <-ctx.Done():
+				s.waiters.Add(-1)
+				return nil, ctxErr(ctx)
+			case <-s.closing:
+				s.waiters.Add(-1)
+				return nil, ErrClosed
+			}
+		}
+		if s.waiters.Add(-1) > 0 {
+			s.wake() // pass the wake-up on to the next blocked sender
+		}
+		if p != nil {
+			return p, nil
+		}
+	}
+}
+
+func (s *Socket) tryRR(m Msg) *peer {
+	ps := *s.peers.Load()
+	n := uint32(len(ps))
+	if n == 0 {
+		return nil
+	}
+	start := s.rr.Add(1)
+	for i := uint32(0); i < n; i++ {
+		p := ps[(start+i)%n]
+		select {
+		case p.out <- m:
+			return p
+		default:
+		}
+	}
+	return nil
+}
+
+// sendFanout queues m for every matching peer, dropping for full ones.
+func (s *Socket) sendFanout(m Msg, filter bool) {
+	for _, p := range *s.peers.Load() {
+		if filter && !p.subs.Load().match(m.Frames[0]) {
+			continue
+		}
+		select {
+		case p.out <- m:
+		default:
+			s.drop(p)
+		}
+	}
+}
+
+func (s *Socket) drop(p *peer) {
+	s.st.dropped.Add(1)
+	now := time.Now().UnixNano()
+	last := p.lastDrop.Load()
+	if now-last >= int64(time.Second) && p.lastDrop.CompareAndSwap(last, now) {
+		s.emit(Event{Type: EventDropped, Endpoint: p.endpoint, Peer: p.remote,
+			Err: fmt.Errorf("socket: peer queue full (%d messages)", s.cfg.SendHWM)})
+	}
+}
+
+// sendTo queues m for one peer, blocking while its queue is full. A peer
+// that goes away swallows the message.
+func (s *Socket) sendTo(ctx context.Context, p *peer, m Msg) error {
+	select {
+	case p.out <- m:
+		return nil
+	default:
+	}
+	ctx, cancel := ctxFor(ctx, s.cfg.SendTimeout)
+	defer cancel()
+	select {
+	case p.out <- m:
+		return nil
+	case <-p.quit:
+		s.st.dropped.Add(1)
+		return nil
+	case <-ctx.Done():
+		return ctxErr(ctx)
+	case <-s.closing:
+		return ErrClosed
+	}
+}
+
+func (s *Socket) sendXSub(ctx context.Context, m Msg) error {
+	if len(m.Frames) == 1 && len(m.Frames[0]) > 0 && m.Frames[0][0] <= 1 {
+		s.mu.Lock()
+		if m.Frames[0][0] == 1 {
+			s.subs, _ = s.subs.add(m.Frames[0][1:])
+		} else {
+			s.subs, _ = s.subs.remove(m.Frames[0][1:])
+		}
+		s.mySubs.Store(s.subs)
+		s.mu.Unlock()
+	}
+	for _, p := range *s.peers.Load() {
+		if err := s.sendTo(ctx, p, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Socket) sendRouter(ctx context.Context, m Msg) error {
+	if len(m.Frames) < 2 {
+		return fmt.Errorf("socket: ROUTER send needs an identity frame and a body")
+	}
+	s.peersMu.Lock()
+	p := s.byID[string(m.Frames[0])]
+	s.peersMu.Unlock()
+	body := Msg{Frames: m.Frames[1:]}
+	if p == nil {
+		if s.cfg.RouterMandatory {
+			return fmt.Errorf("%w: %q", ErrUnknownPeer, m.Frames[0])
+		}
+		s.st.dropped.Add(1)
+		return nil
+	}
+	if !s.cfg.RouterMandatory {
+		select {
+		case p.out <- body:
+		default:
+			s.drop(p)
+		}
+		return nil
+	}
+	return s.sendTo(ctx, p, body)
+}
+
+func (s *Socket) sendReq(ctx context.Context, m Msg) error {
+	s.reqMu.Lock()
+	defer s.reqMu.Unlock()
+	if s.reqWaiting && !s.cfg.ReqRelaxed {
+		return fmt.Errorf("%w: REQ must receive the reply before sending again", ErrState)
+	}
+	id := s.reqID + 1
+	frames := make([][]byte, 0, len(m.Frames)+2)
+	if s.cfg.ReqCorrelate {
+		frames = append(frames, binary.BigEndian.AppendUint32(nil, id))
+	}
+	frames = append(frames, []byte{})
+	frames = append(frames, m.Frames...)
+	p, err := s.sendRR(ctx, Msg{Frames: frames})
+	if err != nil {
+		return err
+	}
+	s.reqID = id
+	s.reqPeer = p
+	s.reqWaiting = true
+	return nil
+}
+
+func (s *Socket) sendRep(ctx context.Context, m Msg) error {
+	s.repMu.Lock()
+	if !s.repPending {
+		s.repMu.Unlock()
+		return fmt.Errorf("%w: REP must receive a request before replying", ErrState)
+	}
+	p, env := s.repPeer, s.repEnv
+	s.repPending, s.repPeer, s.repEnv = false, nil, nil
+	s.repMu.Unlock()
+	frames := make([][]byte, 0, len(env)+len(m.Frames))
+	frames = append(frames, env...)
+	frames = append(frames, m.Frames...)
+	return s.sendTo(ctx, p, Msg{Frames: frames})
+}
+
+// Recv returns the next message, fair-queued among peers. It blocks until
+// a message arrives, ctx ends or, if ctx has no deadline,
+// Config.RecvTimeout passes. ROUTER prepends the sender's identity as
+// Frames[0]; REQ and REP strip the envelope. PUB and PUSH return
+// ErrNotSupported; XPUB returns subscription changes (\x01topic,
+// \x00topic). The returned frames belong to the caller.
+func (s *Socket) Recv(ctx context.Context) (Msg, error) {
+	if !s.kind.canRecv() {
+		return Msg{}, fmt.Errorf("%w: Recv on %s", ErrNotSupported, s.kind)
+	}
+	var (
+		m   Msg
+		err error
+	)
+	switch s.kind {
+	case Req:
+		m, err = s.recvReq(ctx)
+	case Rep:
+		m, err = s.recvRep(ctx)
+	default:
+		var im inMsg
+		im, err = s.recvIn(ctx)
+		m = im.m
+		if err == nil && s.kind == Router {
+			f := make([][]byte, 0, len(m.Frames)+1)
+			f = append(f, []byte(im.p.id))
+			m.Frames = append(f, m.Frames...)
+		}
+	}
+	if err == nil {
+		s.st.received.Add(1)
+	}
+	return m, err
+}
+
+func (s *Socket) recvIn(ctx context.Context) (inMsg, error) {
+	if s.closed.Load() {
+		return inMsg{}, ErrClosed
+	}
+	select {
+	case im := <-s.in:
+		return im, nil
+	default:
+	}
+	ctx, cancel := ctxFor(ctx, s.cfg.RecvTimeout)
+	defer cancel()
+	select {
+	case im := <-s.in:
+		return im, nil
+	case <-ctx.Done():
+		return inMsg{}, ctxErr(ctx)
+	case <-s.closing:
+		return inMsg{}, ErrClosed
+	}
+}
+
+func (s *Socket) recvReq(ctx context.Context) (Msg, error) {
+	s.reqMu.Lock()
+	if !s.reqWaiting {
+		s.reqMu.Unlock()
+		return Msg{}, fmt.Errorf("%w: REQ must send a request before receiving", ErrState)
+	}
+	s.reqMu.Unlock()
+	ctx, cancel := ctxFor(ctx, s.cfg.RecvTimeout)
+	defer cancel()
+	for {
+		im, err := s.recvIn(ctx)
+		if err != nil {
+			return Msg{}, err
+		}
+		s.reqMu.Lock()
+		p, id, waiting := s.reqPeer, s.reqID, s.reqWaiting
+		s.reqMu.Unlock()
+		if !waiting || im.p != p {
+			continue // not from the peer we asked: discard
+		}
+		f := im.m.Frames
+		if s.cfg.ReqCorrelate {
+			if len(f) < 1 || len(f[0]) != 4 || binary.BigEndian.Uint32(f[0]) != id {
+				continue
+			}
+			f = f[1:]
+		}
+		if len(f) < 1 || len(f[0]) != 0 {
+			continue // malformed reply
+		}
+		s.reqMu.Lock()
+		if s.reqID != id {
+			s.reqMu.Unlock()
+			continue // a newer request was sent meanwhile
+		}
+		s.reqWaiting = false
+		s.reqMu.Unlock()
+		return Msg{Frames: f[1:]}, nil
+	}
+}
+
+func (s *Socket) recvRep(ctx context.Context) (Msg, error) {
+	s.repMu.Lock()
+	pending := s.repPending
+	s.repMu.Unlock()
+	if pending {
+		return Msg{}, fmt.Errorf("%w: REP must send the reply before receiving again", ErrState)
+	}
+	ctx, cancel := ctxFor(ctx, s.cfg.RecvTimeout)
+	defer cancel()
+	for {
+		im, err := s.recvIn(ctx)
+		if err != nil {
+			return Msg{}, err
+		}
+		f := im.m.Frames
+		i := 0
+		for i < len(f) && len(f[i]) != 0 {
+			i++
+		}
+		if i == len(f) {
+			s.st.dropped.Add(1)
+			continue // no delimiter: not a request
+		}
+		s.repMu.Lock()
+		s.repPending, s.repPeer, s.repEnv = true, im.p, f[:i+1:i+1]
+		s.repMu.Unlock()
+		return Msg{Frames: f[i+1:]}, nil
+	}
+}
+
+// Subscribe adds a prefix subscription (SUB and XSUB only); the empty
+// prefix matches everything. Subscriptions are announced to every peer,
+// now and after each reconnect. Subscribing twice to a prefix needs two
+// Unsubscribe calls to remove it.
+func (s *Socket) Subscribe(prefix []byte) error { return s.subscribe(true, prefix) }
+
+// Unsubscribe removes one Subscribe of prefix.
+func (s *Socket) Unsubscribe(prefix []byte) error { return s.subscribe(false, prefix) }
+
+func (s *Socket) subscribe(add bool, prefix []byte) error {
+	if s.kind != Sub && s.kind != XSub {
+		return fmt.Errorf("%w: subscriptions on %s", ErrNotSupported, s.kind)
+	}
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	if add {
+		s.subs, _ = s.subs.add(prefix)
+	} else {
+		s.subs, _ = s.subs.remove(prefix)
+	}
+	s.mySubs.Store(s.subs)
+	ps := *s.peers.Load()
+	s.mu.Unlock()
+	m := subMsg(add, prefix)
+	for _, p := range ps {
+		select {
+		case p.out <- m:
+		case <-p.quit:
+		case <-s.closing:
+			return ErrClosed
+		}
+	}
+	return nil
+}
