@@ -263,10 +263,6 @@ func (l *Log) load() error {
 	return nil
 }
 
-func gapRecorded(dir string, from, to uint64) bool {
-	_, err := os.Stat(filepath.Join(dir, "quarantine", fmt.Sprintf("%020d-%020d.gap", from, to)))
-	return err == nil
-}
 
 // loadSegment opens and scans one segment. It returns nil, nil for a
 // last segment whose header was never completely written.
