@@ -1,0 +1,355 @@
+// Package collect is the collector half of log shipping: it pulls a stream
+// from every publisher in the mesh and appends each record as a line to one
+// file per publisher, exactly once across restarts.
+//
+// Next to each output file NAME.log, the collector keeps NAME.log.pos: the
+// next offset to pull and the file's size at that point, written crash-safely
+// (temp file, fsync, rename, directory fsync) only after the output file was
+// synced. On start, a file longer than its recorded size — lines written
+// after the last recorded position by a collector that then crashed — is
+// truncated to that size and pulling resumes at the recorded offset, so no
+// line is lost or repeated.
+package collect
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fastmq/fastmq/patterns/pull"
+	"github.com/fastmq/fastmq/socket"
+)
+
+// Config configures a Collector.
+type Config struct {
+	// Dir receives one file per publisher. Required.
+	Dir string
+	// Stream to collect. Required.
+	Stream string
+	// Name of the collector, for logs. Default "collect".
+	Name string
+	// Discovery finds the publishers; or use Publishers (name → endpoint).
+	Discovery  pull.StreamWatcher
+	Publishers map[string]string
+	// Start applies to publishers with no recorded position. Default
+	// earliest.
+	Start pull.Start
+	// FlushInterval bounds how long a line waits before it is synced and
+	// its position recorded. Default 200ms.
+	FlushInterval time.Duration
+	// MaxBatch syncs after this many lines even before FlushInterval.
+	// Default 65536.
+	MaxBatch int
+	// Socket configures the consumer's sockets.
+	Socket socket.Config
+	// Logger receives the collector's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Stats are a collector's counters.
+type Stats struct {
+	Lines   uint64            // lines written since start
+	Files   map[string]uint64 // per publisher: next offset recorded
+	Flushes uint64
+}
+
+// Collector writes a stream to per-publisher files. Run it with Run; stop
+// it by cancelling Run's context, then Close. Stats is safe for concurrent
+// use; Run must not be called twice.
+type Collector struct {
+	cfg  Config
+	log  *slog.Logger
+	cons *pull.Consumer
+
+	mu     sync.Mutex
+	files  map[string]*outFile
+	lines  uint64
+	flush  uint64
+	closed bool
+}
+
+type outFile struct {
+	f       *os.File
+	w       *bufio.Writer
+	path    string
+	size    int64  // bytes written (buffered included)
+	next    uint64 // next offset after the last written line
+	saved   uint64 // next offset recorded in the .pos file
+	dirty   bool
+	pending []pull.Message
+}
+
+type posFile struct {
+	Next uint64 `json:"next"`
+	Size int64  `json:"size"`
+}
+
+// New opens the output directory, restores recorded positions (truncating
+// files that ran ahead of them) and starts pulling.
+func New(cfg Config) (*Collector, error) {
+	if cfg.Dir == "" || cfg.Stream == "" {
+		return nil, errors.New("collect: Dir and Stream are required")
+	}
+	if cfg.Name == "" {
+		cfg.Name = "collect"
+	}
+	if cfg.FlushInterval <= 0 {
+		cfg.FlushInterval = 200 * time.Millisecond
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 65536
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	c := &Collector{cfg: cfg, log: lg.With("component", "collect", "topic", cfg.Stream), files: make(map[string]*outFile)}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("collect: create %s: %w", cfg.Dir, err)
+	}
+	cons, err := pull.NewConsumer(pull.ConsumerConfig{
+		Stream:         cfg.Stream,
+		Name:           cfg.Name,
+		Resume:         c.resume,
+		Start:          cfg.Start,
+		Discovery:      cfg.Discovery,
+		Publishers:     cfg.Publishers,
+		CommitInterval: -1,
+		Socket:         cfg.Socket,
+		Logger:         cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.cons = cons
+	return c, nil
+}
+
+// fileName maps a publisher name to a safe file name.
+func fileName(publisher string) string {
+	r := strings.NewReplacer("/", "_", "\\", "_", "\x00", "_")
+	name := r.Replace(publisher)
+	if strings.HasPrefix(name, ".") {
+		name = "_" + name
+	}
+	return name + ".log"
+}
+
+// resume opens (or creates) the publisher's file and returns its recorded
+// position. Called by the consumer before it pulls from a publisher.
+func (c *Collector) resume(publisher string) (uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if of, ok := c.files[publisher]; ok {
+		return of.next, true
+	}
+	of, ok, err := c.open(publisher)
+	if err != nil {
+		// The consumer starts per Start; writes will fail and be logged.
+		c.log.Error("open output file", "peer", publisher, "err", err)
+		return 0, false
+	}
+	c.files[publisher] = of
+	return of.next, ok
+}
+
+func (c *Collector) open(publisher string) (*outFile, bool, error) {
+	path := filepath.Join(c.cfg.Dir, fileName(publisher))
+	var pos posFile
+	recorded := false
+	if b, err := os.ReadFile(path + ".pos"); err == nil {
+		if err := json.Unmarshal(b, &pos); err != nil {
+			return nil, false, fmt.Errorf("collect: position file %s.pos is damaged: %w", path, err)
+		}
+		recorded = true
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, false, fmt.Errorf("collect: read %s.pos: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, false, fmt.Errorf("collect: open %s: %w", path, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, false, err
+	}
+	size := fi.Size()
+	if recorded && size > pos.Size {
+		c.log.Warn("output ran ahead of its recorded position, truncating", "segment", path, "size", size, "recorded", pos.Size)
+		if err := f.Truncate(pos.Size); err != nil {
+			f.Close()
+			return nil, false, fmt.Errorf("collect: truncate %s: %w", path, err)
+		}
+		size = pos.Size
+	} else if recorded && size < pos.Size {
+		f.Close()
+		return nil, false, fmt.Errorf("collect: %s is %d bytes, shorter than its recorded %d: the file lost data", path, size, pos.Size)
+	} else if !recorded && size > 0 {
+		f.Close()
+		return nil, false, fmt.Errorf("collect: %s exists without a position file; move it away to collect again", path)
+	}
+	if _, err := f.Seek(size, 0); err != nil {
+		f.Close()
+		return nil, false, err
+	}
+	return &outFile{f: f, w: bufio.NewWriterSize(f, 256<<10), path: path, size: size, next: pos.Next, saved: pos.Next}, recorded, nil
+}
+
+// Run pulls and writes until ctx ends. It always returns a non-nil error:
+// ctx.Err() after a clean stop, with everything written synced.
+func (c *Collector) Run(ctx context.Context) error {
+	var pending []pull.Message
+	lastFlush := time.Now()
+	for {
+		wctx, cancel := context.WithDeadline(ctx, lastFlush.Add(c.cfg.FlushInterval))
+		m, err := c.cons.Next(wctx)
+		cancel()
+		if err == nil {
+			if err := c.write(m); err != nil {
+				return err
+			}
+			pending = append(pending, m)
+		}
+		if err != nil && ctx.Err() != nil {
+			ferr := c.sync(pending)
+			return errors.Join(ctx.Err(), ferr)
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return errors.Join(err, c.sync(pending))
+		}
+		if len(pending) >= c.cfg.MaxBatch || time.Since(lastFlush) >= c.cfg.FlushInterval {
+			if err := c.sync(pending); err != nil {
+				return err
+			}
+			pending = pending[:0]
+			lastFlush = time.Now()
+		}
+	}
+}
+
+func (c *Collector) write(m pull.Message) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	of := c.files[m.Publisher]
+	if of == nil {
+		return fmt.Errorf("collect: record from %s before its file was opened", m.Publisher)
+	}
+	if m.Offset < of.next {
+		return nil // already written (a re-fetch after a reconnect)
+	}
+	of.w.Write(m.Value)
+	of.w.WriteByte('\n')
+	of.size += int64(len(m.Value)) + 1
+	of.next = m.Offset + 1
+	of.dirty = true
+	c.lines++
+	return nil
+}
+
+// sync flushes and syncs every dirty file, records its position, then
+// acknowledges the written messages.
+func (c *Collector) sync(written []pull.Message) error {
+	c.mu.Lock()
+	var errs []error
+	for pub, of := range c.files {
+		if !of.dirty {
+			continue
+		}
+		if err := of.w.Flush(); err != nil {
+			errs = append(errs, fmt.Errorf("collect: write %s: %w", of.path, err))
+			continue
+		}
+		if err := of.f.Sync(); err != nil {
+			errs = append(errs, fmt.Errorf("collect: sync %s: %w", of.path, err))
+			continue
+		}
+		b, _ := json.Marshal(posFile{Next: of.next, Size: of.size})
+		if err := writeAtomic(of.path+".pos", b); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		of.saved = of.next
+		of.dirty = false
+		_ = pub
+	}
+	c.flush++
+	c.mu.Unlock()
+	for _, m := range written {
+		c.cons.Ack(m)
+	}
+	return errors.Join(errs...)
+}
+
+// Stats returns the collector's counters.
+func (c *Collector) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := Stats{Lines: c.lines, Flushes: c.flush, Files: make(map[string]uint64, len(c.files))}
+	for pub, of := range c.files {
+		st.Files[pub] = of.saved
+	}
+	return st
+}
+
+// Consumer returns the collector's consumer, for its per-publisher stats.
+func (c *Collector) Consumer() *pull.Consumer { return c.cons }
+
+// Close stops pulling and closes the files. Lines written since the last
+// sync are flushed and synced first. Close is idempotent.
+func (c *Collector) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	err := c.cons.Close()
+	serr := c.sync(nil)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for _, of := range c.files {
+		if e := of.f.Close(); e != nil {
+			errs = append(errs, e)
+		}
+	}
+	return errors.Join(append(errs, err, serr)...)
+}
+
+// writeAtomic replaces name with data crash-safely.
+func writeAtomic(name string, data []byte) error {
+	tmp := name + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("collect: %w", err)
+	}
+	_, werr := f.Write(data)
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("collect: write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, name); err != nil {
+		return fmt.Errorf("collect: %w", err)
+	}
+	d, err := os.Open(filepath.Dir(name))
+	if err != nil {
+		return fmt.Errorf("collect: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("collect: sync directory of %s: %w", name, err)
+	}
+	return nil
+}

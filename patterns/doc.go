@@ -1,0 +1,10 @@
+// Package patterns holds what FastMQ users build from sockets, spools and
+// discovery. Each pattern lives in its own sub-package:
+//
+//   - pull: the core of FastMQ. A spool server on each publisher serves fetch
+//     requests over a ROUTER socket; a consumer discovers every publisher of a
+//     stream, pulls from each with long polling, delivers in per-publisher
+//     order and records its own offsets.
+//
+// The packages socket, spool and discovery never import patterns.
+package patterns

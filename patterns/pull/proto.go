@@ -1,0 +1,195 @@
+package pull
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// ProtocolVersion is the version byte carried by every pull protocol frame.
+// A server answers requests of another version with StatusBadRequest.
+const ProtocolVersion = 1
+
+// Op is a request kind.
+type Op uint8
+
+// Request kinds.
+const (
+	// OpFetch asks for stored batches from an offset on.
+	OpFetch Op = 1
+	// OpMeta asks only for the stream's oldest and next offsets.
+	OpMeta Op = 2
+	// OpSeekTime asks for the first offset at or after a time (in the
+	// request's Offset field, as Unix nanoseconds).
+	OpSeekTime Op = 3
+)
+
+// Status is the outcome of a request.
+type Status uint8
+
+// Reply statuses.
+const (
+	StatusOK          Status = 0
+	StatusUnknown     Status = 1 // the publisher has no such stream
+	StatusOutOfRange  Status = 2 // the offset is below the oldest retained one
+	StatusTooLarge    Status = 3 // a single batch exceeds the request's byte limit cap
+	StatusBadRequest  Status = 4 // malformed request or unsupported version
+	StatusInternal    Status = 5 // the publisher failed to read its spool
+	StatusUnavailable Status = 6 // the server is shutting down
+)
+
+func (s Status) String() string {
+	switch s {
+	case StatusOK:
+		return "ok"
+	case StatusUnknown:
+		return "unknown stream"
+	case StatusOutOfRange:
+		return "offset out of range"
+	case StatusTooLarge:
+		return "too large"
+	case StatusBadRequest:
+		return "bad request"
+	case StatusInternal:
+		return "internal error"
+	case StatusUnavailable:
+		return "unavailable"
+	}
+	return fmt.Sprintf("status(%d)", uint8(s))
+}
+
+// Wire layout (all integers big-endian).
+//
+// Request, two frames after the ROUTER envelope:
+//
+//	frame 0 (22 bytes): version u8 | op u8 | id u32 | offset u64 | maxBytes u32 | maxWaitMillis u32
+//	frame 1: stream name (1..255 bytes)
+//
+// Reply, two frames:
+//
+//	frame 0 (30 bytes): version u8 | status u8 | id u32 | next u64 | oldest u64 | high u64
+//	frame 1: for StatusOK with OpFetch, zero or more whole spool batches as
+//	         they lie on disk; for an error status, a UTF-8 message.
+const (
+	requestHeaderLen = 22
+	replyHeaderLen   = 30
+	// MaxStreamName is the longest stream name the protocol carries.
+	MaxStreamName = 255
+)
+
+// ErrMalformed reports a frame that does not follow the pull protocol.
+var ErrMalformed = errors.New("pull: malformed frame")
+
+// Request is one decoded consumer request.
+type Request struct {
+	Op            Op
+	ID            uint32
+	Offset        uint64
+	MaxBytes      uint32
+	MaxWaitMillis uint32
+	Stream        string
+}
+
+// Reply is one decoded server reply.
+type Reply struct {
+	Status Status
+	ID     uint32
+	// Next is the offset after the last record in Data (OpFetch), the
+	// requested position (OpSeekTime), or the stream's next offset (OpMeta).
+	Next uint64
+	// Oldest is the oldest retained offset of the stream.
+	Oldest uint64
+	// High is the stream's next offset at the time of the reply; High-Next
+	// is the consumer's lag in records.
+	High uint64
+	// Data holds raw batches (StatusOK) or an error message.
+	Data []byte
+}
+
+// appendRequestHeader encodes r's fixed header into dst.
+func appendRequestHeader(dst []byte, r *Request) []byte {
+	var b [requestHeaderLen]byte
+	b[0] = ProtocolVersion
+	b[1] = byte(r.Op)
+	binary.BigEndian.PutUint32(b[2:], r.ID)
+	binary.BigEndian.PutUint64(b[6:], r.Offset)
+	binary.BigEndian.PutUint32(b[14:], r.MaxBytes)
+	binary.BigEndian.PutUint32(b[18:], r.MaxWaitMillis)
+	return append(dst, b[:]...)
+}
+
+// EncodeRequest returns the frames of r.
+func EncodeRequest(r *Request) [][]byte {
+	return [][]byte{appendRequestHeader(nil, r), []byte(r.Stream)}
+}
+
+// DecodeRequest parses the frames of a request (without the ROUTER
+// envelope). It never panics on any input.
+func DecodeRequest(frames [][]byte) (Request, error) {
+	var r Request
+	if len(frames) != 2 {
+		return r, fmt.Errorf("%w: request has %d frames, want 2", ErrMalformed, len(frames))
+	}
+	h := frames[0]
+	if len(h) != requestHeaderLen {
+		return r, fmt.Errorf("%w: request header is %d bytes, want %d", ErrMalformed, len(h), requestHeaderLen)
+	}
+	if h[0] != ProtocolVersion {
+		return r, fmt.Errorf("%w: protocol version %d, want %d", ErrMalformed, h[0], ProtocolVersion)
+	}
+	r.Op = Op(h[1])
+	if r.Op < OpFetch || r.Op > OpSeekTime {
+		return r, fmt.Errorf("%w: unknown op %d", ErrMalformed, h[1])
+	}
+	r.ID = binary.BigEndian.Uint32(h[2:])
+	r.Offset = binary.BigEndian.Uint64(h[6:])
+	r.MaxBytes = binary.BigEndian.Uint32(h[14:])
+	r.MaxWaitMillis = binary.BigEndian.Uint32(h[18:])
+	if n := len(frames[1]); n == 0 || n > MaxStreamName {
+		return r, fmt.Errorf("%w: stream name of %d bytes", ErrMalformed, n)
+	}
+	r.Stream = string(frames[1])
+	return r, nil
+}
+
+// EncodeReply returns the frames of r. Data is not copied.
+func EncodeReply(r *Reply) [][]byte {
+	b := make([]byte, replyHeaderLen)
+	b[0] = ProtocolVersion
+	b[1] = byte(r.Status)
+	binary.BigEndian.PutUint32(b[2:], r.ID)
+	binary.BigEndian.PutUint64(b[6:], r.Next)
+	binary.BigEndian.PutUint64(b[14:], r.Oldest)
+	binary.BigEndian.PutUint64(b[22:], r.High)
+	data := r.Data
+	if data == nil {
+		data = []byte{}
+	}
+	return [][]byte{b, data}
+}
+
+// DecodeReply parses the frames of a reply. It never panics on any input.
+// Data aliases frames[1].
+func DecodeReply(frames [][]byte) (Reply, error) {
+	var r Reply
+	if len(frames) != 2 {
+		return r, fmt.Errorf("%w: reply has %d frames, want 2", ErrMalformed, len(frames))
+	}
+	h := frames[0]
+	if len(h) != replyHeaderLen {
+		return r, fmt.Errorf("%w: reply header is %d bytes, want %d", ErrMalformed, len(h), replyHeaderLen)
+	}
+	if h[0] != ProtocolVersion {
+		return r, fmt.Errorf("%w: protocol version %d, want %d", ErrMalformed, h[0], ProtocolVersion)
+	}
+	r.Status = Status(h[1])
+	if r.Status > StatusUnavailable {
+		return r, fmt.Errorf("%w: unknown status %d", ErrMalformed, h[1])
+	}
+	r.ID = binary.BigEndian.Uint32(h[2:])
+	r.Next = binary.BigEndian.Uint64(h[6:])
+	r.Oldest = binary.BigEndian.Uint64(h[14:])
+	r.High = binary.BigEndian.Uint64(h[22:])
+	r.Data = frames[1]
+	return r, nil
+}

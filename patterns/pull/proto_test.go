@@ -1,0 +1,98 @@
+package pull
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+func TestRequestRoundTrip(t *testing.T) {
+	cases := []Request{
+		{Op: OpFetch, ID: 1, Offset: 0, MaxBytes: 1 << 20, MaxWaitMillis: 2000, Stream: "a"},
+		{Op: OpMeta, ID: 1<<32 - 1, Offset: 1<<64 - 1, Stream: "access-log"},
+		{Op: OpSeekTime, ID: 7, Offset: 1700000000000000000, Stream: string(bytes.Repeat([]byte("s"), MaxStreamName))},
+	}
+	for _, want := range cases {
+		got, err := DecodeRequest(EncodeRequest(&want))
+		if err != nil {
+			t.Fatalf("decode %+v: %v", want, err)
+		}
+		if got != want {
+			t.Fatalf("round trip: got %+v, want %+v", got, want)
+		}
+	}
+}
+
+func TestReplyRoundTrip(t *testing.T) {
+	want := Reply{Status: StatusOutOfRange, ID: 9, Next: 10, Oldest: 5, High: 99, Data: []byte("below retention")}
+	got, err := DecodeReply(EncodeReply(&want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != want.Status || got.ID != want.ID || got.Next != want.Next || got.Oldest != want.Oldest || got.High != want.High || !bytes.Equal(got.Data, want.Data) {
+		t.Fatalf("round trip: got %+v, want %+v", got, want)
+	}
+}
+
+func TestDecodeRejectsMalformed(t *testing.T) {
+	good := EncodeRequest(&Request{Op: OpFetch, ID: 1, Stream: "s"})
+	badVersion := append([]byte(nil), good[0]...)
+	badVersion[0] = 9
+	badOp := append([]byte(nil), good[0]...)
+	badOp[1] = 0
+	cases := map[string][][]byte{
+		"no frames":       nil,
+		"one frame":       good[:1],
+		"three frames":    {good[0], good[1], {}},
+		"short header":    {good[0][:21], good[1]},
+		"long header":     {append(append([]byte(nil), good[0]...), 0), good[1]},
+		"bad version":     {badVersion, good[1]},
+		"unknown op":      {badOp, good[1]},
+		"empty stream":    {good[0], {}},
+		"stream too long": {good[0], bytes.Repeat([]byte("x"), MaxStreamName+1)},
+	}
+	for name, frames := range cases {
+		t.Run(name, func(t *testing.T) {
+			if _, err := DecodeRequest(frames); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("got %v, want ErrMalformed", err)
+			}
+		})
+	}
+	rep := EncodeReply(&Reply{Status: StatusOK})
+	rep[0][1] = 200
+	if _, err := DecodeReply(rep); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("unknown status: got %v, want ErrMalformed", err)
+	}
+}
+
+// FuzzDecodeRequest checks that no input panics the request decoder and
+// that whatever it accepts encodes back to the same frames.
+func FuzzDecodeRequest(f *testing.F) {
+	f.Add(EncodeRequest(&Request{Op: OpFetch, ID: 3, Offset: 42, MaxBytes: 100, MaxWaitMillis: 5, Stream: "logs"})[0], []byte("logs"))
+	f.Add([]byte{1, 2}, []byte{})
+	f.Fuzz(func(t *testing.T, h, stream []byte) {
+		r, err := DecodeRequest([][]byte{h, stream})
+		if err != nil {
+			return
+		}
+		again := EncodeRequest(&r)
+		if !bytes.Equal(again[0], h) || !bytes.Equal(again[1], stream) {
+			t.Fatalf("re-encoding differs: %x %x vs %x %x", again[0], again[1], h, stream)
+		}
+	})
+}
+
+// FuzzDecodeReply checks that no input panics the reply decoder.
+func FuzzDecodeReply(f *testing.F) {
+	f.Add(EncodeReply(&Reply{Status: StatusOK, ID: 1, Next: 2, Oldest: 0, High: 3})[0], []byte("data"))
+	f.Fuzz(func(t *testing.T, h, data []byte) {
+		r, err := DecodeReply([][]byte{h, data})
+		if err != nil {
+			return
+		}
+		again := EncodeReply(&r)
+		if !bytes.Equal(again[0], h) {
+			t.Fatalf("re-encoding differs: %x vs %x", again[0], h)
+		}
+	})
+}

@@ -1,0 +1,348 @@
+package pull_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/fastmq/fastmq/patterns/pull"
+	"github.com/fastmq/fastmq/socket"
+	"github.com/fastmq/fastmq/spool"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func openSpool(t *testing.T, cfg spool.Config) *spool.Log {
+	t.Helper()
+	if cfg.Dir == "" {
+		cfg.Dir = t.TempDir()
+	}
+	l, err := spool.Open(cfg)
+	if err != nil {
+		t.Fatalf("open spool: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func appendN(t *testing.T, l *spool.Log, prefix string, from, n int) {
+	t.Helper()
+	recs := make([]spool.Record, 0, n)
+	for i := from; i < from+n; i++ {
+		recs = append(recs, spool.Record{Value: []byte(fmt.Sprintf("%s-%d", prefix, i))})
+	}
+	for len(recs) > 0 {
+		k := min(len(recs), 500)
+		if _, err := l.Append(context.Background(), recs[:k]...); err != nil {
+			t.Fatalf("append: %v", err)
+		}
+		recs = recs[k:]
+	}
+}
+
+func startServer(t *testing.T, streams map[string]*spool.Log) *pull.Server {
+	t.Helper()
+	s, err := pull.NewServer(pull.ServerConfig{
+		Lookup: func(name string) (*spool.Log, bool) { l, ok := streams[name]; return l, ok },
+	})
+	if err != nil {
+		t.Fatalf("start server: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func startConsumer(t *testing.T, cfg pull.ConsumerConfig) *pull.Consumer {
+	t.Helper()
+	if cfg.MaxWait == 0 {
+		cfg.MaxWait = 500 * time.Millisecond
+	}
+	c, err := pull.NewConsumer(cfg)
+	if err != nil {
+		t.Fatalf("start consumer: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// next reads one message with a bounded wait.
+func next(t *testing.T, c *pull.Consumer) pull.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, err := c.Next(ctx)
+	if err != nil {
+		t.Fatalf("next: %v", err)
+	}
+	return m
+}
+
+// waitFor polls cond until it holds or the bounded deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestConsumeEveryPublisherInOrder(t *testing.T) {
+	const n = 3000
+	a := openSpool(t, spool.Config{Codec: spool.CodecS2})
+	b := openSpool(t, spool.Config{Codec: spool.CodecZstd})
+	appendN(t, a, "a", 0, n)
+	appendN(t, b, "b", 0, n)
+	sa := startServer(t, map[string]*spool.Log{"logs": a})
+	sb := startServer(t, map[string]*spool.Log{"logs": b})
+	store, err := spool.OpenOffsets(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	c := startConsumer(t, pull.ConsumerConfig{
+		Stream:     "logs",
+		Offsets:    store,
+		Publishers: map[string]string{"pa": sa.Endpoints()[0], "pb": sb.Endpoints()[0]},
+		MaxBytes:   16 << 10, // several fetches per publisher
+	})
+	nextOff := map[string]uint64{}
+	for i := 0; i < 2*n; i++ {
+		m := next(t, c)
+		if m.Offset != nextOff[m.Publisher] {
+			t.Fatalf("%s: got offset %d, want %d", m.Publisher, m.Offset, nextOff[m.Publisher])
+		}
+		want := fmt.Sprintf("%s-%d", strings.TrimPrefix(m.Publisher, "p"), m.Offset)
+		if string(m.Value) != want {
+			t.Fatalf("%s@%d: value %q, want %q", m.Publisher, m.Offset, m.Value, want)
+		}
+		if m.Stream != "logs" {
+			t.Fatalf("stream %q", m.Stream)
+		}
+		nextOff[m.Publisher]++
+		c.Ack(m)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	for _, p := range []string{"pa", "pb"} {
+		if got, ok := store.Get(p, "logs"); !ok || got != n {
+			t.Fatalf("committed %s = %d,%v; want %d", p, got, ok, n)
+		}
+	}
+}
+
+func TestConsumerResumesAfterLastCommit(t *testing.T) {
+	l := openSpool(t, spool.Config{})
+	appendN(t, l, "r", 0, 1000)
+	srv := startServer(t, map[string]*spool.Log{"s": l})
+	dir := t.TempDir()
+	store, err := spool.OpenOffsets(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := pull.ConsumerConfig{Stream: "s", Offsets: store, Publishers: map[string]string{"p": srv.Endpoints()[0]}, CommitInterval: -1}
+	c := startConsumer(t, cfg)
+	var last pull.Message
+	for i := 0; i < 500; i++ {
+		last = next(t, c)
+		if i < 300 {
+			c.Ack(last) // the first 300 are processed; 300..499 are not
+		}
+	}
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	store.Close()
+
+	store2, err := spool.OpenOffsets(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store2.Close()
+	cfg.Offsets = store2
+	c2 := startConsumer(t, cfg)
+	if m := next(t, c2); m.Offset != 300 {
+		t.Fatalf("restarted consumer began at %d, want 300 (the first unacknowledged)", m.Offset)
+	}
+}
+
+func TestOutOfOrderAcksCommitContiguousPrefix(t *testing.T) {
+	l := openSpool(t, spool.Config{})
+	appendN(t, l, "o", 0, 10)
+	srv := startServer(t, map[string]*spool.Log{"s": l})
+	store, err := spool.OpenOffsets(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Offsets: store, Publishers: map[string]string{"p": srv.Endpoints()[0]}, CommitInterval: -1})
+	msgs := make([]pull.Message, 10)
+	for i := range msgs {
+		msgs[i] = next(t, c)
+	}
+	for _, i := range []int{0, 1, 3, 4, 5} { // 2 missing
+		c.Ack(msgs[i])
+	}
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := store.Get("p", "s"); got != 2 {
+		t.Fatalf("committed %d, want 2", got)
+	}
+	c.Ack(msgs[2])
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := store.Get("p", "s"); got != 6 {
+		t.Fatalf("committed %d, want 6", got)
+	}
+}
+
+func TestLongPollDeliversNewRecords(t *testing.T) {
+	l := openSpool(t, spool.Config{})
+	srv := startServer(t, map[string]*spool.Log{"s": l})
+	c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Publishers: map[string]string{"p": srv.Endpoints()[0]}, MaxWait: 20 * time.Second})
+	waitFor(t, "a parked fetch", func() bool { return srv.Stats().Parked > 0 })
+	appendN(t, l, "late", 0, 1)
+	m := next(t, c)
+	if string(m.Value) != "late-0" || m.Offset != 0 {
+		t.Fatalf("got %q@%d", m.Value, m.Offset)
+	}
+}
+
+func TestStartPositions(t *testing.T) {
+	l := openSpool(t, spool.Config{})
+	appendN(t, l, "x", 0, 100)
+	mid := time.Now()
+	appendN(t, l, "y", 100, 50)
+	srv := startServer(t, map[string]*spool.Log{"s": l})
+	eps := map[string]string{"p": srv.Endpoints()[0]}
+	cases := []struct {
+		name  string
+		start pull.Start
+		want  uint64
+	}{
+		{"earliest", pull.Earliest(), 0},
+		{"offset", pull.AtOffset(42), 42},
+		{"time", pull.AtTime(mid), 100},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Publishers: eps, Start: tc.start})
+			if m := next(t, c); m.Offset != tc.want {
+				t.Fatalf("started at %d, want %d", m.Offset, tc.want)
+			}
+		})
+	}
+	t.Run("latest", func(t *testing.T) {
+		c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Publishers: eps, Start: pull.Latest(), MaxWait: 20 * time.Second})
+		waitFor(t, "a parked fetch", func() bool { return srv.Stats().Parked > 0 })
+		appendN(t, l, "z", 150, 1)
+		if m := next(t, c); m.Offset != 150 {
+			t.Fatalf("latest started at %d, want 150", m.Offset)
+		}
+	})
+}
+
+func TestOutOfRangeMovesToOldest(t *testing.T) {
+	l := openSpool(t, spool.Config{SegmentBytes: 4096, RetentionBytes: 8192})
+	appendN(t, l, "old", 0, 2000)
+	if _, err := l.ApplyRetention(); err != nil {
+		t.Fatal(err)
+	}
+	oldest := l.OldestOffset()
+	if oldest == 0 {
+		t.Fatal("retention removed nothing; the test needs a non-zero oldest offset")
+	}
+	srv := startServer(t, map[string]*spool.Log{"s": l})
+	c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Publishers: map[string]string{"p": srv.Endpoints()[0]}, Start: pull.AtOffset(0)})
+	m := next(t, c)
+	if m.Offset != oldest {
+		t.Fatalf("first offset %d, want the oldest %d", m.Offset, oldest)
+	}
+	st := c.Stats()
+	if len(st) != 1 || st[0].Resets != 1 {
+		t.Fatalf("stats %+v: want one out-of-range reset", st)
+	}
+	if srv.Stats().OutOfRange == 0 {
+		t.Fatal("server did not count the out-of-range fetch")
+	}
+}
+
+func TestOutOfRangeStopPolicy(t *testing.T) {
+	l := openSpool(t, spool.Config{SegmentBytes: 4096, RetentionBytes: 8192})
+	appendN(t, l, "old", 0, 2000)
+	if _, err := l.ApplyRetention(); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, map[string]*spool.Log{"s": l})
+	c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Publishers: map[string]string{"p": srv.Endpoints()[0]}, Start: pull.AtOffset(0), OnOutOfRange: pull.StopPublisher})
+	waitFor(t, "the consumer's error", func() bool { return c.Err() != nil })
+	if !strings.Contains(c.Err().Error(), "below retention") {
+		t.Fatalf("error %q does not say the offset fell below retention", c.Err())
+	}
+}
+
+// TestServerSurvivesBadRequests sends malformed and unknown-stream requests
+// from a raw DEALER and checks the replies and that the server still serves.
+func TestServerSurvivesBadRequests(t *testing.T) {
+	l := openSpool(t, spool.Config{})
+	appendN(t, l, "ok", 0, 3)
+	srv := startServer(t, map[string]*spool.Log{"s": l})
+	d, err := socket.New(socket.Dealer, socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Connect(srv.Endpoints()[0]); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	roundTrip := func(frames ...[]byte) pull.Reply {
+		t.Helper()
+		if err := d.Send(ctx, socket.NewMsg(frames...)); err != nil {
+			t.Fatal(err)
+		}
+		m, err := d.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := pull.DecodeReply(m.Frames)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := roundTrip([]byte("garbage")); r.Status != pull.StatusBadRequest {
+		t.Fatalf("garbage: status %v", r.Status)
+	}
+	if r := roundTrip(pull.EncodeRequest(&pull.Request{Op: pull.OpFetch, ID: 5, Stream: "nope"})...); r.Status != pull.StatusUnknown || r.ID != 5 {
+		t.Fatalf("unknown stream: %+v", r)
+	}
+	r := roundTrip(pull.EncodeRequest(&pull.Request{Op: pull.OpFetch, ID: 6, Stream: "s", MaxBytes: 1 << 20})...)
+	if r.Status != pull.StatusOK || r.Next != 3 || r.High != 3 {
+		t.Fatalf("fetch after bad requests: %+v", r)
+	}
+	var got []string
+	if err := spool.DecodeBatches(r.Data, 0, 0, func(rec spool.Record) error {
+		got = append(got, string(rec.Value))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, ",") != "ok-0,ok-1,ok-2" {
+		t.Fatalf("records %v", got)
+	}
+	if st := srv.Stats(); st.BadRequests != 1 || st.UnknownStreams != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}

@@ -1,0 +1,406 @@
+package pull
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fastmq/fastmq/socket"
+	"github.com/fastmq/fastmq/spool"
+)
+
+// ErrClosed is returned by calls on a closed Server or Consumer.
+var ErrClosed = errors.New("pull: closed")
+
+// ServerConfig configures a spool Server. The zero value serves nothing:
+// Lookup is required.
+type ServerConfig struct {
+	// Endpoints to bind the ROUTER socket to. Default: tcp://127.0.0.1:0.
+	Endpoints []string
+	// Lookup returns the spool of a stream, or false if this publisher has
+	// no such stream. It is called from the server's goroutines and must be
+	// safe for concurrent use.
+	Lookup func(stream string) (*spool.Log, bool)
+	// MaxBytes caps the data of one reply. Default 4 MiB. A single batch
+	// larger than this is still served whole.
+	MaxBytes int
+	// MaxWait caps how long a fetch at the tail is held. Default 30s.
+	MaxWait time.Duration
+	// Socket configures the ROUTER socket (PLAIN credentials, HWM,
+	// heartbeats). Its Logger defaults to Logger.
+	Socket socket.Config
+	// Logger receives the server's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// ServerStats are the server's counters since it started.
+type ServerStats struct {
+	Requests       uint64 // requests received, malformed ones included
+	BadRequests    uint64 // malformed requests
+	Replies        uint64 // replies sent
+	BytesServed    uint64 // raw batch bytes sent
+	RecordsServed  uint64 // records in the batches sent, counted from the requested offset
+	Parked         int    // fetches currently waiting for data
+	SendsFailed    uint64 // replies that could not be sent
+	OutOfRange     uint64 // fetches below the oldest retained offset
+	UnknownStreams uint64 // fetches for streams this publisher does not have
+}
+
+// Server serves fetch requests for local spools over a ROUTER socket.
+//
+// A Server is safe for concurrent use. Requests for data that is already
+// on disk are answered at once, straight from the spool's stored batches
+// (still compressed); requests at the tail are parked until data arrives or
+// their wait ends (long polling). A slow consumer costs the server nothing
+// but the disk its data occupies: nothing is sent that was not asked for.
+type Server struct {
+	cfg  ServerConfig
+	log  *slog.Logger
+	sock *socket.Socket
+	eps  []string
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	sendMu sync.Mutex
+
+	mu       sync.Mutex
+	parked   map[string][]*parkedFetch // by stream
+	watching map[string]bool
+	wakeExp  chan struct{}
+	closed   bool
+
+	requests, bad, replies, bytes, records, sendFails, oor, unknown atomic.Uint64
+}
+
+type parkedFetch struct {
+	env      [][]byte // ROUTER envelope (identity)
+	req      Request
+	deadline time.Time
+}
+
+// NewServer binds the ROUTER socket and starts serving.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	if cfg.Lookup == nil {
+		return nil, errors.New("pull: server needs a Lookup function")
+	}
+	if len(cfg.Endpoints) == 0 {
+		cfg.Endpoints = []string{"tcp://127.0.0.1:0"}
+	} else {
+		cfg.Endpoints = append([]string(nil), cfg.Endpoints...)
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = 4 << 20
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = 30 * time.Second
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	lg = lg.With("component", "pull-server")
+	scfg := cfg.Socket
+	if scfg.Logger == nil {
+		scfg.Logger = cfg.Logger
+	}
+	sock, err := socket.New(socket.Router, scfg)
+	if err != nil {
+		return nil, fmt.Errorf("pull: create server socket: %w", err)
+	}
+	s := &Server{
+		cfg:      cfg,
+		log:      lg,
+		sock:     sock,
+		parked:   make(map[string][]*parkedFetch),
+		watching: make(map[string]bool),
+		wakeExp:  make(chan struct{}, 1),
+	}
+	for _, ep := range cfg.Endpoints {
+		bound, err := sock.Bind(ep)
+		if err != nil {
+			sock.Close()
+			return nil, fmt.Errorf("pull: bind %s: %w", ep, err)
+		}
+		s.eps = append(s.eps, bound)
+		lg.Info("serving spools", "endpoint", bound)
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.wg.Add(2)
+	go s.recvLoop()
+	go s.expiryLoop()
+	return s, nil
+}
+
+// Endpoints returns the bound endpoints, with wildcard ports resolved.
+// The caller owns the returned slice.
+func (s *Server) Endpoints() []string { return append([]string(nil), s.eps...) }
+
+// Stats returns the server's counters.
+func (s *Server) Stats() ServerStats {
+	s.mu.Lock()
+	n := 0
+	for _, p := range s.parked {
+		n += len(p)
+	}
+	s.mu.Unlock()
+	return ServerStats{
+		Requests: s.requests.Load(), BadRequests: s.bad.Load(), Replies: s.replies.Load(),
+		BytesServed: s.bytes.Load(), RecordsServed: s.records.Load(), Parked: n,
+		SendsFailed: s.sendFails.Load(), OutOfRange: s.oor.Load(), UnknownStreams: s.unknown.Load(),
+	}
+}
+
+// Close stops serving and returns after every goroutine of the server has
+// exited. Parked fetches are answered with StatusUnavailable when possible.
+// Close is idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	parked := s.parked
+	s.parked = map[string][]*parkedFetch{}
+	s.mu.Unlock()
+	for _, list := range parked {
+		for _, p := range list {
+			s.reply(p.env, &Reply{Status: StatusUnavailable, ID: p.req.ID, Data: []byte("server closing")})
+		}
+	}
+	s.cancel()
+	err := s.sock.Close()
+	s.wg.Wait()
+	return err
+}
+
+func (s *Server) recvLoop() {
+	defer s.wg.Done()
+	for {
+		m, err := s.sock.Recv(s.ctx)
+		if err != nil {
+			if s.ctx.Err() != nil || errors.Is(err, socket.ErrClosed) {
+				return
+			}
+			s.log.Warn("receive failed", "err", err)
+			continue
+		}
+		s.requests.Add(1)
+		if len(m.Frames) < 2 {
+			s.bad.Add(1)
+			continue
+		}
+		env := m.Frames[:1]
+		req, err := DecodeRequest(m.Frames[1:])
+		if err != nil {
+			s.bad.Add(1)
+			if s.log.Enabled(s.ctx, slog.LevelDebug) {
+				s.log.Debug("bad request", "err", err)
+			}
+			s.reply(env, &Reply{Status: StatusBadRequest, Data: []byte(err.Error())})
+			continue
+		}
+		s.handle(env, req)
+	}
+}
+
+// handle answers req now, or parks it if it waits at the tail.
+func (s *Server) handle(env [][]byte, req Request) {
+	l, ok := s.cfg.Lookup(req.Stream)
+	if !ok {
+		s.unknown.Add(1)
+		s.reply(env, &Reply{Status: StatusUnknown, ID: req.ID, Data: []byte("unknown stream " + req.Stream)})
+		return
+	}
+	switch req.Op {
+	case OpMeta:
+		next := l.NextOffset()
+		s.reply(env, &Reply{Status: StatusOK, ID: req.ID, Next: next, Oldest: l.OldestOffset(), High: next})
+		return
+	case OpSeekTime:
+		off, err := l.SeekTime(time.Unix(0, int64(req.Offset)))
+		if err != nil {
+			s.reply(env, &Reply{Status: StatusInternal, ID: req.ID, Data: []byte(err.Error())})
+			return
+		}
+		s.reply(env, &Reply{Status: StatusOK, ID: req.ID, Next: off, Oldest: l.OldestOffset(), High: l.NextOffset()})
+		return
+	}
+	if req.Offset >= l.NextOffset() && req.MaxWaitMillis > 0 {
+		wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+		if wait > s.cfg.MaxWait {
+			wait = s.cfg.MaxWait
+		}
+		s.park(l, env, req, time.Now().Add(wait))
+		return
+	}
+	s.serve(l, env, req)
+}
+
+// serve reads from the spool and replies, without waiting.
+func (s *Server) serve(l *spool.Log, env [][]byte, req Request) {
+	max := int(req.MaxBytes)
+	if max <= 0 || max > s.cfg.MaxBytes {
+		max = s.cfg.MaxBytes
+	}
+	data, next, err := l.ReadRaw(req.Offset, max)
+	high := l.NextOffset()
+	oldest := l.OldestOffset()
+	if err != nil {
+		var oor *spool.OutOfRangeError
+		if errors.As(err, &oor) || errors.Is(err, spool.ErrOutOfRange) {
+			s.oor.Add(1)
+			s.reply(env, &Reply{Status: StatusOutOfRange, ID: req.ID, Next: req.Offset, Oldest: oldest, High: high, Data: []byte(err.Error())})
+			return
+		}
+		s.log.Error("read spool", "topic", req.Stream, "offset", req.Offset, "err", err)
+		s.reply(env, &Reply{Status: StatusInternal, ID: req.ID, Next: req.Offset, Oldest: oldest, High: high, Data: []byte(err.Error())})
+		return
+	}
+	if len(data) == 0 {
+		next = req.Offset
+	}
+	if next > req.Offset {
+		s.records.Add(next - req.Offset)
+	}
+	s.bytes.Add(uint64(len(data)))
+	s.reply(env, &Reply{Status: StatusOK, ID: req.ID, Next: next, Oldest: oldest, High: high, Data: data})
+}
+
+func (s *Server) reply(env [][]byte, r *Reply) {
+	frames := EncodeReply(r)
+	msg := socket.Msg{Frames: make([][]byte, 0, len(env)+len(frames))}
+	msg.Frames = append(msg.Frames, env...)
+	msg.Frames = append(msg.Frames, frames...)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	s.sendMu.Lock()
+	err := s.sock.Send(ctx, msg)
+	s.sendMu.Unlock()
+	cancel()
+	if err != nil {
+		s.sendFails.Add(1)
+		if s.log.Enabled(context.Background(), slog.LevelDebug) {
+			s.log.Debug("send reply failed", "err", err)
+		}
+		return
+	}
+	s.replies.Add(1)
+}
+
+func (s *Server) park(l *spool.Log, env [][]byte, req Request, deadline time.Time) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.parked[req.Stream] = append(s.parked[req.Stream], &parkedFetch{env: env, req: req, deadline: deadline})
+	start := !s.watching[req.Stream]
+	if start {
+		s.watching[req.Stream] = true
+		s.wg.Add(1)
+	}
+	s.mu.Unlock()
+	if start {
+		go s.watch(req.Stream, l)
+	}
+	select {
+	case s.wakeExp <- struct{}{}:
+	default:
+	}
+	// Data may have arrived between the check and the park.
+	if l.NextOffset() > req.Offset {
+		s.wake(req.Stream, l)
+	}
+}
+
+// watch waits on one stream's tail and answers parked fetches as it grows.
+// One goroutine per stream with parked fetches; it ends with the server.
+func (s *Server) watch(stream string, l *spool.Log) {
+	defer s.wg.Done()
+	for {
+		next := l.NextOffset()
+		if err := l.Wait(s.ctx, next); err != nil {
+			return
+		}
+		s.wake(stream, l)
+	}
+}
+
+// wake serves every parked fetch of stream whose offset now has data.
+func (s *Server) wake(stream string, l *spool.Log) {
+	next := l.NextOffset()
+	s.mu.Lock()
+	list := s.parked[stream]
+	var ready []*parkedFetch
+	keep := list[:0]
+	for _, p := range list {
+		if p.req.Offset < next {
+			ready = append(ready, p)
+		} else {
+			keep = append(keep, p)
+		}
+	}
+	for i := len(keep); i < len(list); i++ {
+		list[i] = nil
+	}
+	s.parked[stream] = keep
+	s.mu.Unlock()
+	for _, p := range ready {
+		s.serve(l, p.env, p.req)
+	}
+}
+
+// expiryLoop answers parked fetches whose wait ended with an empty reply.
+func (s *Server) expiryLoop() {
+	defer s.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		var expired []*parkedFetch
+		earliest := now.Add(time.Hour)
+		s.mu.Lock()
+		for stream, list := range s.parked {
+			keep := list[:0]
+			for _, p := range list {
+				if !p.deadline.After(now) {
+					expired = append(expired, p)
+					continue
+				}
+				if p.deadline.Before(earliest) {
+					earliest = p.deadline
+				}
+				keep = append(keep, p)
+			}
+			for i := len(keep); i < len(list); i++ {
+				list[i] = nil
+			}
+			s.parked[stream] = keep
+		}
+		s.mu.Unlock()
+		for _, p := range expired {
+			if l, ok := s.cfg.Lookup(p.req.Stream); ok {
+				s.serve(l, p.env, p.req)
+			}
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(time.Until(earliest))
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-timer.C:
+		case <-s.wakeExp:
+		}
+	}
+}
