@@ -151,4 +151,3 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(k), s)
 	}
 }
-
