@@ -1,0 +1,224 @@
+package discovery
+
+import (
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/serf/serf"
+)
+
+// Profile selects a set of gossip timers.
+type Profile int
+
+const (
+	// ProfileLAN uses memberlist's LAN timers (probe every 1 s, suspicion
+	// multiplier 4, push/pull every 30 s) and binds 0.0.0.0:7946 by default.
+	ProfileLAN Profile = iota
+	// ProfileLocal uses fast timers for several nodes on one host (probe every
+	// 250 ms, gossip every 25 ms, push/pull every 2 s) and binds
+	// 127.0.0.1:0 by default. It is what tests and single-host demos use.
+	ProfileLocal
+)
+
+// String returns "lan" or "local".
+func (p Profile) String() string {
+	switch p {
+	case ProfileLAN:
+		return "lan"
+	case ProfileLocal:
+		return "local"
+	}
+	return "Profile(" + strconv.Itoa(int(p)) + ")"
+}
+
+// Config configures a Membership. The zero value is not usable: NodeName is
+// required. New copies what it needs and never modifies the Config.
+type Config struct {
+	// NodeName identifies this node; it must be unique in the cluster and
+	// stable across restarts of the same node. Required.
+	NodeName string
+
+	// BindAddr is the "host:port" gossip listens on (UDP and TCP). Port 0
+	// picks a free port; GossipAddr reports it. Default "0.0.0.0:7946" for
+	// ProfileLAN and "127.0.0.1:0" for ProfileLocal.
+	BindAddr string
+
+	// AdvertiseAddr is the "host:port" other nodes use to reach this node.
+	// Default: the bind address (with a private interface address when
+	// binding 0.0.0.0).
+	AdvertiseAddr string
+
+	// Seeds are gossip addresses of existing members, joined by New. If none
+	// answers within JoinTimeout, New fails with an error wrapping ErrJoin,
+	// unless RetryJoin is set: then New succeeds and keeps retrying in the
+	// background with exponential backoff (capped at 30 s) until one join
+	// succeeds or the Membership is closed.
+	Seeds []string
+
+	// RetryJoin makes joining Seeds a background task; see Seeds.
+	RetryJoin bool
+
+	// Key is the 16, 24 or 32-byte AES-GCM key that encrypts all gossip.
+	// nil disables encryption (and key rotation). All members must share it.
+	Key []byte
+
+	// Tags are extra user tags gossiped with this node. They count against
+	// the 512-byte budget shared with advertisements. Keys starting with "~"
+	// are reserved.
+	Tags map[string]string
+
+	// Profile selects timers and the default BindAddr.
+	Profile Profile
+
+	// JoinTimeout bounds a join attempt when the caller's context has no
+	// deadline (New, RetryJoin rounds, Join without deadline). Default 10 s
+	// for ProfileLAN, 5 s for ProfileLocal.
+	JoinTimeout time.Duration
+
+	// Logger receives membership events and serf's and memberlist's own
+	// logs. nil discards.
+	Logger *slog.Logger
+}
+
+type settings struct {
+	cfg  Config
+	bind string
+	port int
+	adv  string
+	advP int
+}
+
+func (c Config) validate() (settings, error) {
+	s := settings{cfg: c}
+	if c.NodeName == "" {
+		return s, fmt.Errorf("%w: node name is required", ErrInvalid)
+	}
+	if c.Profile != ProfileLAN && c.Profile != ProfileLocal {
+		return s, fmt.Errorf("%w: unknown profile %d", ErrInvalid, int(c.Profile))
+	}
+	bind := c.BindAddr
+	if bind == "" {
+		if c.Profile == ProfileLocal {
+			bind = "127.0.0.1:0"
+		} else {
+			bind = "0.0.0.0:7946"
+		}
+	}
+	var err error
+	s.bind, s.port, err = splitHostPort(bind)
+	if err != nil {
+		return s, fmt.Errorf("%w: bind address %q: %v", ErrInvalid, bind, err)
+	}
+	if c.AdvertiseAddr != "" {
+		s.adv, s.advP, err = splitHostPort(c.AdvertiseAddr)
+		if err != nil {
+			return s, fmt.Errorf("%w: advertise address %q: %v", ErrInvalid, c.AdvertiseAddr, err)
+		}
+	}
+	if c.Key != nil {
+		switch len(c.Key) {
+		case 16, 24, 32:
+		default:
+			return s, fmt.Errorf("%w: encryption key must be 16, 24 or 32 bytes, got %d", ErrInvalid, len(c.Key))
+		}
+	}
+	for k, v := range c.Tags {
+		if k == "" || k[0] == reservedPrefix {
+			return s, fmt.Errorf("%w: tag key %q is empty or reserved", ErrInvalid, k)
+		}
+		_ = v
+	}
+	if c.JoinTimeout <= 0 {
+		if c.Profile == ProfileLocal {
+			s.cfg.JoinTimeout = 5 * time.Second
+		} else {
+			s.cfg.JoinTimeout = 10 * time.Second
+		}
+	}
+	return s, nil
+}
+
+func splitHostPort(hp string) (string, int, error) {
+	host, p, err := net.SplitHostPort(hp)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port %q", p)
+	}
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	return host, port, nil
+}
+
+// serfConfig builds the serf and memberlist configuration for s.
+func (s settings) serfConfig(logw *log.Logger, events chan serf.Event) (*serf.Config, error) {
+	var ml *memberlist.Config
+	sc := serf.DefaultConfig()
+	switch s.cfg.Profile {
+	case ProfileLocal:
+		ml = memberlist.DefaultLocalConfig()
+		ml.ProbeInterval = 250 * time.Millisecond
+		ml.ProbeTimeout = 150 * time.Millisecond
+		ml.GossipInterval = 25 * time.Millisecond
+		ml.SuspicionMult = 4
+		ml.PushPullInterval = 2 * time.Second
+		ml.GossipToTheDeadTime = 5 * time.Second
+		ml.TCPTimeout = time.Second
+		ml.DeadNodeReclaimTime = 500 * time.Millisecond
+		sc.ReapInterval = time.Second
+		sc.ReconnectInterval = time.Second
+		sc.ReconnectTimeout = 2 * time.Minute
+		sc.TombstoneTimeout = 2 * time.Minute
+		sc.BroadcastTimeout = 2 * time.Second
+		sc.LeavePropagateDelay = 250 * time.Millisecond
+		sc.FlapTimeout = 5 * time.Second
+		sc.RecentIntentTimeout = 30 * time.Second
+	default:
+		ml = memberlist.DefaultLANConfig()
+		// A restarted node that comes back on a new port may take over its
+		// name once the old incarnation has been dead this long.
+		ml.DeadNodeReclaimTime = 30 * time.Second
+	}
+	ml.BindAddr = s.bind
+	ml.BindPort = s.port
+	if s.adv != "" {
+		ml.AdvertiseAddr = s.adv
+		ml.AdvertisePort = s.advP
+	}
+	ml.Logger = logw
+	if s.cfg.Key != nil {
+		kr, err := memberlist.NewKeyring(nil, append([]byte(nil), s.cfg.Key...))
+		if err != nil {
+			return nil, fmt.Errorf("%w: encryption key: %v", ErrInvalid, err)
+		}
+		ml.SecretKey = nil
+		ml.Keyring = kr
+		ml.GossipVerifyIncoming = true
+		ml.GossipVerifyOutgoing = true
+	}
+	sc.MemberlistConfig = ml
+	sc.NodeName = s.cfg.NodeName
+	sc.Logger = logw
+	sc.LogOutput = nil
+	sc.EventCh = events
+	// We coalesce per watcher ourselves and want events as they happen.
+	sc.CoalescePeriod = 0
+	sc.QuiescentPeriod = 0
+	sc.UserCoalescePeriod = 0
+	sc.UserQuiescentPeriod = 0
+	// Serf's automatic resolution makes the minority side of a name conflict
+	// shut itself down. A node restarted on a new port before the cluster has
+	// declared its old incarnation dead would be that minority and kill
+	// itself; instead it waits (see DeadNodeReclaimTime) and takes over the
+	// name once the old incarnation is dead.
+	sc.EnableNameConflictResolution = false
+	return sc, nil
+}

@@ -1,0 +1,68 @@
+// Package discovery is FastMQ's gossip membership: nodes find each other
+// without a broker or registry, advertise the sockets and spool streams they
+// offer, and watch the names they need. It runs hashicorp/serf (over
+// memberlist) behind a small API; no serf type appears in it.
+//
+// # Model
+//
+// A Membership is one node. New starts gossip on Config.BindAddr and joins
+// Config.Seeds. A node advertises services (a name, a socket kind and
+// endpoints, e.g. "jobs", "PULL", "tcp://10.0.0.5:5557") and at most one
+// spool server (an endpoint and the stream names it serves). Every node sees
+// every advertisement: Lookup and LookupStream return the live instances,
+// Watch and WatchStream stream their changes (Added, Updated, Removed with
+// ReasonFailed, ReasonLeft or ReasonWithdrawn). The local node's own
+// advertisements are included, so a node can consume its own services.
+//
+// Failure detection is memberlist's SWIM: a node that stops answering probes
+// is suspected, then declared failed, and its instances are removed with
+// ReasonFailed. Leave broadcasts a graceful departure first, so others see
+// ReasonLeft. Close does not: to the cluster a closed node has failed.
+//
+// # Restart
+//
+// A node restarted under the same name rejoins with a new incarnation. On the
+// same address it refutes its old "dead" entry at once. On a new address
+// (port 0) the cluster accepts the new address once the old incarnation has
+// been dead for memberlist's DeadNodeReclaimTime (500 ms in ProfileLocal,
+// 30 s in ProfileLAN); until then the new incarnation is ignored as a name
+// conflict. serf's automatic conflict resolution is disabled, because it would
+// make the restarted node, being the minority, shut itself down.
+//
+// # Tag encoding
+//
+// serf gossips at most 512 bytes of tags per member, counted as serf encodes
+// them: one magic byte and a msgpack map of strings. Our advertisement uses
+// reserved keys starting with "~"; other keys are user tags (Config.Tags):
+//
+//	"~s" + name  ->  kind "|" endpoint ("," endpoint)*     a service
+//	"~q"         ->  endpoint "|" [stream ("," stream)*]    the spool server
+//
+// Endpoints are compacted: "tcp://" is dropped, and the host is dropped too
+// when it equals the node's gossip host, so "tcp://10.0.0.5:5557" on node
+// 10.0.0.5 is written ":5557". Other schemes ("ipc://", "inproc://") are kept
+// verbatim. Names, kinds, endpoints and streams must be non-empty and contain
+// no space, control character, "|" or ",". Malformed or unknown reserved tags
+// from peers are ignored. An advertisement that does not fit fails with a
+// *TagsTooLargeError (errors.Is ErrTagsTooLarge) and changes nothing.
+//
+// # Encryption
+//
+// With Config.Key every gossip packet and stream is AES-GCM encrypted and
+// unencrypted traffic is refused. A node with a different key, or none,
+// cannot join: Join fails with ErrJoin (and ErrWrongKey when memberlist's
+// error shows the mismatch; a remote that cannot decrypt just drops the
+// connection, which we can only report as a failed join). Keys rotate
+// cluster-wide with InstallKey, UseKey and RemoveKey; ListKeys shows which
+// keys members hold.
+//
+// # Goroutines
+//
+// Close waits for every goroutine the Membership starts (the event consumer,
+// watchers, background joins, key queries). serf and memberlist start their
+// own (probe, gossip and push/pull schedulers, the reaper and reconnector,
+// packet and stream handlers, the event forwarder). Close shuts serf down,
+// which waits for the network listeners and signals the rest; they return
+// within moments without being joined. In-flight stream handlers end at
+// memberlist's TCP timeout (1 s in ProfileLocal).
+package discovery

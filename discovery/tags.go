@@ -1,0 +1,239 @@
+package discovery
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/hashicorp/memberlist"
+)
+
+// Tag encoding (see doc.go for the specification).
+const (
+	reservedPrefix = '~'
+	serviceKey     = "~s" // followed by the service name
+	spoolKey       = "~q"
+	fieldSep       = "|"
+	listSep        = ","
+	// MaxTagsSize is the budget for all of a member's tags once encoded the
+	// way serf sends them (a magic byte and a msgpack map).
+	MaxTagsSize = memberlist.MetaMaxSize
+)
+
+// Service is one advertised socket: a name other nodes look up, the socket
+// kind they must connect with the matching peer of (e.g. "ROUTER"), and the
+// endpoints it is bound to (e.g. "tcp://10.0.0.5:5557").
+type Service struct {
+	Name      string
+	Kind      string
+	Endpoints []string
+}
+
+// SpoolAd is a node's spool-server advertisement: where to pull from and which
+// streams it serves.
+type SpoolAd struct {
+	Endpoint string
+	Streams  []string
+}
+
+// SpoolKind is the Service.Kind reported for spool streams by LookupStream
+// and WatchStream.
+const SpoolKind = "SPOOL"
+
+func validToken(what, s string, forbidden string) error {
+	if s == "" {
+		return fmt.Errorf("%w: empty %s", ErrInvalid, what)
+	}
+	for _, r := range s {
+		if r <= ' ' || r == 0x7f || strings.ContainsRune(forbidden, r) {
+			return fmt.Errorf("%w: %s %q contains %q", ErrInvalid, what, s, r)
+		}
+	}
+	return nil
+}
+
+func validateService(s Service) error {
+	if err := validToken("service name", s.Name, "|,"); err != nil {
+		return err
+	}
+	if err := validToken("socket kind", s.Kind, "|,"); err != nil {
+		return err
+	}
+	if len(s.Endpoints) == 0 {
+		return fmt.Errorf("%w: service %q has no endpoints", ErrInvalid, s.Name)
+	}
+	for _, e := range s.Endpoints {
+		if err := validToken("endpoint", e, "|,"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateSpool(endpoint string, streams []string) error {
+	if err := validToken("spool endpoint", endpoint, "|,"); err != nil {
+		return err
+	}
+	for _, st := range streams {
+		if err := validToken("stream name", st, "|,"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// compactEndpoint drops the "tcp://" scheme and, when the host is the node's
+// own gossip host, the host too: "tcp://10.0.0.5:5557" on node 10.0.0.5
+// becomes ":5557".
+func compactEndpoint(ep, host string) string {
+	rest, ok := strings.CutPrefix(ep, "tcp://")
+	if !ok {
+		return ep
+	}
+	if h, p, err := net.SplitHostPort(rest); err == nil && host != "" && h == host {
+		return ":" + p
+	}
+	return rest
+}
+
+// expandEndpoint reverses compactEndpoint.
+func expandEndpoint(ep, host string) string {
+	if strings.Contains(ep, "://") {
+		return ep
+	}
+	if strings.HasPrefix(ep, ":") && host != "" {
+		return "tcp://" + net.JoinHostPort(host, ep[1:])
+	}
+	return "tcp://" + ep
+}
+
+func encodeService(s Service, host string) (key, value string) {
+	var b strings.Builder
+	b.WriteString(s.Kind)
+	b.WriteString(fieldSep)
+	for i, e := range s.Endpoints {
+		if i > 0 {
+			b.WriteString(listSep)
+		}
+		b.WriteString(compactEndpoint(e, host))
+	}
+	return serviceKey + s.Name, b.String()
+}
+
+func encodeSpool(ad SpoolAd, host string) string {
+	return compactEndpoint(ad.Endpoint, host) + fieldSep + strings.Join(ad.Streams, listSep)
+}
+
+// decodeService parses a service tag value. ok is false for malformed values,
+// which are ignored (a newer or broken peer must not break us).
+func decodeService(name, value, host string) (Service, bool) {
+	kind, eps, ok := strings.Cut(value, fieldSep)
+	if !ok || validToken("n", name, "|,") != nil || validToken("k", kind, "|,") != nil || eps == "" {
+		return Service{}, false
+	}
+	s := Service{Name: name, Kind: kind}
+	for e := range strings.SplitSeq(eps, listSep) {
+		if validToken("e", e, "|,") != nil {
+			return Service{}, false
+		}
+		s.Endpoints = append(s.Endpoints, expandEndpoint(e, host))
+	}
+	return s, true
+}
+
+// decodeSpool parses the spool tag value.
+func decodeSpool(value, host string) (SpoolAd, bool) {
+	ep, streams, ok := strings.Cut(value, fieldSep)
+	if !ok || validToken("e", ep, "|,") != nil {
+		return SpoolAd{}, false
+	}
+	ad := SpoolAd{Endpoint: expandEndpoint(ep, host)}
+	if streams != "" {
+		for st := range strings.SplitSeq(streams, listSep) {
+			if validToken("s", st, "|,") != nil {
+				return SpoolAd{}, false
+			}
+			ad.Streams = append(ad.Streams, st)
+		}
+	}
+	return ad, true
+}
+
+// advert is the decoded content of a member's tags.
+type advert struct {
+	user     map[string]string
+	services map[string]Service
+	spool    *SpoolAd
+}
+
+func decodeTags(tags map[string]string, host string) advert {
+	a := advert{user: map[string]string{}, services: map[string]Service{}}
+	for k, v := range tags {
+		switch {
+		case k == spoolKey:
+			if ad, ok := decodeSpool(v, host); ok {
+				a.spool = &ad
+			}
+		case strings.HasPrefix(k, serviceKey):
+			if s, ok := decodeService(k[len(serviceKey):], v, host); ok {
+				a.services[s.Name] = s
+			}
+		case len(k) > 0 && k[0] == reservedPrefix:
+			// Unknown reserved key from a newer version: ignore.
+		default:
+			a.user[k] = v
+		}
+	}
+	return a
+}
+
+// buildTags encodes the local advertisement into serf tags.
+func buildTags(user map[string]string, services map[string]Service, spool *SpoolAd, host string) map[string]string {
+	tags := make(map[string]string, len(user)+len(services)+1)
+	for k, v := range user {
+		tags[k] = v
+	}
+	for _, s := range services {
+		k, v := encodeService(s, host)
+		tags[k] = v
+	}
+	if spool != nil {
+		tags[spoolKey] = encodeSpool(*spool, host)
+	}
+	return tags
+}
+
+// tagsSize is the encoded size serf checks against MaxTagsSize: a magic byte
+// followed by the msgpack encoding of the map.
+func tagsSize(tags map[string]string) int {
+	var buf bytes.Buffer
+	buf.WriteByte(0xff)
+	if err := codec.NewEncoder(&buf, &codec.MsgpackHandle{}).Encode(tags); err != nil {
+		panic("discovery: encoding tags: " + err.Error())
+	}
+	return buf.Len()
+}
+
+func checkTagsSize(tags map[string]string) error {
+	if n := tagsSize(tags); n > MaxTagsSize {
+		return &TagsTooLargeError{Size: n, Limit: MaxTagsSize}
+	}
+	return nil
+}
+
+func cloneService(s Service) Service {
+	s.Endpoints = append([]string(nil), s.Endpoints...)
+	return s
+}
+
+func sortedServices(m map[string]Service) []Service {
+	out := make([]Service, 0, len(m))
+	for _, s := range m {
+		out = append(out, cloneService(s))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
