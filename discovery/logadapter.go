@@ -52,6 +52,10 @@ func parseLogLine(s string) (slog.Level, string, string) {
 			break
 		}
 	}
+	if component == "serf" && s == "Shutdown without a Leave" {
+		// Close is documented as leaving without a broadcast.
+		level = slog.LevelInfo
+	}
 	return level, component, s
 }
 
