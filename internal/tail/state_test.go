@@ -3,6 +3,9 @@ package tail
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -72,12 +75,16 @@ func encodeRaw(body string) []byte {
 }
 
 func FuzzDecodeState(f *testing.F) {
-	f.Add(encodeState(sampleState()))
-	f.Add(encodeState(nil))
-	f.Add(encodeRaw(`{"paths":[{"path":"a","files":[{"dev":1,"ino":2,"offset":3}]}]}`))
-	f.Add([]byte("fastmq-tail-state 1 3 00000000\n{}\n"))
-	f.Add([]byte("garbage"))
-	f.Fuzz(func(t *testing.T, data []byte) {
+	f.Add(encodeState(sampleState()), false)
+	f.Add(encodeState(nil), false)
+	f.Add([]byte(`{"paths":[{"path":"a","files":[{"dev":1,"ino":2,"offset":3}]}]}`), true)
+	f.Add([]byte(`{"paths":[{"path":"a\u0000","files":[{"fp_len":-1}]}]}`), true)
+	f.Add([]byte("fastmq-tail-state 1 3 00000000\n{}\n"), false)
+	f.Add([]byte("garbage"), false)
+	f.Fuzz(func(t *testing.T, data []byte, withHeader bool) {
+		if withHeader { // let the fuzzer reach the JSON validation
+			data = append([]byte(headerFor(data)), data...)
+		}
 		ps, err := decodeState(data)
 		if err != nil {
 			if !errors.Is(err, ErrCorruptState) && !errors.Is(err, ErrStateVersion) {
@@ -132,6 +139,63 @@ func FuzzNextLine(f *testing.F) {
 		}
 		if rem := fr.w - fr.r; bytes.IndexByte(data[fr.r:], '\n') >= 0 || rem >= maxLine+2 {
 			t.Fatalf("complete line left behind: %q", data[fr.r:])
+		}
+	})
+}
+
+// FuzzNewWithState checks that New survives any state file: it either
+// starts (falling back to no saved positions for an unusable file) or
+// returns an error, and never panics.
+func FuzzNewWithState(f *testing.F) {
+	// In the JSON, @P stands for the followed path, @D and @I for the
+	// device and inode of the file at it, and @R for a rotated file.
+	f.Add([]byte(`{"paths":[{"path":"@P","files":[{"dev":@D,"ino":@I,"offset":4,"fp_len":3,"fp_crc":9}]}]}`), true)
+	f.Add([]byte(`{"paths":[{"path":"@P","files":[{"dev":@D,"ino":@R,"offset":2},{"dev":@D,"ino":@I,"offset":99999999999}]}]}`), true)
+	f.Add([]byte(`{"paths":[{"path":"@P","files":[{"dev":@D,"ino":@R,"offset":3,"fp_len":8,"fp_crc":1},{"dev":@D,"ino":@I,"offset":4}]}]}`), true)
+	f.Add([]byte("garbage"), false)
+	f.Fuzz(func(t *testing.T, data []byte, withHeader bool) {
+		dir := t.TempDir()
+		p := filepath.Join(dir, "app.log")
+		if err := os.WriteFile(p+".1", []byte("old\nlines\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("one\ntwo\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var ids [2]fileID
+		for i, name := range []string{p, p + ".1"} {
+			fi, err := os.Stat(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids[i], _, _ = identify(fi)
+		}
+		data = bytes.ReplaceAll(data, []byte("@P"), []byte(p))
+		data = bytes.ReplaceAll(data, []byte("@D"), []byte(fmt.Sprint(ids[0].dev)))
+		data = bytes.ReplaceAll(data, []byte("@I"), []byte(fmt.Sprint(ids[0].ino)))
+		data = bytes.ReplaceAll(data, []byte("@R"), []byte(fmt.Sprint(ids[1].ino)))
+		if withHeader {
+			data = append([]byte(headerFor(data)), data...)
+		}
+		state := filepath.Join(dir, "state")
+		if err := os.WriteFile(state, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tl, err := New(Config{Paths: []string{p}, StateFile: state})
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		defer tl.Close()
+		if lerr := tl.LoadError(); lerr != nil {
+			var se *StateError
+			if !errors.As(lerr, &se) {
+				t.Fatalf("LoadError %v is not a *StateError", lerr)
+			}
+		}
+		for _, pos := range tl.Positions() {
+			if pos.Offset < 0 || pos.Offset > 10 {
+				t.Fatalf("position %+v outside the file", pos)
+			}
 		}
 	})
 }
