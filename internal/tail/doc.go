@@ -32,12 +32,14 @@
 //
 // When the path names a different inode than the open file (rename
 // rotation), or no longer exists (deletion), the open file is kept open and
-// read to its end before the new file is read from offset 0. It stays open
-// for Config.RotateGrace (5s by default) after it last grew, so lines that
-// its writer appends after the rename are still read, before the new file's
-// lines of the same poll. Then its last unterminated line, if any, is
-// delivered (so it can come after lines of the new file) and it is closed. At most 8 rotated files per path are kept
-// open; beyond that the oldest are closed as soon as they reach their end.
+// read to its end before the new file is read from offset 0. It then stays
+// open for Config.RotateGrace (5s by default) after it last grew, so that
+// lines its writer appends before reopening are still read; they are
+// delivered before the new file's lines of the same poll. When the grace
+// ends, its last unterminated line, if any, is delivered (so it can come
+// after lines of the new file) and it is closed. At most 8 rotated files
+// per path are kept open; beyond that the oldest are closed as soon as they
+// reach their end.
 //
 // When the open file becomes shorter than the read offset (copytruncate),
 // reading restarts at offset 0 and a warning is logged. As with any
@@ -67,8 +69,9 @@
 //   - A file at the path that matches no saved file is new and is read from
 //     0. Files rotated more than once while stopped are not searched for
 //     beyond the saved ones: intermediate generations are skipped.
-//   - A path with no saved state starts at the beginning of its file, or at
-//     its end with Config.StartAtEnd.
+//   - A path with no saved state starts at the beginning of its file, or,
+//     with Config.StartAtEnd, at the start of its last, incomplete line (at
+//     its end if it ends with a newline).
 //
 // # State file
 //

@@ -1,6 +1,7 @@
 package tail
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -73,7 +74,8 @@ type Config struct {
 	// positions are kept in memory only and Commit does nothing.
 	StateFile string
 	// StartAtEnd makes a file with no saved position start at its end as
-	// seen by New. The default starts at its beginning. A path that had no
+	// seen by New (at the start of its last line if that line has no
+	// newline yet). The default starts at its beginning. A path that had no
 	// file when it was first followed, and every file that replaces a
 	// rotated one, is always read from its beginning.
 	StartAtEnd bool
@@ -299,7 +301,7 @@ func (t *Tailer) restore(f *follower, ps pathState, ok bool) {
 			return
 		}
 		if t.cfg.StartAtEnd {
-			fr.readOff = fi.Size()
+			fr.readOff = lastLineStart(fr.f, fi.Size())
 		}
 		f.cur = fr
 		return
@@ -371,6 +373,30 @@ func (t *Tailer) verify(fr *fileReader, fi os.FileInfo, fp filePos) bool {
 		}
 	}
 	return true
+}
+
+// lastLineStart returns where the last, incomplete line of a file of the
+// given size starts (just after the last newline in its final 64 KiB), so
+// that starting at the end of a file does not begin in the middle of a line
+// being written. Without a newline there, it returns 0 for a file of at most
+// 64 KiB (one incomplete line) and size otherwise.
+func lastLineStart(f *os.File, size int64) int64 {
+	n := min(size, minBufSize)
+	if n == 0 {
+		return size
+	}
+	buf := make([]byte, n)
+	if got, err := f.ReadAt(buf, size-n); int64(got) != n {
+		_ = err // unreadable tail: start at the end
+		return size
+	}
+	if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
+		return size - n + int64(i) + 1
+	}
+	if n == size {
+		return 0
+	}
+	return size
 }
 
 // headCRC is the CRC32C of the first n bytes of f.

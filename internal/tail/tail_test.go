@@ -425,14 +425,14 @@ func TestStartAtEnd(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "app.log")
-	appendFile(t, p, numbered("skip", 0, 5))
+	appendFile(t, p, numbered("skip", 0, 5)+"in-")
 	tl := newTailer(t, Config{Paths: []string{p}, StartAtEnd: true})
 	r := start(t, tl)
-	appendFile(t, p, numbered("keep", 0, 3))
-	r.s.waitCount(t, 3)
+	appendFile(t, p, "progress\n"+numbered("keep", 0, 3))
+	r.s.waitCount(t, 4)
 	waitPolls(t, tl, 2)
 	r.stop()
-	equalLines(t, r.s.texts(), wantLines("keep", 0, 3))
+	equalLines(t, r.s.texts(), append([]string{"in-progress"}, wantLines("keep", 0, 3)...))
 }
 
 func TestMultiplePaths(t *testing.T) {
