@@ -3,11 +3,13 @@ package spool
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
+	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -116,7 +118,7 @@ type Log struct {
 	// write path
 	closeMu   sync.RWMutex // guards closing; held shared while enqueueing
 	closing   bool
-	reqCh     chan *appendReq
+	reqCh     chan *Ack
 	syncCh    chan *pendingWrite
 	retainCh  chan struct{}
 	stopCh    chan struct{}
@@ -129,22 +131,39 @@ type Log struct {
 	// owned by the writer goroutine
 	active *segment
 	wpos   int64
+	alloc  int64 // end of the zero-filled (preallocated) part of the active file
 	wnext  uint64
 	wbuf   []byte
 	raw    []byte
-	idBuf  [4096]byte
-	idPos  int
+	idRand *mrand.ChaCha8 // random UUIDs, seeded from crypto/rand
 
 	watch *os.File // read-only: inotify
 }
 
-type appendReq struct {
+// Ack is the pending result of AppendAsync. Its methods are safe for
+// concurrent use and may be called any number of times.
+type Ack struct {
 	recs    []Record
 	now     int64
 	force   bool // Sync: fsync now
 	first   uint64
-	encoded chan struct{}
-	reply   chan error
+	err     error
+	encoded chan struct{} // closed once the writer no longer reads recs
+	done    chan struct{} // closed once first and err are set
+}
+
+// Done is closed when the records are durable (per Config.Sync) or failed.
+func (a *Ack) Done() <-chan struct{} { return a.done }
+
+// Wait blocks until Done and returns the first offset, or returns ctx.Err()
+// (the records may still be stored).
+func (a *Ack) Wait(ctx context.Context) (uint64, error) {
+	select {
+	case <-a.done:
+		return a.first, a.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
 }
 
 type segChunk struct {
@@ -155,7 +174,7 @@ type segChunk struct {
 
 type pendingWrite struct {
 	chunks  []segChunk
-	reqs    []*appendReq
+	reqs    []*Ack
 	records int
 	force   bool
 	err     error
@@ -178,7 +197,7 @@ func open(cfg Config, ro bool) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{cfg: cfg, readOnly: ro, notify: make(chan struct{}), closeCh: make(chan struct{}),
-		log: cfg.Logger.With("component", "spool", "dir", cfg.Dir), idPos: 4096}
+		log: cfg.Logger.With("component", "spool", "dir", cfg.Dir)}
 	l.floor.Store(math.MaxUint64)
 	if ro {
 		if _, err := os.Stat(cfg.Dir); err != nil {
@@ -190,6 +209,11 @@ func open(cfg Config, ro bool) (*Log, error) {
 		}
 		if l.lock, err = lockFile(filepath.Join(cfg.Dir, "LOCK")); err != nil {
 			return nil, err
+		}
+		if tmps, _ := filepath.Glob(filepath.Join(cfg.Dir, "*"+segSuffix+".tmp")); len(tmps) > 0 {
+			for _, t := range tmps {
+				os.Remove(t) // a segment whose creation did not finish
+			}
 		}
 	}
 	if err := l.load(); err != nil {
@@ -211,8 +235,11 @@ func open(cfg Config, ro bool) (*Log, error) {
 	}
 	l.active = l.segs[len(l.segs)-1]
 	l.wpos = l.active.size
+	if fi, err := l.active.f.Stat(); err == nil {
+		l.alloc = fi.Size()
+	}
 	l.wnext = l.next
-	l.reqCh = make(chan *appendReq, 256)
+	l.reqCh = make(chan *Ack, 256)
 	l.syncCh = make(chan *pendingWrite, 64)
 	l.retainCh = make(chan struct{}, 1)
 	l.stopCh = make(chan struct{})
@@ -321,6 +348,16 @@ func (l *Log) loadSegment(base uint64, last bool) (*segment, error) {
 		return nil, err
 	}
 	if res.bad != nil {
+		zero, err := zeroFrom(f, res.end, size)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("spool: scan segment %s: %w", name, err)
+		}
+		if zero {
+			res.bad = nil // preallocated space, never written
+		}
+	}
+	if res.bad != nil {
 		if !last {
 			f.Close()
 			return nil, res.bad
@@ -391,24 +428,37 @@ func (l *Log) cutTail(path, name string, from, size int64, offset uint64) error 
 	return fsyncDir(l.cfg.Dir)
 }
 
-// createSegment creates, syncs and publishes a new empty segment.
+// createSegment creates a new segment (header and preallocated zeros in a
+// temporary file, fsynced, renamed into place, directory fsynced) and
+// publishes it as the active segment.
 func (l *Log) createSegment(base uint64) error {
 	name := segName(base)
 	path := filepath.Join(l.cfg.Dir, name)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("spool: create segment: %w", err)
+	}
+	fail := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
+		return err
 	}
 	now := time.Now().UnixNano()
 	var hb [segHeaderLen]byte
 	encodeSegHeader(hb[:], base, now)
 	if _, err := f.WriteAt(hb[:], 0); err != nil {
-		f.Close()
-		return fmt.Errorf("spool: write segment header: %w", err)
+		return fail(fmt.Errorf("spool: write segment header: %w", err))
+	}
+	alloc := min(l.cfg.SegmentBytes, preallocChunk)
+	if err := writeZeros(f, segHeaderLen, alloc); err != nil {
+		return fail(err)
 	}
 	if err := fdatasync(f); err != nil {
-		f.Close()
-		return err
+		return fail(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fail(fmt.Errorf("spool: create segment: %w", err))
 	}
 	if err := fsyncDir(l.cfg.Dir); err != nil {
 		f.Close()
@@ -423,6 +473,7 @@ func (l *Log) createSegment(base uint64) error {
 	l.mu.Unlock()
 	l.active = s
 	l.wpos = segHeaderLen
+	l.alloc = max(alloc, segHeaderLen)
 	l.log.Info("segment created", "segment", name, "offset", base)
 	return nil
 }
@@ -466,34 +517,53 @@ func (l *Log) fail(err error) {
 // records returns NextOffset(). A record larger than Config.MaxRecordBytes
 // fails the whole call with ErrTooLarge.
 func (l *Log) Append(ctx context.Context, recs ...Record) (uint64, error) {
-	if l.readOnly {
-		return 0, ErrReadOnly
-	}
 	if len(recs) == 0 {
+		if l.readOnly {
+			return 0, ErrReadOnly
+		}
 		return l.NextOffset(), nil
 	}
-	for i := range recs {
-		if n := recordBodyLen(&recs[i], 1<<62); n > l.cfg.MaxRecordBytes {
-			return 0, fmt.Errorf("%w: record %d is %d bytes, limit %d", ErrTooLarge, i, n, l.cfg.MaxRecordBytes)
-		}
-	}
-	req := &appendReq{recs: recs, now: time.Now().UnixNano(), encoded: make(chan struct{}), reply: make(chan error, 1)}
-	if err := l.send(ctx, req); err != nil {
+	a, err := l.AppendAsync(ctx, recs...)
+	if err != nil {
 		return 0, err
 	}
 	select {
-	case err := <-req.reply:
-		if err != nil {
-			return 0, err
-		}
-		return req.first, nil
+	case <-a.done:
+		return a.first, a.err
 	case <-ctx.Done():
-		<-req.encoded // the writer no longer reads recs
+		<-a.encoded // the writer no longer reads recs
 		return 0, ctx.Err()
 	}
 }
 
-func (l *Log) send(ctx context.Context, req *appendReq) error {
+// AppendAsync queues records like Append but returns as soon as they are
+// queued (it blocks only while the queue is full, or until ctx ends). The
+// returned Ack completes when Append would have returned. The caller must
+// not modify recs until then. It lets one goroutine keep several appends in
+// flight, so that writing the next group overlaps the fsync of the last one.
+func (l *Log) AppendAsync(ctx context.Context, recs ...Record) (*Ack, error) {
+	if l.readOnly {
+		return nil, ErrReadOnly
+	}
+	for i := range recs {
+		if n := recordBodyLen(&recs[i], 1<<62); n > l.cfg.MaxRecordBytes {
+			return nil, fmt.Errorf("%w: record %d is %d bytes, limit %d", ErrTooLarge, i, n, l.cfg.MaxRecordBytes)
+		}
+	}
+	a := &Ack{recs: recs, now: time.Now().UnixNano(), encoded: make(chan struct{}), done: make(chan struct{})}
+	if len(recs) == 0 {
+		a.first = l.NextOffset()
+		close(a.encoded)
+		close(a.done)
+		return a, nil
+	}
+	if err := l.send(ctx, a); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func (l *Log) send(ctx context.Context, req *Ack) error {
 	l.closeMu.RLock()
 	defer l.closeMu.RUnlock()
 	if l.closing {
@@ -515,11 +585,12 @@ func (l *Log) Sync() error {
 	if l.readOnly {
 		return ErrReadOnly
 	}
-	req := &appendReq{force: true, encoded: make(chan struct{}), reply: make(chan error, 1)}
-	if err := l.send(context.Background(), req); err != nil {
+	a := &Ack{force: true, encoded: make(chan struct{}), done: make(chan struct{})}
+	if err := l.send(context.Background(), a); err != nil {
 		return err
 	}
-	return <-req.reply
+	<-a.done
+	return a.err
 }
 
 // writer owns the write position: it coalesces queued appends into batches,
@@ -527,7 +598,7 @@ func (l *Log) Sync() error {
 func (l *Log) writer() {
 	defer l.wg.Done()
 	defer close(l.syncCh)
-	group := make([]*appendReq, 0, 256)
+	group := make([]*Ack, 0, 256)
 	for {
 		req, ok := <-l.reqCh
 		if !ok {
@@ -548,7 +619,7 @@ func (l *Log) writer() {
 				break drain
 			}
 		}
-		pw := &pendingWrite{reqs: append([]*appendReq(nil), group...), records: n}
+		pw := &pendingWrite{reqs: append([]*Ack(nil), group...), records: n}
 		if err := l.failure(); err != nil {
 			pw.err = err
 		} else if err := l.writeGroup(pw); err != nil {
@@ -564,13 +635,14 @@ func (l *Log) writer() {
 }
 
 func (l *Log) newID() uuid.UUID {
-	if l.idPos+16 > len(l.idBuf) {
-		_, _ = rand.Read(l.idBuf[:]) // never fails (crypto/rand)
-		l.idPos = 0
+	if l.idRand == nil {
+		var seed [32]byte
+		_, _ = rand.Read(seed[:]) // never fails (crypto/rand)
+		l.idRand = mrand.NewChaCha8(seed)
 	}
 	var id uuid.UUID
-	copy(id[:], l.idBuf[l.idPos:l.idPos+16])
-	l.idPos += 16
+	binary.LittleEndian.PutUint64(id[0:], l.idRand.Uint64())
+	binary.LittleEndian.PutUint64(id[8:], l.idRand.Uint64())
 	id[6] = (id[6] & 0x0f) | 0x40 // version 4
 	id[8] = (id[8] & 0x3f) | 0x80 // RFC 4122 variant
 	return id
@@ -688,6 +760,15 @@ func (l *Log) writeGroup(pw *pendingWrite) error {
 // flush writes wbuf[:n] at the write position and keeps the rest at the front of wbuf.
 func (l *Log) flush(n int) error {
 	if n > 0 {
+		if end := l.wpos + int64(n); end > l.alloc {
+			// Keep zero-filled space ahead of the data: fdatasync of blocks that
+			// already exist does not wait for a journal commit.
+			na := max(end, min(l.alloc+preallocChunk, l.cfg.SegmentBytes))
+			if err := writeZeros(l.active.f, end, na); err != nil {
+				return err
+			}
+			l.alloc = max(na, end)
+		}
 		if _, err := l.active.f.WriteAt(l.wbuf[:n], l.wpos); err != nil {
 			return fmt.Errorf("spool: write segment %s: %w", l.active.name, err)
 		}
@@ -700,7 +781,7 @@ func (l *Log) flush(n int) error {
 
 // roll syncs the active segment and starts a new one at the next offset.
 func (l *Log) roll() error {
-	if err := fdatasync(l.active.f); err != nil {
+	if err := l.trimActive(); err != nil {
 		return err
 	}
 	if err := l.createSegment(l.wnext); err != nil {
@@ -709,6 +790,20 @@ func (l *Log) roll() error {
 	select {
 	case l.retainCh <- struct{}{}:
 	default:
+	}
+	return nil
+}
+
+// trimActive cuts the preallocated zeros off the active segment and fsyncs it.
+func (l *Log) trimActive() error {
+	if l.alloc > l.wpos {
+		if err := l.active.f.Truncate(l.wpos); err != nil {
+			return fmt.Errorf("spool: trim segment %s: %w", l.active.name, err)
+		}
+		l.alloc = l.wpos
+	}
+	if err := l.active.f.Sync(); err != nil {
+		return fmt.Errorf("spool: fsync segment %s: %w", l.active.name, err)
 	}
 	return nil
 }
@@ -803,7 +898,8 @@ func (l *Log) commit(batch []*pendingWrite, doSync bool) {
 			e = err
 		}
 		for _, r := range pw.reqs {
-			r.reply <- e
+			r.err = e
+			close(r.done)
 		}
 	}
 }
@@ -1132,7 +1228,7 @@ func (l *Log) Close() error {
 		l.wg.Wait()
 		var err error
 		if !l.readOnly && l.failure() == nil {
-			err = fdatasync(l.active.f)
+			err = l.trimActive()
 		}
 		l.mu.Lock()
 		l.closed = true

@@ -81,7 +81,7 @@ func scanSegment(f *os.File, name string, pos, size int64, next uint64, full boo
 	if pos >= size {
 		return res, nil
 	}
-	br := bufio.NewReaderSize(io.NewSectionReader(f, pos, size-pos), 1<<20)
+	br := bufio.NewReaderSize(io.NewSectionReader(f, pos, size-pos), 64<<10)
 	var hb [batchHeaderLen]byte
 	var payload []byte
 	for pos < size {
@@ -214,4 +214,51 @@ func lockFile(path string) (*os.File, error) {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return f, nil
+}
+
+const preallocChunk = 4 << 20
+
+var zeroBuf = make([]byte, 256<<10)
+
+// writeZeros writes zeros to f over [from, to).
+func writeZeros(f *os.File, from, to int64) error {
+	for from < to {
+		n := min(int64(len(zeroBuf)), to-from)
+		if _, err := f.WriteAt(zeroBuf[:n], from); err != nil {
+			return fmt.Errorf("spool: preallocate segment: %w", err)
+		}
+		from += n
+	}
+	return nil
+}
+
+// zeroFrom reports whether f holds only zeros in [from, size).
+func zeroFrom(f *os.File, from, size int64) (bool, error) {
+	buf := make([]byte, 64<<10)
+	for from < size {
+		n := min(int64(len(buf)), size-from)
+		if _, err := f.ReadAt(buf[:n], from); err != nil && !errors.Is(err, io.EOF) {
+			return false, err
+		}
+		if !allZero(buf[:n]) {
+			return false, nil
+		}
+		from += n
+	}
+	return true, nil
+}
+
+func allZero(b []byte) bool {
+	for len(b) >= 8 {
+		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -92,6 +92,9 @@ func checkSegment(dir string, base uint64) (segCheck, error) {
 	inPrefix := !c.headerBad
 	for pos < len(data) {
 		n, cnt, why := checkBatchAt(data, pos, expect)
+		if why != "" && allZero(data[pos:]) {
+			break // preallocated space
+		}
 		if why != "" {
 			d := Damage{Segment: name, Pos: int64(pos), Offset: expect, Reason: why}
 			if inPrefix {

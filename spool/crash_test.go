@@ -1,0 +1,5 @@
+package spool
+
+const crashChildEnv = "FASTMQ_SPOOL_CRASH_CHILD"
+
+func crashChild() {}
