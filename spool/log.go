@@ -290,7 +290,6 @@ func (l *Log) load() error {
 	return nil
 }
 
-
 // loadSegment opens and scans one segment. It returns nil, nil for a
 // last segment whose header was never completely written.
 func (l *Log) loadSegment(base uint64, last bool) (*segment, error) {
