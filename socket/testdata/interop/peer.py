@@ -5,7 +5,8 @@ Usage: peer.py ROLE ENDPOINT bind|connect [options]
 
 The peer prints "ENDPOINT <resolved endpoint>" as its first stdout line once
 the socket is bound or connected, then one line per received message (frames
-joined by TAB), then "DONE" and exits 0. Errors go to stderr with exit 1.
+joined by TAB), then "DONE" and exits 0 (with --hold: once stdin ends, so the
+caller can inspect the link before it goes away). Errors go to stderr with exit 1.
 Every run is bounded by an overall alarm (--alarm seconds, default 20).
 
 Roles:
@@ -19,8 +20,8 @@ Roles:
   rep      echo --count requests unchanged, print them
   dealer   send --count messages "dealer-<i>" (with an empty delimiter frame
            first when --envelope), print --count replies
-  router   receive --count messages, print the frames after the identity and
-           echo the whole message back to its sender
+  router   receive --count messages, print them (identity first) and echo
+           each back to its sender
   pair     with --echo: echo --count messages; otherwise send --count
            messages "pair-<i>" and print --count replies
   authfail connect a REQ with PLAIN credentials, wait for the handshake to be
@@ -72,6 +73,8 @@ def main():
     ap.add_argument("--quiet-ms", type=int, default=0,
                     help="after the last message, keep receiving this long "
                          "and print anything more as EXTRA lines")
+    ap.add_argument("--hold", action="store_true",
+                    help="after DONE, keep the socket open until stdin ends")
     ap.add_argument("--monitor", action="store_true",
                     help="print DISCONNECTS <n> before DONE")
     a = ap.parse_args()
@@ -166,7 +169,7 @@ def main():
     elif r == "router":
         for i in range(n):
             m = s.recv_multipart()
-            out(fmt(m[1:]))
+            out(fmt(m))
             s.send_multipart(m)
     elif r == "pair":
         if a.echo:
@@ -217,6 +220,8 @@ def main():
         out("DISCONNECTS %d" % disc)
 
     out("DONE")
+    if a.hold:
+        sys.stdin.read()
     if mon is not None:
         s.disable_monitor()
         mon.close(0)

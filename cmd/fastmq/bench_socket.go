@@ -1,0 +1,539 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/fastmq/fastmq/socket"
+)
+
+// benchOpts are the flags of bench pushpull, pubsub and reqrep.
+type benchOpts struct {
+	size      int
+	count     int
+	transport string
+	bind      string
+	connect   string
+	role      string
+	hwm       int
+	warmup    time.Duration
+	libzmq    string
+	native    bool
+	python    string
+}
+
+func init() {
+	for _, p := range []struct{ name, short string }{
+		{"pushpull", "Throughput and one-way latency of PUSH to PULL"},
+		{"pubsub", "Throughput and one-way latency of PUB to SUB"},
+		{"reqrep", "Round-trip latency and rate of REQ to REP"},
+	} {
+		benchCmd.AddCommand(newSocketBenchCmd(p.name, p.short))
+	}
+}
+
+func newSocketBenchCmd(pattern, short string) *cobra.Command {
+	o := &benchOpts{}
+	cmd := &cobra.Command{
+		Use:   pattern,
+		Short: short,
+		Long: short + ".\n\n" +
+			"Without --bind/--connect both ends run in this process over --transport. " +
+			"To run the ends as separate processes, start one with --role recv (the PULL, SUB " +
+			"or REP end) and one with --role send, one of them binding and the other connecting " +
+			"to the same endpoint. The receiving end of pushpull/pubsub (the REQ end of reqrep) " +
+			"prints the figures. Messages carry their send time in their first 8 bytes, which " +
+			"gives the one-way latency (under full load) of pushpull and pubsub.\n\n" +
+			"--libzmq PERF.PY runs libzmq's figure for the same test through the perf script " +
+			"shipped with the socket package's interop suite (both ends libzmq, in separate " +
+			"processes) and prints the ratio.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runSocketBench(cmd.Context(), cmd.OutOrStdout(), pattern, o)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.size, "size", 100, "message size in `BYTES`")
+	defCount := 200000
+	if pattern == "reqrep" {
+		defCount = 20000
+	}
+	f.IntVar(&o.count, "count", defCount, "number of messages (round trips for reqrep)")
+	f.StringVar(&o.transport, "transport", "tcp", "tcp, ipc or inproc (one-process mode)")
+	f.StringVar(&o.bind, "bind", "", "separate-process mode: bind to `ENDPOINT`")
+	f.StringVar(&o.connect, "connect", "", "separate-process mode: connect to `ENDPOINT`")
+	f.StringVar(&o.role, "role", "", "separate-process mode: send or recv")
+	f.IntVar(&o.hwm, "hwm", 0, "high-water mark in messages (0: library default)")
+	f.DurationVar(&o.warmup, "warmup", time.Second, "pubsub separate-process sender: publish warm-up messages this long before measuring")
+	f.StringVar(&o.libzmq, "libzmq", "", "also run libzmq's figure with this perf script (perf.py)")
+	f.BoolVar(&o.native, "native", false, "with --libzmq: both libzmq ends in C (needs a C compiler), not pyzmq")
+	py := "python3"
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		py = "/usr/bin/python3"
+	}
+	f.StringVar(&o.python, "python", py, "Python interpreter with pyzmq, for --libzmq")
+	return cmd
+}
+
+// benchResult is what one run measured.
+type benchResult struct {
+	Pattern   string
+	Transport string
+	Size      int
+	Sent      int
+	Received  int
+	Elapsed   time.Duration
+	Lat       []time.Duration // sorted
+}
+
+func (r benchResult) rate() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Received) / r.Elapsed.Seconds()
+}
+
+func pct(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(p/100*float64(len(sorted)-1) + 0.5)
+	return sorted[min(i, len(sorted)-1)]
+}
+
+func (r benchResult) print(w io.Writer) {
+	fmt.Fprintf(w, "%s %s size=%d: %.0f msg/s, %.1f MB/s", r.Pattern, r.Transport, r.Size,
+		r.rate(), r.rate()*float64(r.Size)/1e6)
+	if r.Sent > 0 && r.Received != r.Sent {
+		fmt.Fprintf(w, ", received %d of %d", r.Received, r.Sent)
+	}
+	if len(r.Lat) > 0 {
+		what := "one-way latency under load"
+		if r.Pattern == "reqrep" {
+			what = "round trip"
+		}
+		fmt.Fprintf(w, ", %s p50=%v p90=%v p99=%v", what,
+			pct(r.Lat, 50).Round(100*time.Nanosecond), pct(r.Lat, 90).Round(100*time.Nanosecond),
+			pct(r.Lat, 99).Round(100*time.Nanosecond))
+	}
+	fmt.Fprintln(w)
+}
+
+func runSocketBench(ctx context.Context, w io.Writer, pattern string, o *benchOpts) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if o.count < 2 {
+		return errors.New("--count must be at least 2")
+	}
+	if o.size < 0 {
+		return errors.New("--size must not be negative")
+	}
+	cfg := socket.Config{SendHWM: o.hwm, RecvHWM: o.hwm, Linger: 10 * time.Second}
+	var res benchResult
+	var err error
+	if o.bind != "" || o.connect != "" || o.role != "" {
+		if (o.bind == "") == (o.connect == "") {
+			return errors.New("separate-process mode needs exactly one of --bind and --connect")
+		}
+		if o.role != "send" && o.role != "recv" {
+			return errors.New("separate-process mode needs --role send or --role recv")
+		}
+		res, err = benchOneEnd(ctx, pattern, o, cfg)
+		if err != nil || (o.role == "send" && pattern != "reqrep") || (o.role == "recv" && pattern == "reqrep") {
+			if err == nil {
+				fmt.Fprintf(w, "%s: %s end done\n", pattern, o.role)
+			}
+			return err
+		}
+	} else {
+		res, err = benchInProcess(ctx, pattern, o, cfg)
+		if err != nil {
+			return err
+		}
+	}
+	res.print(w)
+	if o.libzmq != "" {
+		lz, err := runLibzmqPerf(ctx, pattern, o)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s %s size=%d (%s): %.0f msg/s, %.1f MB/s", pattern, lz.Transport, lz.Size, lz.Impl, lz.MsgsPerS, lz.MBPerS)
+		if pattern == "reqrep" {
+			fmt.Fprintf(w, ", round trip p50=%.1fµs p90=%.1fµs p99=%.1fµs", lz.P50us, lz.P90us, lz.P99us)
+		}
+		fmt.Fprintln(w)
+		if lz.MsgsPerS > 0 {
+			fmt.Fprintf(w, "ratio fastmq/libzmq msg/s: %.2f\n", res.rate()/lz.MsgsPerS)
+		}
+		if pattern == "reqrep" && lz.P50us > 0 {
+			fmt.Fprintf(w, "ratio fastmq/libzmq p50 round trip: %.2f\n",
+				float64(pct(res.Lat, 50))/float64(time.Microsecond)/lz.P50us)
+		}
+	}
+	return nil
+}
+
+// benchEndpoint picks a fresh endpoint for one-process runs.
+func benchEndpoint(transport string) (ep string, cleanup func(), err error) {
+	switch transport {
+	case "tcp":
+		return "tcp://127.0.0.1:0", func() {}, nil
+	case "ipc":
+		dir, err := os.MkdirTemp("", "fastmq-bench-")
+		if err != nil {
+			return "", nil, err
+		}
+		return "ipc://" + filepath.Join(dir, "bench.sock"), func() { os.RemoveAll(dir) }, nil
+	case "inproc":
+		return "inproc://fastmq-bench-" + strconv.FormatInt(time.Now().UnixNano(), 36), func() {}, nil
+	}
+	return "", nil, fmt.Errorf("unknown transport %q (want tcp, ipc or inproc)", transport)
+}
+
+// stamp writes the send time into the first 8 bytes of a new payload.
+func stamp(size int) []byte {
+	p := make([]byte, size)
+	if size >= 8 {
+		binary.LittleEndian.PutUint64(p, uint64(time.Now().UnixNano()))
+	}
+	return p
+}
+
+func stampAge(p []byte, now time.Time) (time.Duration, bool) {
+	if len(p) < 8 {
+		return 0, false
+	}
+	ts := int64(binary.LittleEndian.Uint64(p))
+	if ts == 0 {
+		return 0, false
+	}
+	return time.Duration(now.UnixNano() - ts), true
+}
+
+const benchRecvTimeout = 10 * time.Second
+
+func recvWithin(ctx context.Context, s *socket.Socket, d time.Duration) (socket.Msg, error) {
+	rctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	m, err := s.Recv(rctx)
+	if err != nil && ctx.Err() == nil && rctx.Err() != nil {
+		return m, fmt.Errorf("no message for %v: %w", d, rctx.Err())
+	}
+	return m, err
+}
+
+// receiveStream receives count stamped messages and times first to last.
+// With idle > 0 it stops early when nothing arrives for idle (pubsub drops).
+// Messages with a zero stamp (warm-up) are skipped.
+func receiveStream(ctx context.Context, s *socket.Socket, pattern string, o *benchOpts, idle time.Duration) (benchResult, error) {
+	res := benchResult{Pattern: pattern, Transport: o.transport, Size: o.size}
+	lat := make([]time.Duration, 0, o.count)
+	var first, last time.Time
+	wait := benchRecvTimeout
+	for res.Received < o.count {
+		m, err := recvWithin(ctx, s, wait)
+		if err != nil {
+			if idle > 0 && res.Received > 0 && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+				break
+			}
+			return res, fmt.Errorf("%s receive after %d messages: %w", pattern, res.Received, err)
+		}
+		now := time.Now()
+		if len(m.Frames) != 1 {
+			return res, fmt.Errorf("%s: got %d frames, want 1", pattern, len(m.Frames))
+		}
+		age, ok := stampAge(m.Frames[0], now)
+		if !ok && o.size >= 8 {
+			continue // warm-up
+		}
+		if res.Received == 0 {
+			first = now
+			if idle > 0 {
+				wait = idle
+			}
+		}
+		last = now
+		res.Received++
+		if ok {
+			lat = append(lat, age)
+		}
+	}
+	// Like libzmq's local_thr: the clock runs from the first message to the
+	// last, so count-1 messages are timed.
+	res.Elapsed = last.Sub(first)
+	res.Received--
+	slices.Sort(lat)
+	res.Lat = lat
+	return res, nil
+}
+
+func sendStream(ctx context.Context, s *socket.Socket, o *benchOpts) error {
+	for i := 0; i < o.count; i++ {
+		if err := s.Send(ctx, socket.NewMsg(stamp(o.size))); err != nil {
+			return fmt.Errorf("send message %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// sendWarmup publishes unstamped messages until stop is closed or d passes.
+func sendWarmup(ctx context.Context, s *socket.Socket, size int, stop <-chan struct{}, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	p := make([]byte, max(size, 8))[:size]
+	for time.Now().Before(deadline) {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		if err := s.Send(ctx, socket.NewMsg(bytes.Clone(p))); err != nil {
+			return fmt.Errorf("send warm-up: %w", err)
+		}
+		if stop == nil {
+			continue
+		}
+		// Pace the warm-up so the queue does not fill with it.
+		t := time.NewTimer(time.Millisecond)
+		select {
+		case <-stop:
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+	if stop != nil {
+		return errors.New("subscriber did not receive any warm-up message")
+	}
+	return nil
+}
+
+func roundTrips(ctx context.Context, s *socket.Socket, o *benchOpts) (benchResult, error) {
+	res := benchResult{Pattern: "reqrep", Transport: o.transport, Size: o.size}
+	lat := make([]time.Duration, 0, o.count)
+	p := make([]byte, o.size)
+	start := time.Now()
+	for i := 0; i < o.count; i++ {
+		t := time.Now()
+		if err := s.Send(ctx, socket.NewMsg(bytes.Clone(p))); err != nil {
+			return res, fmt.Errorf("request %d: %w", i, err)
+		}
+		if _, err := recvWithin(ctx, s, benchRecvTimeout); err != nil {
+			return res, fmt.Errorf("reply %d: %w", i, err)
+		}
+		lat = append(lat, time.Since(t))
+	}
+	res.Elapsed = time.Since(start)
+	res.Received = o.count
+	slices.Sort(lat)
+	res.Lat = lat
+	return res, nil
+}
+
+func echoReplies(ctx context.Context, s *socket.Socket, count int) error {
+	for i := 0; i < count; i++ {
+		m, err := recvWithin(ctx, s, benchRecvTimeout)
+		if err != nil {
+			return fmt.Errorf("request %d: %w", i, err)
+		}
+		if err := s.Send(ctx, m); err != nil {
+			return fmt.Errorf("reply %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func benchKinds(pattern string) (send, recv socket.Kind, err error) {
+	switch pattern {
+	case "pushpull":
+		return socket.Push, socket.Pull, nil
+	case "pubsub":
+		return socket.Pub, socket.Sub, nil
+	case "reqrep":
+		return socket.Req, socket.Rep, nil
+	}
+	return 0, 0, fmt.Errorf("unknown pattern %q", pattern)
+}
+
+func benchInProcess(ctx context.Context, pattern string, o *benchOpts, cfg socket.Config) (benchResult, error) {
+	sk, rk, err := benchKinds(pattern)
+	if err != nil {
+		return benchResult{}, err
+	}
+	ep, cleanup, err := benchEndpoint(o.transport)
+	if err != nil {
+		return benchResult{}, err
+	}
+	defer cleanup()
+	rs, err := socket.New(rk, cfg)
+	if err != nil {
+		return benchResult{}, err
+	}
+	defer rs.Close()
+	bound, err := rs.Bind(ep)
+	if err != nil {
+		return benchResult{}, fmt.Errorf("bind %s: %w", ep, err)
+	}
+	if rk == socket.Sub {
+		if err := rs.Subscribe(nil); err != nil {
+			return benchResult{}, err
+		}
+	}
+	ss, err := socket.New(sk, cfg)
+	if err != nil {
+		return benchResult{}, err
+	}
+	defer ss.Close()
+	if err := ss.Connect(bound); err != nil {
+		return benchResult{}, fmt.Errorf("connect %s: %w", bound, err)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	var res benchResult
+	switch pattern {
+	case "pushpull":
+		g.Go(func() error { return sendStream(gctx, ss, o) })
+		g.Go(func() (err error) { res, err = receiveStream(gctx, rs, pattern, o, 0); return err })
+	case "pubsub":
+		if o.size < 8 {
+			return res, errors.New("pubsub needs --size of at least 8 (the send time)")
+		}
+		ready := make(chan struct{})
+		g.Go(func() error {
+			// Slow joiner: publish unstamped messages until the subscriber
+			// has one, then the measured stream.
+			if err := sendWarmup(gctx, ss, o.size, ready, benchRecvTimeout); err != nil {
+				return err
+			}
+			return sendStream(gctx, ss, o)
+		})
+		g.Go(func() (err error) {
+			if _, err := recvWithin(gctx, rs, benchRecvTimeout); err != nil {
+				return fmt.Errorf("warm-up: %w", err)
+			}
+			close(ready)
+			r, err := receiveStream(gctx, rs, pattern, o, time.Second)
+			r.Sent = o.count
+			res = r
+			return err
+		})
+	case "reqrep":
+		g.Go(func() error { return echoReplies(gctx, rs, o.count) })
+		g.Go(func() (err error) { res, err = roundTrips(gctx, ss, o); return err })
+	}
+	err = g.Wait()
+	return res, err
+}
+
+// benchOneEnd runs one end of a separate-process benchmark.
+func benchOneEnd(ctx context.Context, pattern string, o *benchOpts, cfg socket.Config) (benchResult, error) {
+	sk, rk, err := benchKinds(pattern)
+	if err != nil {
+		return benchResult{}, err
+	}
+	kind := sk
+	if o.role == "recv" {
+		kind = rk
+	}
+	s, err := socket.New(kind, cfg)
+	if err != nil {
+		return benchResult{}, err
+	}
+	defer s.Close()
+	if o.bind != "" {
+		got, err := s.Bind(o.bind)
+		if err != nil {
+			return benchResult{}, fmt.Errorf("bind %s: %w", o.bind, err)
+		}
+		fmt.Fprintln(os.Stderr, "bound", got)
+	} else if err := s.Connect(o.connect); err != nil {
+		return benchResult{}, fmt.Errorf("connect %s: %w", o.connect, err)
+	}
+	if kind == socket.Sub {
+		if err := s.Subscribe(nil); err != nil {
+			return benchResult{}, err
+		}
+	}
+	o.transport = "separate processes"
+	switch {
+	case pattern == "reqrep" && o.role == "send":
+		return roundTrips(ctx, s, o)
+	case pattern == "reqrep":
+		return benchResult{}, echoReplies(ctx, s, o.count)
+	case o.role == "recv":
+		idle := time.Duration(0)
+		if pattern == "pubsub" {
+			idle = time.Second
+		}
+		r, err := receiveStream(ctx, s, pattern, o, idle)
+		return r, err
+	default:
+		if pattern == "pubsub" {
+			if o.size < 8 {
+				return benchResult{}, errors.New("pubsub needs --size of at least 8 (the send time)")
+			}
+			if err := sendWarmup(ctx, s, o.size, nil, o.warmup); err != nil {
+				return benchResult{}, err
+			}
+		}
+		return benchResult{}, sendStream(ctx, s, o)
+	}
+}
+
+// libzmqFigure is perf.py's JSON line.
+type libzmqFigure struct {
+	Impl      string  `json:"impl"`
+	Pattern   string  `json:"pattern"`
+	Transport string  `json:"transport"`
+	Size      int     `json:"size"`
+	Count     int     `json:"count"`
+	MsgsPerS  float64 `json:"msgs_per_s"`
+	MBPerS    float64 `json:"mb_per_s"`
+	P50us     float64 `json:"p50_us"`
+	P90us     float64 `json:"p90_us"`
+	P99us     float64 `json:"p99_us"`
+}
+
+func runLibzmqPerf(ctx context.Context, pattern string, o *benchOpts) (libzmqFigure, error) {
+	var kind string
+	switch pattern {
+	case "pushpull":
+		kind = "thr"
+	case "reqrep":
+		kind = "lat"
+	default:
+		return libzmqFigure{}, fmt.Errorf("no libzmq figure for %s (pushpull and reqrep only)", pattern)
+	}
+	tr := o.transport
+	if tr != "tcp" && tr != "ipc" {
+		return libzmqFigure{}, fmt.Errorf("no libzmq figure over %s (tcp and ipc only)", tr)
+	}
+	args := []string{o.libzmq, kind, "--transport", tr, "--size", strconv.Itoa(o.size), "--count", strconv.Itoa(o.count)}
+	if o.native {
+		args = append(args, "--native")
+	}
+	c := exec.CommandContext(ctx, o.python, args...)
+	c.Stderr = os.Stderr
+	out, err := c.Output()
+	if err != nil {
+		return libzmqFigure{}, fmt.Errorf("run %s: %w", o.libzmq, err)
+	}
+	var fig libzmqFigure
+	if err := json.Unmarshal(bytes.TrimSpace(out), &fig); err != nil {
+		return fig, fmt.Errorf("parse %s output %q: %w", o.libzmq, out, err)
+	}
+	return fig, nil
+}

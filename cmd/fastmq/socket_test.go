@@ -1,0 +1,458 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/fastmq/fastmq/socket"
+)
+
+// cliEnv makes the test binary act as the fastmq command, so the CLI tests
+// run the real command in separate processes without a separate build.
+const cliEnv = "FASTMQ_TEST_RUN_CLI"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(cliEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// cliProc is one running fastmq command.
+type cliProc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	out    chan string // stdout lines
+	errMu  sync.Mutex
+	errBuf bytes.Buffer
+	bound  chan string // endpoints from "bound X" lines on stderr
+	done   chan struct{}
+	err    error
+	stdin  io.WriteCloser
+}
+
+// startCLI runs fastmq args; stdin is a pipe the test writes to (see
+// feed/closeStdin).
+func startCLI(t *testing.T, args ...string) *cliProc {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cliProc{t: t, out: make(chan string, 1024), bound: make(chan string, 8), done: make(chan struct{})}
+	p.cmd = exec.Command(exe, args...)
+	p.cmd.Env = append(os.Environ(), cliEnv+"=1")
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go func() {
+		defer readers.Done()
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			p.out <- sc.Text()
+		}
+		close(p.out)
+	}()
+	go func() {
+		defer readers.Done()
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			if ep, ok := strings.CutPrefix(line, "bound "); ok {
+				p.bound <- ep
+			}
+			p.errMu.Lock()
+			p.errBuf.WriteString(line + "\n")
+			p.errMu.Unlock()
+		}
+	}()
+	go func() {
+		readers.Wait()
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			p.cmd.Process.Kill()
+			for range p.out {
+			}
+			<-p.done
+		}
+	})
+	return p
+}
+
+func (p *cliProc) stderr() string {
+	p.errMu.Lock()
+	defer p.errMu.Unlock()
+	return p.errBuf.String()
+}
+
+// boundEndpoint waits for the command's "bound ENDPOINT" line.
+func (p *cliProc) boundEndpoint() string {
+	p.t.Helper()
+	select {
+	case ep := <-p.bound:
+		return ep
+	case <-p.done:
+		p.t.Fatalf("%v exited before binding: %v\n%s", p.cmd.Args[1:], p.err, p.stderr())
+	case <-time.After(10 * time.Second):
+		p.t.Fatalf("%v did not report its endpoint", p.cmd.Args[1:])
+	}
+	return ""
+}
+
+func (p *cliProc) feed(lines ...string) {
+	p.t.Helper()
+	for _, l := range lines {
+		if _, err := io.WriteString(p.stdin, l+"\n"); err != nil {
+			p.t.Fatalf("write stdin of %v: %v", p.cmd.Args[1:], err)
+		}
+	}
+}
+
+// line returns the next stdout line.
+func (p *cliProc) line() string {
+	p.t.Helper()
+	select {
+	case l, ok := <-p.out:
+		if ok {
+			return l
+		}
+		<-p.done
+		p.t.Fatalf("%v exited: %v\n%s", p.cmd.Args[1:], p.err, p.stderr())
+	case <-time.After(15 * time.Second):
+		p.t.Fatalf("%v printed nothing", p.cmd.Args[1:])
+	}
+	return ""
+}
+
+func (p *cliProc) closeStdin() { p.stdin.Close() }
+
+func (p *cliProc) running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// wait waits for the command to exit and returns its stdout lines and exit
+// error.
+func (p *cliProc) wait() ([]string, error) {
+	p.t.Helper()
+	var lines []string
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case l, ok := <-p.out:
+			if !ok {
+				<-p.done
+				return lines, p.err
+			}
+			lines = append(lines, l)
+		case <-deadline:
+			p.t.Fatalf("%v did not exit; stdout so far %q, stderr: %s", p.cmd.Args[1:], lines, p.stderr())
+		}
+	}
+}
+
+// mustSucceed waits for a clean exit and returns the stdout lines.
+func (p *cliProc) mustSucceed() []string {
+	p.t.Helper()
+	lines, err := p.wait()
+	if err != nil {
+		p.t.Fatalf("%v: %v\nstdout: %q\nstderr: %s", p.cmd.Args[1:], err, lines, p.stderr())
+	}
+	return lines
+}
+
+func wantOut(t *testing.T, what string, got []string, want ...string) {
+	t.Helper()
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("%s printed %q, want %q", what, got, want)
+	}
+}
+
+// ipcEP returns an ipc endpoint in a short temporary directory.
+func ipcEP(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "fmqcli")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return "ipc://" + filepath.Join(dir, "s.sock")
+}
+
+func TestCLIPushPull(t *testing.T) {
+	t.Parallel()
+	pull := startCLI(t, "pull", "--bind", "tcp://127.0.0.1:0", "--count", "3", "--timeout", "15s")
+	ep := pull.boundEndpoint()
+	push := startCLI(t, "push", "--connect", ep)
+	push.feed("one", "two words", "three")
+	push.closeStdin()
+	push.mustSucceed()
+	wantOut(t, "pull", pull.mustSucceed(), "one", "two words", "three")
+}
+
+func TestCLIReqRepEchoAndExec(t *testing.T) {
+	t.Parallel()
+	t.Run("echo", func(t *testing.T) {
+		t.Parallel()
+		ep := ipcEP(t)
+		rep := startCLI(t, "rep", "--bind", ep, "--echo", "--count", "2")
+		req := startCLI(t, "req", "--connect", ep, "--timeout", "15s")
+		req.feed("ping", "pong")
+		req.closeStdin()
+		wantOut(t, "req", req.mustSucceed(), "ping", "pong")
+		rep.mustSucceed()
+	})
+	t.Run("exec", func(t *testing.T) {
+		t.Parallel()
+		ep := ipcEP(t)
+		rep := startCLI(t, "rep", "--bind", ep, "--exec", "tr a-z A-Z", "--count", "1")
+		req := startCLI(t, "req", "--connect", ep, "--count", "1", "--timeout", "15s")
+		req.feed("hello world")
+		wantOut(t, "req", req.mustSucceed(), "HELLO WORLD")
+		rep.mustSucceed()
+	})
+	t.Run("stdin-replies", func(t *testing.T) {
+		t.Parallel()
+		ep := ipcEP(t)
+		rep := startCLI(t, "rep", "--bind", ep, "--count", "1")
+		rep.feed("the answer")
+		req := startCLI(t, "req", "--connect", ep, "--count", "1", "--timeout", "15s")
+		req.feed("question")
+		wantOut(t, "req", req.mustSucceed(), "the answer")
+		wantOut(t, "rep", rep.mustSucceed(), "question")
+	})
+}
+
+func TestCLIPubSubPrefix(t *testing.T) {
+	t.Parallel()
+	sub := startCLI(t, "sub", "--bind", "tcp://127.0.0.1:0", "--subscribe", "A", "--subscribe", "C", "--count", "4", "--timeout", "15s")
+	ep := sub.boundEndpoint()
+	pub := startCLI(t, "pub", "--connect", ep)
+	// A subscriber only gets what is published after its subscription
+	// arrives: keep publishing until it has its four messages.
+	for i := 0; sub.running() && i < 100000; i++ {
+		if _, err := fmt.Fprintf(pub.stdin, "A-%d\nB-%d\nC-%d\n", i, i, i); err != nil {
+			break
+		}
+		if i%10 == 9 {
+			select {
+			case <-sub.done:
+			case <-time.After(5 * time.Millisecond): // pace the publisher
+			}
+		}
+	}
+	got := sub.mustSucceed()
+	pub.closeStdin()
+	if _, err := pub.wait(); err != nil && !strings.Contains(err.Error(), "signal") {
+		t.Logf("pub: %v", err)
+	}
+	if len(got) != 4 {
+		t.Fatalf("sub printed %q, want 4 lines", got)
+	}
+	for _, l := range got {
+		if !strings.HasPrefix(l, "A-") && !strings.HasPrefix(l, "C-") {
+			t.Fatalf("sub printed %q, which matches no subscription (all: %q)", l, got)
+		}
+	}
+}
+
+func TestCLIRouterDealer(t *testing.T) {
+	t.Parallel()
+	ep := ipcEP(t)
+	router := startCLI(t, "router", "--bind", ep, "--echo", "--count", "2")
+	dealer := startCLI(t, "dealer", "--connect", ep, "--identity", "d1", "--count", "2", "--timeout", "15s")
+	dealer.feed("m1", "m2")
+	wantOut(t, "dealer", dealer.mustSucceed(), "m1", "m2")
+	wantOut(t, "router", router.mustSucceed(), "d1\tm1", "d1\tm2")
+}
+
+func TestCLIRouterSendsByIdentity(t *testing.T) {
+	t.Parallel()
+	ep := ipcEP(t)
+	router := startCLI(t, "router", "--bind", ep, "--timeout", "15s")
+	dealer := startCLI(t, "dealer", "--connect", ep, "--identity", "0xbin", "--count", "1", "--timeout", "15s")
+	dealer.feed("hello")
+	// "0xbin" is shown as hex so it cannot be mistaken for a hex identity.
+	if got := router.line(); got != "0x307862696e\thello" {
+		t.Fatalf("router printed %q", got)
+	}
+	router.feed("0x307862696e\treply to you")
+	wantOut(t, "dealer", dealer.mustSucceed(), "reply to you")
+}
+
+func TestCLIPair(t *testing.T) {
+	t.Parallel()
+	ep := ipcEP(t)
+	a := startCLI(t, "pair", "--bind", ep, "--echo", "--count", "1")
+	b := startCLI(t, "pair", "--connect", ep, "--count", "1", "--timeout", "15s")
+	b.feed("hi there")
+	wantOut(t, "pair", b.mustSucceed(), "hi there")
+	wantOut(t, "pair --echo", a.mustSucceed(), "hi there")
+}
+
+// TestCLIMultipart checks TAB splitting with a library socket as the peer.
+func TestCLIMultipart(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	pull, err := socket.New(socket.Pull, socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pull.Close()
+	ep, err := pull.Bind("tcp://127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := startCLI(t, "push", "--connect", ep, "--multipart")
+	push.feed("a\tb\t\tc", "single")
+	push.closeStdin()
+	push.mustSucceed()
+	for _, want := range [][]string{{"a", "b", "", "c"}, {"single"}} {
+		m, err := pull.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]string, len(m.Frames))
+		for i, f := range m.Frames {
+			got[i] = string(f)
+		}
+		if strings.Join(got, "|") != strings.Join(want, "|") || len(got) != len(want) {
+			t.Fatalf("frames %q, want %q", got, want)
+		}
+	}
+
+	// And the other way: frames printed TAB-separated.
+	push2, err := socket.New(socket.Push, socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer push2.Close()
+	ep2, err := push2.Bind("tcp://127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := startCLI(t, "pull", "--connect", ep2, "--multipart", "--count", "1", "--timeout", "15s")
+	if err := push2.Send(ctx, socket.NewMsgString("x", "y z", "")); err != nil {
+		t.Fatal(err)
+	}
+	wantOut(t, "pull --multipart", cli.mustSucceed(), "x\ty z\t")
+}
+
+func TestCLITimeout(t *testing.T) {
+	t.Parallel()
+	ep := ipcEP(t)
+	p := startCLI(t, "pull", "--bind", ep, "--timeout", "300ms")
+	out, err := p.wait()
+	if err == nil {
+		t.Fatalf("pull with nothing to receive exited 0 (stdout %q)", out)
+	}
+	if !strings.Contains(p.stderr(), "timed out after 300ms") {
+		t.Fatalf("stderr %q does not say it timed out", p.stderr())
+	}
+}
+
+func TestCLIPlain(t *testing.T) {
+	t.Parallel()
+	users := filepath.Join(t.TempDir(), "users")
+	if err := os.WriteFile(users, []byte("# test users\nalice:wonderland\nbob:builder\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ep := ipcEP(t)
+	rep := startCLI(t, "rep", "--bind", ep, "--plain-users", users, "--echo", "--count", "1")
+	t.Run("wrong-password", func(t *testing.T) {
+		req := startCLI(t, "req", "--connect", ep, "--plain-user", "alice", "--plain-pass", "nope", "--timeout", "500ms")
+		req.feed("let me in")
+		req.closeStdin()
+		if out, err := req.wait(); err == nil {
+			t.Fatalf("req with a wrong password got a reply: %q", out)
+		}
+	})
+	t.Run("right-password", func(t *testing.T) {
+		req := startCLI(t, "req", "--connect", ep, "--plain-user", "bob", "--plain-pass", "builder", "--timeout", "15s")
+		req.feed("let me in")
+		req.closeStdin()
+		wantOut(t, "req", req.mustSucceed(), "let me in")
+	})
+	rep.mustSucceed()
+}
+
+// TestCLIWithLibzmq runs the tools against libzmq peers (pyzmq).
+func TestCLIWithLibzmq(t *testing.T) {
+	t.Parallel()
+	const py = "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import zmq").Run(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("pyzmq is required in CI: %v", err)
+		}
+		t.Skipf("pyzmq not available: %v", err)
+	}
+	script := filepath.Join("..", "..", "socket", "testdata", "interop", "peer.py")
+	t.Run("pull-from-libzmq-push", func(t *testing.T) {
+		t.Parallel()
+		ep := ipcEP(t)
+		pull := startCLI(t, "pull", "--bind", ep, "--count", "3", "--timeout", "15s")
+		pull.boundEndpoint()
+		out, err := exec.Command(py, script, "push", ep, "connect", "--count", "3").CombinedOutput()
+		if err != nil {
+			t.Fatalf("peer.py: %v: %s", err, out)
+		}
+		wantOut(t, "pull", pull.mustSucceed(), "msg-0", "msg-1", "msg-2")
+	})
+	t.Run("req-to-libzmq-rep", func(t *testing.T) {
+		t.Parallel()
+		ep := ipcEP(t)
+		rep := exec.Command(py, script, "rep", ep, "bind", "--count", "2")
+		var repOut bytes.Buffer
+		rep.Stdout = &repOut
+		rep.Stderr = &repOut
+		if err := rep.Start(); err != nil {
+			t.Fatal(err)
+		}
+		req := startCLI(t, "req", "--connect", ep, "--multipart", "--timeout", "15s")
+		req.feed("a\tb", "c")
+		req.closeStdin()
+		wantOut(t, "req", req.mustSucceed(), "a\tb", "c")
+		if err := rep.Wait(); err != nil {
+			t.Fatalf("peer.py rep: %v: %s", err, repOut.String())
+		}
+		if !strings.Contains(repOut.String(), "a\tb\nc\n") {
+			t.Fatalf("peer.py rep printed %q", repOut.String())
+		}
+	})
+}
