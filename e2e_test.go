@@ -88,6 +88,9 @@ func runChild() {
 			fmt.Fprintln(out, "GOT", m.Publisher, m.Offset, string(m.Value))
 			out.Flush()
 			c.Ack(m)
+			if m.Offset%50 == 0 {
+				time.Sleep(time.Millisecond) // a consumer with work to do: commits happen mid-stream
+			}
 		}
 	}
 	os.Exit(3)
@@ -346,6 +349,9 @@ func TestE2EConsumerKills(t *testing.T) {
 		if round > 10 {
 			t.Fatal("too many rounds")
 		}
+	}
+	if dups >= total {
+		t.Fatalf("%d duplicates for %d records: commits are not taking effect", dups, total)
 	}
 	for off, n := range seen {
 		if n == 0 {

@@ -189,7 +189,8 @@ func demoRun(ctx context.Context, opts demoOptions, dir string, w io.Writer) (de
 			spooled += s.spooled()
 		}
 		collected := col.lines()
-		fmt.Fprintf(w, "%5.0fs %10d %10d %10d %10d %8d\n", time.Since(start).Seconds(), produced, spooled, collected, auditSeen.Load(), collected-lastCollected)
+		rate := int64(collected) - int64(lastCollected)
+		fmt.Fprintf(w, "%5.0fs %10d %10d %10d %10d %8d\n", time.Since(start).Seconds(), produced, spooled, collected, auditSeen.Load(), max(rate, 0))
 		lastCollected = collected
 	}
 	for genCtx.Err() == nil {
@@ -409,7 +410,9 @@ func (c *demoCollector) lines() uint64 {
 	for _, next := range c.col.Stats().Files {
 		n += next
 	}
-	return n
+	// A restarted collector knows a publisher's position once it pulls
+	// from it again; until then show what was collected before.
+	return max(n, c.base)
 }
 
 func (c *demoCollector) kill() { c.halt(false) }

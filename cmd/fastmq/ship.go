@@ -15,7 +15,8 @@ import (
 
 // Header keys set on shipped records.
 const (
-	headerSource = "source" // the file a line came from
+	headerSource   = "source" // the file a line came from
+	headerPosition = "pos"    // dev:ino:offset just after the line
 )
 
 func init() {
@@ -51,8 +52,19 @@ durable in the spool, so a restart neither skips nor repeats lines.`,
 }
 
 // shipFiles tails files into the node's stream until ctx ends.
+//
+// Exactly once across crashes: the tailer's positions are committed after
+// each batch is durable in the spool, which leaves one batch that may be
+// appended but not committed when the process dies. So the last line of each
+// file in every batch carries its position in a header; on start the
+// positions in the newest records are read back and lines at or before them
+// are skipped when the tailer delivers them again.
 func shipFiles(ctx context.Context, n *fastmq.Node, stream string, files []string, fromEnd bool) error {
 	l, err := n.Stream(stream)
+	if err != nil {
+		return err
+	}
+	shipped, err := lastShipped(l)
 	if err != nil {
 		return err
 	}
@@ -60,19 +72,39 @@ func shipFiles(ctx context.Context, n *fastmq.Node, stream string, files []strin
 		Paths:      files,
 		StateFile:  filepath.Join(n.DataDir(), "ship-"+stream+".positions"),
 		StartAtEnd: fromEnd,
+		Logger:     n.Logger(),
 	})
 	if err != nil {
 		return err
 	}
 	defer t.Close()
 	recs := make([]spool.Record, 0, 1024)
+	type lastLine struct {
+		idx int
+		pos tail.Position
+	}
+	lastOf := make(map[string]lastLine)
 	err = t.Run(ctx, func(lines []tail.Line) error {
 		recs = recs[:0]
+		clear(lastOf)
 		for _, ln := range lines {
+			if p, ok := shipped[ln.Path]; ok {
+				if ln.Pos.Dev == p.Dev && ln.Pos.Ino == p.Ino && ln.Pos.Offset <= p.Offset {
+					continue // appended before the last crash
+				}
+				delete(shipped, ln.Path)
+			}
+			lastOf[ln.Path] = lastLine{len(recs), ln.Pos}
 			recs = append(recs, spool.Record{
 				Value:   ln.Text,
 				Headers: []spool.Header{{Key: headerSource, Value: []byte(ln.Path)}},
 			})
+		}
+		for _, ll := range lastOf {
+			recs[ll.idx].Headers = append(recs[ll.idx].Headers, spool.Header{Key: headerPosition, Value: encodePosition(ll.pos)})
+		}
+		if len(recs) == 0 {
+			return nil
 		}
 		if _, err := l.Append(ctx, recs...); err != nil {
 			return fmt.Errorf("append to stream %q: %w", stream, err)
@@ -85,4 +117,56 @@ func shipFiles(ctx context.Context, n *fastmq.Node, stream string, files []strin
 		return t.Commit()
 	}
 	return err
+}
+
+func encodePosition(p tail.Position) []byte {
+	return []byte(fmt.Sprintf("%d:%d:%d", p.Dev, p.Ino, p.Offset))
+}
+
+func decodePosition(path string, b []byte) (tail.Position, bool) {
+	p := tail.Position{Path: path}
+	if _, err := fmt.Sscanf(string(b), "%d:%d:%d", &p.Dev, &p.Ino, &p.Offset); err != nil {
+		return p, false
+	}
+	return p, true
+}
+
+// lastShipped reads the newest records of the stream and returns, per
+// source file, the position after the last line shipped from it.
+func lastShipped(l *spool.Log) (map[string]tail.Position, error) {
+	out := make(map[string]tail.Position)
+	next := l.NextOffset()
+	const window = 8192 // more than one tailer batch
+	from := l.OldestOffset()
+	if next > from+window {
+		from = next - window
+	}
+	for from < next {
+		data, n, err := l.ReadRaw(from, 4<<20)
+		if err != nil {
+			return nil, fmt.Errorf("read back shipped positions: %w", err)
+		}
+		if len(data) == 0 || n <= from {
+			break
+		}
+		err = spool.DecodeBatches(data, from, 0, func(r spool.Record) error {
+			var src []byte
+			for _, h := range r.Headers {
+				switch h.Key {
+				case headerSource:
+					src = h.Value
+				case headerPosition:
+					if p, ok := decodePosition(string(src), h.Value); ok && src != nil {
+						out[p.Path] = p
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read back shipped positions: %w", err)
+		}
+		from = n
+	}
+	return out, nil
 }

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestDemoLosesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a mesh for several seconds")
+	}
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := runDemo(ctx, demoOptions{Duration: 5 * time.Second, Rate: 2000, Dir: t.TempDir()}, &out)
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{"killing shipper-2", "restarted the collector", "duplicates 0, lost 0"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("demo output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func (p *cliProc) kill9() {
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// TestShipCollectSurvivesKills follows a growing log with `fastmq ship`,
+// collects it with `fastmq collect`, kills each with SIGKILL mid-run and
+// restarts it, and checks that the collected file holds every line exactly
+// once, in order.
+func TestShipCollectSurvivesKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "app.log")
+	out := filepath.Join(dir, "out")
+	gossip := freePort(t)
+	ship := func() *cliProc {
+		return startCLI(t, "ship", "--name", "web-1", "--data", filepath.Join(dir, "ship"), "--gossip", gossip,
+			"--stream", "logs", "--file", logPath)
+	}
+	collect := func() *cliProc {
+		return startCLI(t, "collect", "--name", "collector", "--data", filepath.Join(dir, "collect"),
+			"--join", gossip, "--stream", "logs", "--out", out)
+	}
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	written := 0
+	write := func(n int) {
+		w := bufio.NewWriter(f)
+		for i := 0; i < n; i++ {
+			fmt.Fprintf(w, "line %d of the access log\n", written)
+			written++
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	collected := func() int {
+		b, _ := os.ReadFile(filepath.Join(out, "web-1.log"))
+		return bytes.Count(b, []byte("\n"))
+	}
+	waitCollected := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for collected() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("collected %d lines, want %d", collected(), n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	s, c := ship(), collect()
+	write(5000)
+	waitCollected(2000)
+	s.kill9() // mid-stream, possibly between an append and its commit
+	write(3000)
+	s = ship()
+	waitCollected(6000)
+	c.kill9()
+	write(3000)
+	c = collect()
+	waitCollected(written)
+	s.kill9()
+	c.kill9()
+
+	b, err := os.ReadFile(filepath.Join(out, "web-1.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != written {
+		t.Fatalf("collected %d lines, wrote %d", len(lines), written)
+	}
+	for i, l := range lines {
+		if want := fmt.Sprintf("line %d of the access log", i); l != want {
+			t.Fatalf("line %d is %q, want %q", i, l, want)
+		}
+	}
+}
