@@ -10,7 +10,8 @@
 // Files are read with large positioned reads, never one system call per
 // line. When nothing is available, each path is checked every
 // Config.PollInterval (250ms by default) with one fstat of the open file and
-// one stat of the path; Close and context cancellation wake Run at once.
+// one stat of the path (plus a 256-byte read of its head when it grew);
+// Close and context cancellation wake Run at once.
 //
 // A line ends at "\n"; the "\n" and a "\r" before it are removed. A last line
 // without "\n" is held until it is completed, or, for a file that was rotated
@@ -42,10 +43,11 @@
 // reach their end.
 //
 // When the open file becomes shorter than the read offset (copytruncate),
-// reading restarts at offset 0 and a warning is logged. As with any
-// tail -F, lines written between the last read and the truncation are lost,
-// and a truncation followed by more writes than the old offset before the
-// next poll goes unnoticed.
+// reading restarts at offset 0 and a warning is logged. When a file idle at
+// its end grows again, its first (up to 256) bytes are compared with those
+// seen before, so a truncation followed by more writes than the old offset
+// before the next poll is also noticed and read from 0. As with any
+// tail -F, lines written between the last read and a copytruncate are lost.
 //
 // A path that does not exist yet is opened, from its beginning, when it
 // appears.

@@ -33,6 +33,7 @@ type fileReader struct {
 	r, w    int   // unconsumed bytes are buf[r:w]
 	readOff int64 // file offset of buf[w]
 	eof     bool  // the last read reached the end of the file
+	idle    bool  // current file: the last visit ended at its end
 
 	fpLen int    // number of leading bytes covered by fpCRC
 	fpCRC uint32 // CRC32C of the first fpLen bytes of the file
@@ -79,7 +80,7 @@ func (fr *fileReader) pos() filePos {
 // reset restarts the reader at offset 0 (after truncation), dropping any
 // buffered bytes and the fingerprint.
 func (fr *fileReader) reset() {
-	fr.r, fr.w, fr.readOff, fr.eof = 0, 0, 0, false
+	fr.r, fr.w, fr.readOff, fr.eof, fr.idle = 0, 0, 0, false, false
 	fr.fpLen, fr.fpCRC = 0, 0
 }
 

@@ -138,6 +138,9 @@ type follower struct {
 	cur         *fileReader   // the file now at path; nil if none
 	draining    []*fileReader // rotated-away files, oldest first
 	lastProblem string        // last warning logged, to log each problem once
+	// resume is the saved position of the file at the path when New could
+	// not open it; used if that same file can be opened later.
+	resume *filePos
 }
 
 // Tailer follows files like `tail -F` and keeps read positions.
@@ -323,6 +326,13 @@ func (t *Tailer) restore(f *follower, ps pathState, ok bool) {
 			}
 			if err == nil {
 				fr.close()
+			} else {
+				// Keep the position for when the file can be opened.
+				t.problem(f, "cannot open file; will retry", err)
+				rp := fp
+				f.resume = &rp
+				statErr = err
+				continue
 			}
 		}
 		name, found := findRotated(f.path, fp.id)
@@ -643,11 +653,47 @@ func (t *Tailer) pollPath(f *follower, now time.Time) (full, progressed bool, er
 			return false, progressed, nil
 		}
 		f.lastProblem = ""
-		t.log.Info("following new file", "path", f.path, "ino", fr.id.ino)
+		if rp := f.resume; rp != nil {
+			f.resume = nil
+			if fr.id == rp.id {
+				fi, err := fr.f.Stat()
+				if err == nil && t.verify(fr, fi, *rp) {
+					fr.readOff = rp.off
+				}
+			}
+		}
+		t.log.Info("following file", "path", f.path, "ino", fr.id.ino, "offset", fr.readOff)
 		f.cur = fr
 		t.dirty, progressed = true, true
 	}
 	cur := f.cur
+	if cur.idle {
+		// The last visit ended at the end of the file: before reading
+		// on, check that the file was not truncated (copytruncate) or
+		// truncated and refilled past our offset (head changed).
+		fi, err := cur.f.Stat()
+		if err != nil {
+			return false, progressed, fmt.Errorf("tail: stat open file %s: %w", f.path, err)
+		}
+		switch size := fi.Size(); {
+		case size < cur.readOff:
+			t.log.Warn("file truncated; reading from start", "path", f.path, "offset", cur.emitted(), "size", size)
+			cur.reset()
+			t.dirty = true
+			return false, true, nil
+		case size == cur.readOff:
+			return false, progressed, t.checkRotation(f, now, &progressed)
+		case cur.fpLen > 0:
+			if sum, err := headCRC(cur.f, cur.fpLen); err != nil || sum != cur.fpCRC {
+				t.log.Warn("file rewritten in place (truncated and refilled); reading from start",
+					"path", f.path, "offset", cur.emitted(), "size", size, "err", err)
+				cur.reset()
+				t.dirty = true
+				return false, true, nil
+			}
+		}
+		cur.idle = false
+	}
 	full, got, err := t.readLines(f, cur)
 	if err != nil {
 		return false, progressed, err
@@ -656,45 +702,46 @@ func (t *Tailer) pollPath(f *follower, now time.Time) (full, progressed bool, er
 	if full {
 		return true, progressed, nil
 	}
-
-	// At the end of the current file: truncated? rotated?
-	fi, err := cur.f.Stat()
-	if err != nil {
-		return false, progressed, fmt.Errorf("tail: stat open file %s: %w", f.path, err)
-	}
-	if fi.Size() < cur.readOff {
-		t.log.Warn("file truncated; reading from start", "path", f.path, "offset", cur.emitted(), "size", fi.Size())
-		cur.reset()
-		return false, true, nil
-	}
-	if err := cur.refreshFingerprint(fi.Size()); err != nil {
+	cur.idle = true
+	if err := cur.refreshFingerprint(cur.readOff); err != nil {
 		return false, progressed, err
 	}
+	return false, progressed, t.checkRotation(f, now, &progressed)
+}
+
+// checkRotation looks at what the path names now: the current file still,
+// nothing (removed or renamed away: retire the current file) or another
+// file (rotated: retire the current file; the new one is opened on the next
+// visit). It sets *progressed when something changed.
+func (t *Tailer) checkRotation(f *follower, now time.Time, progressed *bool) error {
+	cur := f.cur
 	pfi, err := os.Stat(f.path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			t.log.Info("file removed or renamed away; draining it", "path", f.path, "ino", cur.id.ino)
 			t.retire(f, now)
-			return false, true, nil
+			*progressed = true
+			return nil
 		}
 		t.problem(f, "cannot stat path", err)
-		return false, progressed, nil
+		return nil
 	}
 	id, _, ok := identify(pfi)
 	if !ok || id == cur.id {
-		return false, progressed, nil
+		return nil
 	}
 	t.log.Info("file rotated; draining the old one", "path", f.path, "old_ino", cur.id.ino, "ino", id.ino)
 	t.retire(f, now)
+	*progressed = true
 	for i, d := range f.draining {
 		if d.id == id { // renamed back: resume it
 			f.draining = append(f.draining[:i], f.draining[i+1:]...)
-			d.idleSince, d.forceClose = time.Time{}, false
+			d.idleSince, d.forceClose, d.idle = time.Time{}, false, false
 			f.cur = d
 			break
 		}
 	}
-	return false, true, nil
+	return nil
 }
 
 // retire moves the current file of f to its draining list.

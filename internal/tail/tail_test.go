@@ -739,3 +739,24 @@ func TestCommitSkipsWhenUnchanged(t *testing.T) {
 		}
 	}
 }
+
+func TestTruncatedAndRefilledPastOffset(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "app.log")
+	appendFile(t, p, numbered("a", 0, 5))
+	tl := newTailer(t, Config{Paths: []string{p}})
+	r := start(t, tl)
+	r.s.waitCount(t, 5)
+	waitPolls(t, tl, 2) // the file is idle at its end
+	r.stop()
+	// While nothing polls: truncate in place and write more than before.
+	if err := os.WriteFile(p, []byte(numbered("bb", 0, 10)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r2 := start(t, tl)
+	r2.s.waitCount(t, 10)
+	waitPolls(t, tl, 2)
+	r2.stop()
+	equalLines(t, r2.s.texts(), wantLines("bb", 0, 10))
+}
