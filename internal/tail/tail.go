@@ -751,7 +751,11 @@ func (t *Tailer) retire(f *follower, now time.Time) {
 	cur.idleSince = now
 	f.draining = append(f.draining, cur)
 	for i := 0; i < len(f.draining)-maxDraining; i++ {
-		f.draining[i].forceClose = true
+		if d := f.draining[i]; !d.forceClose {
+			d.forceClose = true
+			t.log.Warn("too many rotated files still open; closing the oldest at its end",
+				"path", f.path, "file", d.name, "ino", d.id.ino)
+		}
 	}
 	t.dirty = true
 }

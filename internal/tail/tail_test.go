@@ -760,3 +760,24 @@ func TestTruncatedAndRefilledPastOffset(t *testing.T) {
 	r2.stop()
 	equalLines(t, r2.s.texts(), wantLines("bb", 0, 10))
 }
+
+func TestDrainingFilesBounded(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "app.log")
+	appendFile(t, p, "gen-0\n")
+	tl := newTailer(t, Config{Paths: []string{p}, RotateGrace: time.Hour})
+	r := start(t, tl)
+	r.s.waitCount(t, 1)
+	const gens = maxDraining + 4
+	for i := 1; i <= gens; i++ {
+		if err := os.Rename(p, fmt.Sprintf("%s.%d", p, i)); err != nil {
+			t.Fatal(err)
+		}
+		appendFile(t, p, fmt.Sprintf("gen-%d\n", i))
+		r.s.waitCount(t, i+1)
+	}
+	waitFor(t, "old files closed", func() bool { return len(tl.Positions()) <= maxDraining+1 })
+	r.stop()
+	equalLines(t, r.s.texts(), wantLines("gen", 0, gens+1))
+}
