@@ -93,6 +93,9 @@ func scanSegment(f *os.File, name string, pos, size int64, next uint64, full boo
 			return bad(fmt.Sprintf("truncated batch header (%d bytes)", size-pos))
 		}
 		if _, err := io.ReadFull(br, hb[:]); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return bad("file shrank while reading")
+			}
 			return res, fmt.Errorf("spool: read segment %s: %w", name, err)
 		}
 		h := parseBatchHeader(hb[:])
@@ -112,6 +115,9 @@ func scanSegment(f *os.File, name string, pos, size int64, next uint64, full boo
 			}
 			payload = payload[:plen]
 			if _, err := io.ReadFull(br, payload); err != nil {
+				if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+					return bad("file shrank while reading")
+				}
 				return res, fmt.Errorf("spool: read segment %s: %w", name, err)
 			}
 			c := crc32Update(crc(hb[8:]), payload)
@@ -119,6 +125,9 @@ func scanSegment(f *os.File, name string, pos, size int64, next uint64, full boo
 				return bad("batch checksum mismatch")
 			}
 		} else if _, err := br.Discard(plen); err != nil {
+			if errors.Is(err, io.EOF) {
+				return bad("file shrank while reading")
+			}
 			return res, fmt.Errorf("spool: read segment %s: %w", name, err)
 		}
 		res.batches = append(res.batches, batchIdx{base: h.Base, pos: pos, size: h.Len, count: h.Count,
