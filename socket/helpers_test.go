@@ -3,6 +3,7 @@ package socket
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -129,3 +130,13 @@ func isTimeout(err error) bool {
 }
 
 var matrix = sockettest.Matrix
+
+// withTimeout returns a context that ends after ms milliseconds (released
+// when its parent ends).
+func withTimeout(ctx context.Context, ms int) context.Context {
+	c, cancel := context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)
+	_ = cancel // released by the timer
+	return c
+}
+
+func runtimeGosched() { runtime.Gosched() }

@@ -24,7 +24,8 @@ const memBuf = 256 << 10
 
 type memHalf struct {
 	mu      sync.Mutex
-	buf     []byte
+	buf     []byte // fixed storage; bytes r..w are unread
+	r, w    int
 	wclosed bool // writer finished: reader sees EOF once drained
 	rclosed bool // reader gone: writes fail
 	data    chan struct{}
@@ -57,11 +58,11 @@ func (c *memConn) Read(p []byte) (int, error) {
 			h.mu.Unlock()
 			return 0, net.ErrClosed
 		}
-		if len(h.buf) > 0 {
-			n := copy(p, h.buf)
-			h.buf = h.buf[n:]
-			if len(h.buf) == 0 {
-				h.buf = nil
+		if h.w > h.r {
+			n := copy(p, h.buf[h.r:h.w])
+			h.r += n
+			if h.r == h.w {
+				h.r, h.w = 0, 0
 			}
 			h.mu.Unlock()
 			signal(h.space)
@@ -95,12 +96,17 @@ func (c *memConn) Write(p []byte) (int, error) {
 			h.mu.Unlock()
 			return total, io.ErrClosedPipe
 		}
-		n := min(len(p), memBuf-len(h.buf))
-		if n > 0 {
-			h.buf = append(h.buf, p[:n]...)
-			p = p[n:]
-			total += n
+		if h.buf == nil {
+			h.buf = make([]byte, memBuf)
 		}
+		if h.w == len(h.buf) && h.r > 0 {
+			h.w = copy(h.buf, h.buf[h.r:h.w])
+			h.r = 0
+		}
+		n := copy(h.buf[h.w:], p)
+		h.w += n
+		p = p[n:]
+		total += n
 		h.mu.Unlock()
 		if n > 0 {
 			signal(h.data)
@@ -133,7 +139,7 @@ func (c *memConn) Close() error {
 		c.CloseWrite()
 		c.rx.mu.Lock()
 		c.rx.rclosed = true
-		c.rx.buf = nil
+		c.rx.r, c.rx.w = 0, 0
 		c.rx.mu.Unlock()
 		signal(c.rx.space)
 	})

@@ -1,6 +1,7 @@
 package socket
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 )
@@ -32,5 +33,185 @@ func TestDealerRouter(t *testing.T) {
 		eq(t, mustRecv(t, ctx, router), "d1", "hello")
 		mustSend(t, ctx, router, "d1", "world", "2")
 		eq(t, mustRecv(t, ctx, dealer), "world", "2")
+	})
+}
+
+func TestPubSub(t *testing.T) {
+	matrix(t, func(t *testing.T, ep func() string) {
+		ctx := tctx(t)
+		pub := mk(t, Pub, Config{})
+		sub := mk(t, Sub, Config{})
+		addr := bind(t, pub, ep())
+		if err := sub.Subscribe([]byte("a.")); err != nil {
+			t.Fatal(err)
+		}
+		connect(t, sub, addr)
+		// Publish until the subscription has arrived.
+		waitFor(t, "subscription", func() bool {
+			mustSend(t, ctx, pub, "a.probe")
+			_, err := sub.Recv(withTimeout(ctx, 20))
+			return err == nil
+		})
+		for len(sub.in) > 0 { // drain extra probes
+			mustRecv(t, ctx, sub)
+		}
+		mustSend(t, ctx, pub, "b.no", "x")
+		mustSend(t, ctx, pub, "a.yes", "y")
+		eq(t, mustRecv(t, ctx, sub), "a.yes", "y")
+		if err := sub.Unsubscribe([]byte("a.")); err != nil {
+			t.Fatal(err)
+		}
+		if err := sub.Subscribe([]byte("b.")); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "resubscription", func() bool {
+			mustSend(t, ctx, pub, "b.probe")
+			_, err := sub.Recv(withTimeout(ctx, 20))
+			return err == nil
+		})
+		for len(sub.in) > 0 {
+			mustRecv(t, ctx, sub)
+		}
+		mustSend(t, ctx, pub, "a.no")
+		mustSend(t, ctx, pub, "b.yes")
+		eq(t, mustRecv(t, ctx, sub), "b.yes")
+		if _, err := pub.Recv(ctx); !errors.Is(err, ErrNotSupported) {
+			t.Fatalf("PUB Recv: %v", err)
+		}
+		if err := sub.Send(ctx, NewMsgString("x")); !errors.Is(err, ErrNotSupported) {
+			t.Fatalf("SUB Send: %v", err)
+		}
+	})
+}
+
+func TestXPubXSub(t *testing.T) {
+	matrix(t, func(t *testing.T, ep func() string) {
+		ctx := tctx(t)
+		xpub := mk(t, XPub, Config{})
+		xsub := mk(t, XSub, Config{})
+		sub := mk(t, Sub, Config{})
+		connect(t, xsub, bind(t, xpub, ep()))
+		connect(t, sub, bind(t, xpub, ep()))
+		waitPeers(t, xpub, 2)
+		mustSend(t, ctx, xsub, "\x01t")
+		eq(t, mustRecv(t, ctx, xpub), "\x01t")
+		if err := sub.Subscribe([]byte("t")); err != nil {
+			t.Fatal(err)
+		}
+		if err := sub.Subscribe([]byte("u")); err != nil {
+			t.Fatal(err)
+		}
+		// "t" is already subscribed: only "u" is news.
+		eq(t, mustRecv(t, ctx, xpub), "\x01u")
+		mustSend(t, ctx, xpub, "tick")
+		eq(t, mustRecv(t, ctx, xsub), "tick")
+		eq(t, mustRecv(t, ctx, sub), "tick")
+		sub.Close()
+		eq(t, mustRecv(t, ctx, xpub), "\x00u")
+	})
+}
+
+func TestReqRep(t *testing.T) {
+	matrix(t, func(t *testing.T, ep func() string) {
+		ctx := tctx(t)
+		rep := mk(t, Rep, Config{})
+		req := mk(t, Req, Config{})
+		connect(t, req, bind(t, rep, ep()))
+		for i := range 5 {
+			mustSend(t, ctx, req, "ping", fmt.Sprint(i))
+			eq(t, mustRecv(t, ctx, rep), "ping", fmt.Sprint(i))
+			mustSend(t, ctx, rep, "pong", fmt.Sprint(i))
+			eq(t, mustRecv(t, ctx, req), "pong", fmt.Sprint(i))
+		}
+	})
+}
+
+func TestReqRouterDealerRep(t *testing.T) {
+	matrix(t, func(t *testing.T, ep func() string) {
+		ctx := tctx(t)
+		// REQ -> ROUTER sees [id, "", body].
+		router := mk(t, Router, Config{})
+		req := mk(t, Req, Config{Identity: []byte("r1")})
+		connect(t, req, bind(t, router, ep()))
+		mustSend(t, ctx, req, "q")
+		eq(t, mustRecv(t, ctx, router), "r1", "", "q")
+		mustSend(t, ctx, router, "r1", "", "a")
+		eq(t, mustRecv(t, ctx, req), "a")
+
+		// DEALER -> REP: REP strips up to the first empty frame and
+		// restores the whole envelope on reply.
+		rep := mk(t, Rep, Config{})
+		dealer := mk(t, Dealer, Config{})
+		connect(t, dealer, bind(t, rep, ep()))
+		mustSend(t, ctx, dealer, "hop1", "", "body", "", "tail")
+		eq(t, mustRecv(t, ctx, rep), "body", "", "tail")
+		mustSend(t, ctx, rep, "answer")
+		eq(t, mustRecv(t, ctx, dealer), "hop1", "", "answer")
+		// A message with no delimiter is not a request: REP drops it.
+		mustSend(t, ctx, dealer, "junk")
+		mustSend(t, ctx, dealer, "", "real")
+		eq(t, mustRecv(t, ctx, rep), "real")
+	})
+}
+
+func TestPair(t *testing.T) {
+	matrix(t, func(t *testing.T, ep func() string) {
+		ctx := tctx(t)
+		a := mk(t, Pair, Config{})
+		b := mk(t, Pair, Config{})
+		connect(t, b, bind(t, a, ep()))
+		mustSend(t, ctx, a, "1")
+		eq(t, mustRecv(t, ctx, b), "1")
+		mustSend(t, ctx, b, "2")
+		eq(t, mustRecv(t, ctx, a), "2")
+	})
+}
+
+func TestRoundRobinAndFairQueue(t *testing.T) {
+	matrix(t, func(t *testing.T, ep func() string) {
+		ctx := tctx(t)
+		push := mk(t, Push, Config{})
+		var pulls []*Socket
+		for range 3 {
+			p := mk(t, Pull, Config{})
+			connect(t, push, bind(t, p, ep()))
+			pulls = append(pulls, p)
+		}
+		waitPeers(t, push, 3)
+		for i := range 30 {
+			mustSend(t, ctx, push, fmt.Sprint(i))
+		}
+		for _, p := range pulls {
+			for range 10 {
+				mustRecv(t, ctx, p)
+			}
+		}
+		// Fair queue: one PULL, three PUSHes each sending 20; with the
+		// receiver slower than the senders, every sender's messages keep
+		// arriving interleaved rather than one sender monopolising.
+		pull := mk(t, Pull, Config{RecvHWM: 1})
+		addr := bind(t, pull, ep())
+		var pushes []*Socket
+		for range 3 {
+			s := mk(t, Push, Config{})
+			connect(t, s, addr)
+			pushes = append(pushes, s)
+		}
+		waitPeers(t, pull, 3)
+		for i, s := range pushes {
+			for j := range 20 {
+				mustSend(t, ctx, s, fmt.Sprint(i), fmt.Sprint(j))
+			}
+		}
+		counts := map[string]int{}
+		for range 60 {
+			got := mustRecv(t, ctx, pull)
+			counts[got[0]]++
+		}
+		for i := range 3 {
+			if counts[fmt.Sprint(i)] != 20 {
+				t.Fatalf("counts %v", counts)
+			}
+		}
 	})
 }

@@ -33,7 +33,7 @@ type Socket struct {
 	closing chan struct{} // closed by Close
 
 	mu        sync.Mutex
-	listeners map[string]*listener // by requested and resolved endpoint
+	listeners map[string]*listener // by resolved endpoint
 	dialers   map[string][]*dialer
 	pending   map[net.Conn]struct{} // connections still handshaking
 	subs      *subList              // SUB/XSUB: our subscriptions
@@ -175,15 +175,11 @@ func (s *Socket) Bind(ep string) (string, error) {
 	if s.closed.Load() {
 		return "", ErrClosed
 	}
-	if _, ok := s.listeners[ep]; ok {
-		return "", fmt.Errorf("socket: bind %s: already bound", ep)
-	}
 	l, resolved, err := listen(e)
 	if err != nil {
 		return "", err
 	}
 	ln := &listener{l: l, ep: ep, resolved: resolved, done: make(chan struct{})}
-	s.listeners[ep] = ln
 	s.listeners[resolved] = ln
 	s.wg.Add(1)
 	go s.acceptLoop(ln)
@@ -192,25 +188,30 @@ func (s *Socket) Bind(ep string) (string, error) {
 	return resolved, nil
 }
 
-// Unbind stops listening on an endpoint given to Bind (or the resolved form
-// Bind returned). Established connections stay up.
+// Unbind stops listening on an endpoint Bind returned, or on every
+// listener bound with the endpoint given to Bind. Established connections
+// stay up.
 func (s *Socket) Unbind(ep string) error {
 	s.mu.Lock()
 	if s.closed.Load() {
 		s.mu.Unlock()
 		return ErrClosed
 	}
-	ln, ok := s.listeners[ep]
-	if ok {
-		delete(s.listeners, ln.ep)
-		delete(s.listeners, ln.resolved)
+	var lns []*listener
+	for k, ln := range s.listeners {
+		if ln.ep == ep || ln.resolved == ep {
+			lns = append(lns, ln)
+			delete(s.listeners, k)
+		}
 	}
 	s.mu.Unlock()
-	if !ok {
+	if len(lns) == 0 {
 		return fmt.Errorf("%w: %s is not bound", ErrBadEndpoint, ep)
 	}
-	ln.l.Close()
-	<-ln.done
+	for _, ln := range lns {
+		ln.l.Close()
+		<-ln.done
+	}
 	return nil
 }
 

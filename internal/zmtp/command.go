@@ -1,6 +1,7 @@
 package zmtp
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"strings"
@@ -25,10 +26,18 @@ const (
 	PropIdentity   = "Identity"
 )
 
+// libzmqBadError is how libzmq 4.3.x PLAIN servers encode the ERROR
+// command they send when authentication fails: the name-size byte and the
+// 'E' are replaced by one 0x5E byte. It is accepted as ERROR.
+var libzmqBadError = []byte("\x5eRROR")
+
 // ParseCommand decodes the body of a command frame.
 func ParseCommand(b []byte) (Command, error) {
 	if len(b) == 0 {
 		return Command{}, fmt.Errorf("%w: empty", ErrCommand)
+	}
+	if bytes.HasPrefix(b, libzmqBadError) {
+		return Command{Name: CmdError, Body: b[len(libzmqBadError):]}, nil
 	}
 	n := int(b[0])
 	if n == 0 || len(b) < 1+n {

@@ -84,9 +84,6 @@ func Handshake(r *Reader, w *Writer, cfg Config) (PeerInfo, error) {
 			return info, fail(w, err)
 		}
 	case cfg.Auth != nil: // PLAIN server
-		if g.AsServer {
-			return info, fail(w, fmt.Errorf("%w: both sides are PLAIN servers", ErrMechanism))
-		}
 		body, err := expect(r, CmdHello)
 		if err != nil {
 			return info, err
@@ -113,9 +110,8 @@ func Handshake(r *Reader, w *Writer, cfg Config) (PeerInfo, error) {
 			return info, err
 		}
 	default: // PLAIN client
-		if !g.AsServer {
-			return info, fmt.Errorf("%w: PLAIN peer is not a server", ErrMechanism)
-		}
+		// The peer's as-server flag is not checked: libzmq does not set it
+		// reliably, and the roles follow from our own configuration.
 		hello, err := AppendHello(nil, cfg.Username, cfg.Password)
 		if err != nil {
 			return info, err
