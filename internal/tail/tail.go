@@ -857,7 +857,10 @@ func (t *Tailer) Positions() []Position {
 // Commit writes the positions of the handled lines to the state file,
 // crash-safely. Call it once the lines handed to Run's callback are
 // durable in the sink. It does nothing when nothing changed since the last
-// Commit or when Config.StateFile is empty. Safe for concurrent use; it
+// Commit or when Config.StateFile is empty. Called from inside Run's
+// callback, it persists the positions up to the previous batch (the batch
+// being handled is not handled until the callback returns). Safe for
+// concurrent use; it
 // blocks for the duration of the write and fsyncs. Returns ErrClosed after
 // Close.
 func (t *Tailer) Commit() error {
