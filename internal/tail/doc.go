@@ -27,7 +27,8 @@
 // advance (Tailer.Positions). Tailer.Commit writes them to Config.StateFile
 // crash-safely; call it after the sink is durable. Lines handled but not
 // committed are delivered again after a crash (at-least-once); committed
-// lines are never delivered again.
+// lines are not delivered again, unless their file is truncated or rewritten
+// in place (see Rotation).
 //
 // # Rotation
 //
