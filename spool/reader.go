@@ -65,6 +65,9 @@ func (r *Reader) Next(ctx context.Context) (Record, error) {
 		if r.dpos < len(r.data) {
 			v, n, err := openBatch(r.data[r.dpos:], r.l.cfg.MaxBatchBytes, int64(r.dpos), "", r.next)
 			if err != nil {
+				if ce, ok := err.(*CorruptError); ok {
+					ce.Segment, ce.Pos, ce.Offset = r.l.locate(r.next)
+				}
 				return Record{}, err
 			}
 			r.dpos += n
@@ -89,4 +92,21 @@ func (r *Reader) Next(ctx context.Context) (Record, error) {
 func (r *Reader) Close() error {
 	r.closed.Store(true)
 	return nil
+}
+
+// locate returns the segment name, byte position and base offset of the
+// batch that holds offset, for error reports.
+func (l *Log) locate(offset uint64) (string, int64, uint64) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	for _, s := range l.segs {
+		if s.end > offset {
+			for _, b := range s.batches {
+				if b.end() > offset {
+					return s.name, b.pos, b.base
+				}
+			}
+		}
+	}
+	return "", 0, offset
 }
