@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/fastmq/fastmq"
 	"github.com/fastmq/fastmq/spool"
 )
@@ -144,7 +146,7 @@ func TestMain(m *testing.M) {
 		runChild()
 		return
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // TestE2EPublisherKills runs two publisher processes and kills each with

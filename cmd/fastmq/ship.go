@@ -83,18 +83,19 @@ func shipFiles(ctx context.Context, n *fastmq.Node, stream string, files []strin
 		idx int
 		pos tail.Position
 	}
-	lastOf := make(map[string]lastLine)
+	lastOf := make(map[fileKey]lastLine)
 	err = t.Run(ctx, func(lines []tail.Line) error {
 		recs = recs[:0]
 		clear(lastOf)
 		for _, ln := range lines {
-			if p, ok := shipped[ln.Path]; ok {
-				if ln.Pos.Dev == p.Dev && ln.Pos.Ino == p.Ino && ln.Pos.Offset <= p.Offset {
+			k := fileKey{ln.Path, ln.Pos.Dev, ln.Pos.Ino}
+			if p, ok := shipped[k]; ok {
+				if ln.Pos.Offset <= p.Offset {
 					continue // appended before the last crash
 				}
-				delete(shipped, ln.Path)
+				delete(shipped, k)
 			}
-			lastOf[ln.Path] = lastLine{len(recs), ln.Pos}
+			lastOf[k] = lastLine{len(recs), ln.Pos}
 			recs = append(recs, spool.Record{
 				Value:   ln.Text,
 				Headers: []spool.Header{{Key: headerSource, Value: []byte(ln.Path)}},
@@ -131,10 +132,17 @@ func decodePosition(path string, b []byte) (tail.Position, bool) {
 	return p, true
 }
 
+// fileKey names one file followed at a path: while a rotated file is being
+// finished, one path delivers lines from two files.
+type fileKey struct {
+	path     string
+	dev, ino uint64
+}
+
 // lastShipped reads the newest records of the stream and returns, per
-// source file, the position after the last line shipped from it.
-func lastShipped(l *spool.Log) (map[string]tail.Position, error) {
-	out := make(map[string]tail.Position)
+// file, the position after the last line shipped from it.
+func lastShipped(l *spool.Log) (map[fileKey]tail.Position, error) {
+	out := make(map[fileKey]tail.Position)
 	next := l.NextOffset()
 	const window = 8192 // more than one tailer batch
 	from := l.OldestOffset()
@@ -157,7 +165,7 @@ func lastShipped(l *spool.Log) (map[string]tail.Position, error) {
 					src = h.Value
 				case headerPosition:
 					if p, ok := decodePosition(string(src), h.Value); ok && src != nil {
-						out[p.Path] = p
+						out[fileKey{p.Path, p.Dev, p.Ino}] = p
 					}
 				}
 			}
