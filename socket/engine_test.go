@@ -1,0 +1,580 @@
+package socket
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fastmq/fastmq/internal/zmtp"
+)
+
+// rawPeer is a hand-driven ZMTP peer for protocol-level tests.
+type rawPeer struct {
+	c net.Conn
+	r *zmtp.Reader
+	w *zmtp.Writer
+}
+
+func rawDial(t *testing.T, ep string) *rawPeer {
+	t.Helper()
+	addr := strings.TrimPrefix(ep, "tcp://")
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &rawPeer{c: c, r: zmtp.NewReader(c, 0), w: zmtp.NewWriter(c, 0)}
+}
+
+func rawConnect(t *testing.T, ep, typ string) *rawPeer {
+	t.Helper()
+	p := rawDial(t, ep)
+	_ = p.c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := zmtp.Handshake(p.r, p.w, zmtp.Config{SocketType: typ}); err != nil {
+		t.Fatalf("raw handshake: %v", err)
+	}
+	_ = p.c.SetDeadline(time.Time{})
+	return p
+}
+
+func (p *rawPeer) write(t *testing.T, b []byte) {
+	t.Helper()
+	if _, err := p.c.Write(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func greeting(mech string) []byte {
+	g := zmtp.Greeting{Major: 3, Minor: 1, Mechanism: mech}.Marshal()
+	return g[:]
+}
+
+func cmdFrame(body []byte) []byte {
+	return append([]byte{zmtp.FlagCommand, byte(len(body))}, body...)
+}
+
+func TestHWMAndTimeouts(t *testing.T) {
+	ctx := tctx(t)
+	// No peer: PUSH blocks until the deadline.
+	push := mk(t, Push, Config{SendTimeout: 20 * time.Millisecond})
+	if err := push.Send(context.Background(), NewMsgString("x")); !isTimeout(err) {
+		t.Fatalf("Send with SendTimeout and no peer: %v", err)
+	}
+	c, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if err := push.Send(c, NewMsgString("x")); !isTimeout(err) {
+		t.Fatalf("Send with ctx deadline: %v", err)
+	}
+	c, cancel = context.WithCancel(ctx)
+	cancel()
+	if err := push.Send(c, NewMsgString("x")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Send with cancelled ctx: %v", err)
+	}
+	pull := mk(t, Pull, Config{RecvTimeout: 20 * time.Millisecond, RecvHWM: 1})
+	if _, err := pull.Recv(context.Background()); !isTimeout(err) {
+		t.Fatalf("Recv with RecvTimeout: %v", err)
+	}
+
+	// A peer that does not read: the queue fills, then Send blocks until
+	// its deadline.
+	push2 := mk(t, Push, Config{SendHWM: 2})
+	connect(t, push2, bind(t, pull, "tcp://127.0.0.1:0"))
+	waitPeers(t, push2, 1)
+	big := make([]byte, 256<<10)
+	var err error
+	for i := 0; i < 10000 && err == nil; i++ {
+		c, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		err = push2.Send(c, NewMsg(big))
+		cancel()
+	}
+	if !isTimeout(err) {
+		t.Fatalf("Send to a full peer: %v", err)
+	}
+	// Once the receiver reads, sending resumes.
+	if _, err := pull.Recv(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "room", func() bool {
+		c, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		if _, err := pull.Recv(c); err != nil && !isTimeout(err) {
+			t.Fatal(err)
+		}
+		return push2.Send(c, NewMsgString("more")) == nil
+	})
+}
+
+func TestSlowSubscriberIsolation(t *testing.T) {
+	matrix(t, func(t *testing.T, ep func() string) {
+		ctx := tctx(t)
+		pub := mk(t, Pub, Config{SendHWM: 10})
+		fast := mk(t, Sub, Config{})
+		slow := mk(t, Sub, Config{RecvHWM: 1})
+		addr := bind(t, pub, ep())
+		for _, s := range []*Socket{fast, slow} {
+			if err := s.Subscribe(nil); err != nil {
+				t.Fatal(err)
+			}
+			connect(t, s, addr)
+		}
+		waitFor(t, "subscriptions", func() bool {
+			mustSend(t, ctx, pub, "probe")
+			_, err1 := fast.Recv(withTimeout(ctx, 20))
+			_, err2 := slow.Recv(withTimeout(ctx, 20))
+			return err1 == nil && err2 == nil
+		})
+		for len(fast.in) > 0 {
+			mustRecv(t, ctx, fast)
+		}
+		payload := bytes.Repeat([]byte("p"), 16<<10)
+		const n = 1500
+		for i := range n {
+			if err := pub.Send(ctx, NewMsg([]byte("m"), payload)); err != nil {
+				t.Fatal(err)
+			}
+			// Lock step with the fast subscriber: its queue never fills,
+			// while the slow one (never reading) overflows.
+			m, err := fast.Recv(ctx)
+			if err != nil {
+				t.Fatalf("fast subscriber, message %d: %v", i, err)
+			}
+			if string(m.Frames[0]) != "m" {
+				t.Fatalf("fast subscriber got %q", m.Frames[0])
+			}
+		}
+		if st := pub.Stats(); st.Dropped == 0 {
+			t.Fatalf("no drops for the slow subscriber: %+v", st)
+		}
+		waitEv(t, pub, EventDropped)
+	})
+}
+
+func TestReconnectAfterRestart(t *testing.T) {
+	matrix(t, func(t *testing.T, ep func() string) {
+		ctx := tctx(t)
+		cfg := Config{ReconnectInterval: 5 * time.Millisecond, ReconnectIntervalMax: 50 * time.Millisecond}
+		pull := mk(t, Pull, Config{})
+		addr := bind(t, pull, ep())
+		push := mk(t, Push, cfg)
+		connect(t, push, addr)
+		pub := mk(t, Pub, Config{})
+		pubAddr := bind(t, pub, ep())
+		sub := mk(t, Sub, cfg)
+		if err := sub.Subscribe([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		connect(t, sub, pubAddr)
+		mustSend(t, ctx, push, "1")
+		eq(t, mustRecv(t, ctx, pull), "1")
+
+		for round := range 2 {
+			pull.Close()
+			pub.Close()
+			pull = mk(t, Pull, Config{})
+			bind(t, pull, addr)
+			pub = mk(t, Pub, Config{})
+			bind(t, pub, pubAddr)
+			// Messages queued for the dead connection before it was noticed
+			// are lost; probe until the new connection carries them.
+			waitFor(t, "push reconnect", func() bool {
+				if err := push.Send(withTimeout(ctx, 20), NewMsgString("probe")); err != nil {
+					return false
+				}
+				_, err := pull.Recv(withTimeout(ctx, 20))
+				return err == nil
+			})
+			// The subscription is replayed: x-messages get through.
+			waitFor(t, "sub replay", func() bool {
+				mustSend(t, ctx, pub, "y-no")
+				mustSend(t, ctx, pub, fmt.Sprint("x", round))
+				m, err := sub.Recv(withTimeout(ctx, 20))
+				return err == nil && string(m.Frames[0]) == fmt.Sprint("x", round)
+			})
+		}
+	})
+}
+
+func TestHeartbeatDeadPeer(t *testing.T) {
+	// Our heartbeats: a peer that completes the handshake and then never
+	// answers PINGs is disconnected.
+	pull := mk(t, Pull, Config{HeartbeatInterval: 20 * time.Millisecond, HeartbeatTimeout: 60 * time.Millisecond})
+	addr := bind(t, pull, "tcp://127.0.0.1:0")
+	p := rawConnect(t, addr, "PUSH")
+	waitEv(t, pull, EventAccepted)
+	ev := waitEv(t, pull, EventDisconnected)
+	if !errors.Is(ev.Err, errHeartbeat) {
+		t.Fatalf("disconnect reason %v, want heartbeat timeout", ev.Err)
+	}
+	// The silent peer did receive PINGs.
+	_ = p.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, cmd, err := p.r.Next(nil)
+	if err != nil || cmd.Name != zmtp.CmdPing {
+		t.Fatalf("raw peer read %q, %v; want PING", cmd.Name, err)
+	}
+
+	// The peer's TTL: without heartbeats of our own, a peer announcing a
+	// TTL of 100ms and then going silent is disconnected.
+	pull2 := mk(t, Pull, Config{})
+	addr2 := bind(t, pull2, "tcp://127.0.0.1:0")
+	p2 := rawConnect(t, addr2, "PUSH")
+	waitEv(t, pull2, EventAccepted)
+	if err := p2.w.WriteCommand(zmtp.CmdPing, zmtp.AppendPing(nil, 1, []byte("ctx"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.w.WriteMessage([][]byte{[]byte("after-ping")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// PING is answered with PONG echoing the context, and never reaches
+	// the application.
+	_ = p2.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, cmd, err = p2.r.Next(nil)
+	if err != nil || cmd.Name != zmtp.CmdPong || string(cmd.Body) != "ctx" {
+		t.Fatalf("raw peer read %q %q, %v; want PONG ctx", cmd.Name, cmd.Body, err)
+	}
+	eq(t, mustRecv(t, tctx(t), pull2), "after-ping")
+	ev = waitEv(t, pull2, EventDisconnected)
+	if !errors.Is(ev.Err, errHeartbeat) {
+		t.Fatalf("disconnect reason %v, want heartbeat timeout", ev.Err)
+	}
+
+	// Two of our sockets with heartbeats stay connected while idle.
+	a := mk(t, Pair, Config{HeartbeatInterval: 10 * time.Millisecond, HeartbeatTimeout: 100 * time.Millisecond, HeartbeatTTL: time.Second})
+	b := mk(t, Pair, Config{HeartbeatInterval: 10 * time.Millisecond, HeartbeatTimeout: 100 * time.Millisecond})
+	connect(t, b, bind(t, a, "tcp://127.0.0.1:0"))
+	waitPeers(t, a, 1)
+	ctx := tctx(t)
+	for i := range 3 {
+		// Idle for a while (longer than the timeout), waiting on Recv.
+		if _, err := a.Recv(withTimeout(ctx, 300)); !isTimeout(err) {
+			t.Fatalf("Recv on idle PAIR: %v", err)
+		}
+		mustSend(t, ctx, b, fmt.Sprint(i))
+		eq(t, mustRecv(t, ctx, a), fmt.Sprint(i))
+	}
+	if st := a.Stats(); st.Disconnects != 0 {
+		t.Fatalf("idle heartbeating peers disconnected: %+v", st)
+	}
+}
+
+func TestLingerFlush(t *testing.T) {
+	matrix(t, func(t *testing.T, ep func() string) {
+		ctx := tctx(t)
+		pull := mk(t, Pull, Config{})
+		push, err := New(Push, Config{Linger: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		connect(t, push, bind(t, pull, ep()))
+		const n = 500
+		for i := range n {
+			mustSend(t, ctx, push, fmt.Sprint(i), strings.Repeat("z", 1000))
+		}
+		if err := push.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			eq(t, mustRecv(t, ctx, pull)[:1], fmt.Sprint(i))
+		}
+	})
+}
+
+func TestHostileHandshakes(t *testing.T) {
+	ctx := tctx(t)
+	pull := mk(t, Pull, Config{HandshakeTimeout: 200 * time.Millisecond, MaxMsgSize: 1 << 20})
+	addr := bind(t, pull, "tcp://127.0.0.1:0")
+
+	// A silent client holds a connection open but must not block others.
+	silent := rawDial(t, addr)
+	push := mk(t, Push, Config{})
+	connect(t, push, addr)
+	mustSend(t, ctx, push, "through")
+	eq(t, mustRecv(t, ctx, pull), "through")
+	ev := waitEv(t, pull, EventHandshakeFailed)
+	if ev.Err == nil {
+		t.Fatal("handshake failure without reason")
+	}
+	_ = silent
+
+	cases := []struct {
+		name string
+		data []byte
+	}{
+		{"http", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n" + strings.Repeat(" ", 64))},
+		{"zmtp2", append([]byte{0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 1, 5}, make([]byte, 52)...)},
+		{"ready-metadata-single-zero", append(greeting("NULL"), cmdFrame([]byte("\x05READY\x00"))...)},
+		{"ready-truncated-value", append(greeting("NULL"), cmdFrame([]byte("\x05READY\x0bSocket-Type\xff\xff\xff\xffPUSH"))...)},
+		{"ready-no-type", append(greeting("NULL"), cmdFrame([]byte("\x05READY"))...)},
+		{"wrong-type", append(greeting("NULL"), cmdFrame([]byte("\x05READY\x0bSocket-Type\x00\x00\x00\x03PUB"))...)},
+		{"plain-to-null", append(greeting("PLAIN"), cmdFrame([]byte("\x05HELLO\x00\x00"))...)},
+		{"huge-command", append(greeting("NULL"), 0x06, 0x40, 0, 0, 0, 0, 0, 0, 0)},
+		{"message-first", append(greeting("NULL"), 0x00, 0x01, 'x')},
+		{"reserved-flags", append(greeting("NULL"), 0xf0, 0x01, 'x')},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := pull.Stats().HandshakeFailures
+			p := rawDial(t, addr)
+			p.write(t, tc.data)
+			waitFor(t, "handshake failure", func() bool { return pull.Stats().HandshakeFailures > before })
+			if pull.Stats().Peers != 1 {
+				t.Fatalf("peers = %d", pull.Stats().Peers)
+			}
+		})
+	}
+	// A frame claiming 2^62 bytes after a valid handshake disconnects that
+	// peer without allocating, and the socket keeps working.
+	p := rawConnect(t, addr, "PUSH")
+	waitPeers(t, pull, 2)
+	hdr := []byte{zmtp.FlagLong, 0, 0, 0, 0, 0, 0, 0, 0}
+	binary.BigEndian.PutUint64(hdr[1:], 1<<62)
+	p.write(t, hdr)
+	waitFor(t, "too-large disconnect", func() bool { return pull.Stats().TooLarge == 1 })
+	mustSend(t, ctx, push, "still")
+	eq(t, mustRecv(t, ctx, pull), "still")
+
+	// Even with no size limit, a lying length allocates only as data
+	// arrives: the peer disappears and nothing breaks.
+	unl := mk(t, Pull, Config{MaxMsgSize: -1})
+	p = rawConnect(t, bind(t, unl, "tcp://127.0.0.1:0"), "PUSH")
+	waitPeers(t, unl, 1)
+	p.write(t, append(hdr, "some bytes"...))
+	p.c.Close()
+	waitPeers(t, unl, 0)
+}
+
+func TestMaxMsgSize(t *testing.T) {
+	matrix(t, func(t *testing.T, ep func() string) {
+		ctx := tctx(t)
+		pull := mk(t, Pull, Config{MaxMsgSize: 1000})
+		push := mk(t, Push, Config{})
+		connect(t, push, bind(t, pull, ep()))
+		mustSend(t, ctx, push, strings.Repeat("a", 500), strings.Repeat("b", 500))
+		if m := mustRecv(t, ctx, pull); len(m) != 2 {
+			t.Fatal(m)
+		}
+		mustSend(t, ctx, push, strings.Repeat("a", 500), strings.Repeat("b", 501))
+		ev := waitEv(t, pull, EventDisconnected)
+		if !errors.Is(ev.Err, ErrMsgTooLarge) {
+			t.Fatalf("disconnect reason %v", ev.Err)
+		}
+		if pull.Stats().TooLarge != 1 {
+			t.Fatalf("stats %+v", pull.Stats())
+		}
+	})
+}
+
+func TestPlain(t *testing.T) {
+	matrix(t, func(t *testing.T, ep func() string) {
+		ctx := tctx(t)
+		auth := func(u, p string) bool { return u == "admin" && p == "secret" }
+		rep := mk(t, Rep, Config{PlainAuth: auth})
+		addr := bind(t, rep, ep())
+		good := mk(t, Req, Config{PlainUsername: "admin", PlainPassword: "secret"})
+		connect(t, good, addr)
+		mustSend(t, ctx, good, "hi")
+		eq(t, mustRecv(t, ctx, rep), "hi")
+		mustSend(t, ctx, rep, "ok")
+		eq(t, mustRecv(t, ctx, good), "ok")
+
+		bad := mk(t, Req, Config{PlainUsername: "admin", PlainPassword: "wrong"})
+		connect(t, bad, addr)
+		ev := waitEv(t, bad, EventHandshakeFailed)
+		if !errors.Is(ev.Err, zmtp.ErrPeerError) {
+			t.Fatalf("client side: %v", ev.Err)
+		}
+		ev = waitEv(t, rep, EventHandshakeFailed)
+		if !errors.Is(ev.Err, zmtp.ErrAuth) {
+			t.Fatalf("server side: %v", ev.Err)
+		}
+		null := mk(t, Req, Config{})
+		connect(t, null, addr)
+		ev = waitEv(t, null, EventHandshakeFailed)
+		if !errors.Is(ev.Err, zmtp.ErrMechanism) {
+			t.Fatalf("NULL client: %v", ev.Err)
+		}
+		if rep.Stats().Peers != 1 {
+			t.Fatalf("peers %d", rep.Stats().Peers)
+		}
+	})
+}
+
+func TestRouterMandatory(t *testing.T) {
+	ctx := tctx(t)
+	r := mk(t, Router, Config{RouterMandatory: true})
+	if err := r.Send(ctx, NewMsgString("nobody", "x")); !errors.Is(err, ErrUnknownPeer) {
+		t.Fatalf("mandatory: %v", err)
+	}
+	r2 := mk(t, Router, Config{})
+	if err := r2.Send(ctx, NewMsgString("nobody", "x")); err != nil {
+		t.Fatalf("not mandatory: %v", err)
+	}
+	if r2.Stats().Dropped != 1 {
+		t.Fatalf("stats %+v", r2.Stats())
+	}
+	// Generated identities route replies.
+	d := mk(t, Dealer, Config{})
+	connect(t, d, bind(t, r, "inproc://mandatory"))
+	mustSend(t, ctx, d, "q")
+	got := mustRecv(t, ctx, r)
+	if len(got) != 2 || len(got[0]) != 5 || got[0][0] != 0 {
+		t.Fatalf("got %q", got)
+	}
+	mustSend(t, ctx, r, got[0], "a")
+	eq(t, mustRecv(t, ctx, d), "a")
+}
+
+func TestReqRepState(t *testing.T) {
+	ctx := tctx(t)
+	rep := mk(t, Rep, Config{})
+	req := mk(t, Req, Config{})
+	connect(t, req, bind(t, rep, "inproc://state"))
+	if _, err := req.Recv(ctx); !errors.Is(err, ErrState) {
+		t.Fatalf("REQ Recv first: %v", err)
+	}
+	if err := rep.Send(ctx, NewMsgString("x")); !errors.Is(err, ErrState) {
+		t.Fatalf("REP Send first: %v", err)
+	}
+	mustSend(t, ctx, req, "1")
+	if err := req.Send(ctx, NewMsgString("2")); !errors.Is(err, ErrState) {
+		t.Fatalf("REQ Send twice: %v", err)
+	}
+	eq(t, mustRecv(t, ctx, rep), "1")
+	if _, err := rep.Recv(ctx); !errors.Is(err, ErrState) {
+		t.Fatalf("REP Recv twice: %v", err)
+	}
+	mustSend(t, ctx, rep, "r1")
+	eq(t, mustRecv(t, ctx, req), "r1")
+
+	// Relaxed + correlated: a second request supersedes the first, whose
+	// late reply is discarded.
+	rep2 := mk(t, Rep, Config{})
+	req2 := mk(t, Req, Config{ReqRelaxed: true, ReqCorrelate: true})
+	connect(t, req2, bind(t, rep2, "inproc://state2"))
+	mustSend(t, ctx, req2, "a")
+	mustSend(t, ctx, req2, "b")
+	eq(t, mustRecv(t, ctx, rep2), "a")
+	mustSend(t, ctx, rep2, "reply-a")
+	eq(t, mustRecv(t, ctx, rep2), "b")
+	mustSend(t, ctx, rep2, "reply-b")
+	eq(t, mustRecv(t, ctx, req2), "reply-b")
+}
+
+func TestIPCStaleFile(t *testing.T) {
+	dir, err := os.MkdirTemp("", "fmq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "stale.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close() // leaves the socket file behind
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(err)
+	}
+	s := mk(t, Pull, Config{})
+	bind(t, s, "ipc://"+path)
+	// Now someone listens: a second bind must fail, not steal the path.
+	s2 := mk(t, Pull, Config{})
+	if _, err := s2.Bind("ipc://" + path); err == nil {
+		t.Fatal("bind over a live ipc socket succeeded")
+	}
+	// A regular file is never removed.
+	plain := filepath.Join(dir, "file")
+	if err := os.WriteFile(plain, []byte("data"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.Bind("ipc://" + plain); err == nil {
+		t.Fatal("bind over a regular file succeeded")
+	}
+	if b, _ := os.ReadFile(plain); string(b) != "data" {
+		t.Fatal("regular file clobbered")
+	}
+}
+
+func TestCloseAndEndpoints(t *testing.T) {
+	ctx := tctx(t)
+	s, err := New(Pull, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range []string{"foo", "tcp://", "tcp://127.0.0.1", "udp://1.2.3.4:5", "tcp://*:5555", "tcp://127.0.0.1:0"} {
+		if err := s.Connect(ep); !errors.Is(err, ErrBadEndpoint) {
+			t.Errorf("Connect(%q): %v", ep, err)
+		}
+	}
+	addr := bind(t, s, "tcp://127.0.0.1:0")
+	if err := s.Unbind(addr); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Unbind(addr); !errors.Is(err, ErrBadEndpoint) {
+		t.Fatalf("second Unbind: %v", err)
+	}
+	connect(t, s, "tcp://127.0.0.1:1")
+	if err := s.Disconnect("tcp://127.0.0.1:1"); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.Recv(ctx)
+		errc <- err
+	}()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; !errors.Is(err, ErrClosed) {
+		t.Fatalf("blocked Recv: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatal(err)
+	}
+	if _, err := s.Bind("tcp://127.0.0.1:0"); !errors.Is(err, ErrClosed) {
+		t.Fatal(err)
+	}
+	if err := s.Connect("tcp://127.0.0.1:1"); !errors.Is(err, ErrClosed) {
+		t.Fatal(err)
+	}
+	for range s.Events() {
+	}
+	if _, err := s.Recv(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatal(err)
+	}
+}
+
+func TestKinds(t *testing.T) {
+	for k := Pair; k <= XSub; k++ {
+		got, err := ParseKind(strings.ToLower(k.String()))
+		if err != nil || got != k {
+			t.Fatalf("ParseKind(%s) = %v, %v", k, got, err)
+		}
+	}
+	if _, err := ParseKind("STREAM"); err == nil {
+		t.Fatal("STREAM parsed")
+	}
+	if _, err := New(Kind(99), Config{}); err == nil {
+		t.Fatal("New(99) succeeded")
+	}
+	if _, err := New(Pull, Config{Identity: []byte{0, 1}}); err == nil {
+		t.Fatal("reserved identity accepted")
+	}
+	if EventDropped.String() != "dropped" {
+		t.Fatal(EventDropped.String())
+	}
+}
