@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -130,7 +131,12 @@ func New(cfg Config) (*Node, error) {
 	if n.spoolEP == "" {
 		n.spoolEP = srv.Endpoints()[0]
 	}
-	profile := discovery.ProfileLocal
+	profile := discovery.ProfileLAN
+	if host, _, err := net.SplitHostPort(cfg.GossipAddr); err == nil {
+		if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+			profile = discovery.ProfileLocal
+		}
+	}
 	if cfg.Profile != nil {
 		profile = *cfg.Profile
 	}
