@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,6 +36,8 @@ type benchOpts struct {
 	libzmq    string
 	native    bool
 	python    string
+	separate  bool
+	json      bool
 }
 
 func init() {
@@ -86,6 +90,9 @@ func newSocketBenchCmd(pattern, short string) *cobra.Command {
 		py = "/usr/bin/python3"
 	}
 	f.StringVar(&o.python, "python", py, "Python interpreter with pyzmq, for --libzmq")
+	f.BoolVar(&o.separate, "separate", false, "run the receiving end (REP for reqrep) in a child process of this command")
+	f.BoolVar(&o.json, "json", false, "print the result as JSON (used by --separate)")
+	f.MarkHidden("json")
 	return cmd
 }
 
@@ -96,6 +103,7 @@ type benchResult struct {
 	Size      int
 	Sent      int
 	Received  int
+	Timed     int // messages the elapsed time covers
 	Elapsed   time.Duration
 	Lat       []time.Duration // sorted
 }
@@ -104,7 +112,7 @@ func (r benchResult) rate() float64 {
 	if r.Elapsed <= 0 {
 		return 0
 	}
-	return float64(r.Received) / r.Elapsed.Seconds()
+	return float64(r.Timed) / r.Elapsed.Seconds()
 }
 
 func pct(sorted []time.Duration, p float64) time.Duration {
@@ -146,7 +154,15 @@ func runSocketBench(ctx context.Context, w io.Writer, pattern string, o *benchOp
 	cfg := socket.Config{SendHWM: o.hwm, RecvHWM: o.hwm, Linger: 10 * time.Second}
 	var res benchResult
 	var err error
-	if o.bind != "" || o.connect != "" || o.role != "" {
+	if o.separate {
+		if o.bind != "" || o.connect != "" || o.role != "" {
+			return errors.New("--separate picks its own endpoint and roles")
+		}
+		res, err = benchSeparate(ctx, pattern, o, cfg)
+		if err != nil {
+			return err
+		}
+	} else if o.bind != "" || o.connect != "" || o.role != "" {
 		if (o.bind == "") == (o.connect == "") {
 			return errors.New("separate-process mode needs exactly one of --bind and --connect")
 		}
@@ -155,10 +171,13 @@ func runSocketBench(ctx context.Context, w io.Writer, pattern string, o *benchOp
 		}
 		res, err = benchOneEnd(ctx, pattern, o, cfg)
 		if err != nil || (o.role == "send" && pattern != "reqrep") || (o.role == "recv" && pattern == "reqrep") {
-			if err == nil {
+			if err == nil && !o.json {
 				fmt.Fprintf(w, "%s: %s end done\n", pattern, o.role)
 			}
 			return err
+		}
+		if o.json {
+			return json.NewEncoder(w).Encode(res)
 		}
 	} else {
 		res, err = benchInProcess(ctx, pattern, o, cfg)
@@ -276,7 +295,7 @@ func receiveStream(ctx context.Context, s *socket.Socket, pattern string, o *ben
 	// Like libzmq's local_thr: the clock runs from the first message to the
 	// last, so count-1 messages are timed.
 	res.Elapsed = last.Sub(first)
-	res.Received--
+	res.Timed = res.Received - 1
 	slices.Sort(lat)
 	res.Lat = lat
 	return res, nil
@@ -339,6 +358,7 @@ func roundTrips(ctx context.Context, s *socket.Socket, o *benchOpts) (benchResul
 	}
 	res.Elapsed = time.Since(start)
 	res.Received = o.count
+	res.Timed = o.count
 	slices.Sort(lat)
 	res.Lat = lat
 	return res, nil
@@ -467,7 +487,9 @@ func benchOneEnd(ctx context.Context, pattern string, o *benchOpts, cfg socket.C
 			return benchResult{}, err
 		}
 	}
-	o.transport = "separate processes"
+	if scheme, _, ok := strings.Cut(o.bind+o.connect, "://"); ok {
+		o.transport = scheme
+	}
 	switch {
 	case pattern == "reqrep" && o.role == "send":
 		return roundTrips(ctx, s, o)
@@ -491,6 +513,84 @@ func benchOneEnd(ctx context.Context, pattern string, o *benchOpts, cfg socket.C
 		}
 		return benchResult{}, sendStream(ctx, s, o)
 	}
+}
+
+// benchSeparate runs the receiving end (PULL, SUB, REP) in a child process
+// of this command and the other end here, like libzmq's
+// local_thr/remote_thr pairs.
+func benchSeparate(ctx context.Context, pattern string, o *benchOpts, cfg socket.Config) (benchResult, error) {
+	ep, cleanup, err := benchEndpoint(o.transport)
+	if err != nil {
+		return benchResult{}, err
+	}
+	defer cleanup()
+	if o.transport == "inproc" {
+		return benchResult{}, errors.New("--separate needs tcp or ipc")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return benchResult{}, err
+	}
+	child := exec.CommandContext(ctx, exe, "bench", pattern, "--role", "recv", "--bind", ep,
+		"--count", strconv.Itoa(o.count), "--size", strconv.Itoa(o.size), "--hwm", strconv.Itoa(o.hwm), "--json")
+	var out bytes.Buffer
+	child.Stdout = &out
+	stderr, err := child.StderrPipe()
+	if err != nil {
+		return benchResult{}, err
+	}
+	if err := child.Start(); err != nil {
+		return benchResult{}, fmt.Errorf("start receiving end: %w", err)
+	}
+	bound := make(chan string, 1)
+	stderrDone := make(chan struct{})
+	go func() {
+		defer close(stderrDone)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if ep, ok := strings.CutPrefix(sc.Text(), "bound "); ok {
+				select {
+				case bound <- ep:
+				default:
+				}
+				continue
+			}
+			fmt.Fprintln(os.Stderr, sc.Text())
+		}
+	}()
+	finish := func() error {
+		<-stderrDone
+		return child.Wait()
+	}
+	var connectTo string
+	select {
+	case connectTo = <-bound:
+	case <-stderrDone:
+		return benchResult{}, fmt.Errorf("receiving end exited before binding: %v", finish())
+	case <-time.After(benchRecvTimeout):
+		child.Process.Kill()
+		finish()
+		return benchResult{}, errors.New("receiving end did not bind")
+	}
+	so := *o
+	so.role, so.connect, so.bind = "send", connectTo, ""
+	res, err := benchOneEnd(ctx, pattern, &so, cfg)
+	if err != nil {
+		child.Process.Kill()
+		finish()
+		return res, err
+	}
+	if err := finish(); err != nil {
+		return res, fmt.Errorf("receiving end: %w", err)
+	}
+	if pattern != "reqrep" {
+		if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+			return res, fmt.Errorf("receiving end output %q: %w", out.Bytes(), err)
+		}
+		res.Sent = o.count
+	}
+	res.Transport = o.transport + ", separate processes"
+	return res, nil
 }
 
 // libzmqFigure is perf.py's JSON line.

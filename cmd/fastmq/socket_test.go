@@ -456,3 +456,40 @@ func TestCLIWithLibzmq(t *testing.T) {
 		}
 	})
 }
+
+// TestCLIBench runs the socket benchmarks with small counts: one process,
+// separate processes, and the libzmq figure when pyzmq is there.
+func TestCLIBench(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"pushpull", "--transport", "inproc", "--count", "2000"},
+		{"pubsub", "--transport", "ipc", "--count", "2000", "--size", "64"},
+		{"reqrep", "--transport", "tcp", "--count", "200"},
+		{"pushpull", "--separate", "--transport", "ipc", "--count", "2000"},
+		{"reqrep", "--separate", "--transport", "tcp", "--count", "200"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			p := startCLI(t, append([]string{"bench"}, args...)...)
+			p.closeStdin()
+			out := p.mustSucceed()
+			if len(out) != 1 || !strings.HasPrefix(out[0], args[0]+" ") || !strings.Contains(out[0], " msg/s, ") {
+				t.Fatalf("bench printed %q", out)
+			}
+			if args[0] != "pubsub" && !strings.Contains(out[0], "p50=") {
+				t.Fatalf("bench printed no latency: %q", out)
+			}
+		})
+	}
+	t.Run("libzmq", func(t *testing.T) {
+		if err := exec.Command("/usr/bin/python3", "-c", "import zmq").Run(); err != nil {
+			t.Skipf("pyzmq not available: %v", err)
+		}
+		script := filepath.Join("..", "..", "socket", "testdata", "interop", "perf.py")
+		p := startCLI(t, "bench", "reqrep", "--separate", "--count", "200", "--libzmq", script)
+		p.closeStdin()
+		out := p.mustSucceed()
+		if len(out) != 4 || !strings.Contains(out[1], "(libzmq-pyzmq)") || !strings.HasPrefix(out[3], "ratio fastmq/libzmq p50 round trip: ") {
+			t.Fatalf("bench --libzmq printed %q", out)
+		}
+	})
+}

@@ -140,7 +140,8 @@ def drive(kind, transport, size, count, native):
         else:
             lats = sorted(json.loads(rout)["lat_ns"])
             tot = sum(lats) / 1e9
-            res.update(pattern="reqrep", msgs_per_s=len(lats) / tot if tot else 0,
+            rate = len(lats) / tot if tot else 0
+            res.update(pattern="reqrep", msgs_per_s=rate, mb_per_s=rate * size / 1e6,
                        p50_us=percentile(lats, 50) / 1e3,
                        p90_us=percentile(lats, 90) / 1e3,
                        p99_us=percentile(lats, 99) / 1e3)
