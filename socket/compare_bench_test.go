@@ -161,8 +161,7 @@ func benchStream(b *testing.B, link linkFunc, pattern, transport string, size in
 		sk, rk = socket.Pub, socket.Sub
 	}
 	snd, rcv := link(b, ctx, transport, sk, rk)
-	defer rcv.close()
-	defer snd.close()
+	defer closeLink(snd, rcv)
 	if pattern == "pubsub" {
 		warmUp(b, snd, rcv, size)
 	} else {
@@ -237,6 +236,23 @@ func benchStream(b *testing.B, link linkFunc, pattern, transport string, size in
 	}
 }
 
+// closeLink closes the sending end, then the receiving end. A zmq4
+// receiver is first read until its connection's end shows up: zmq4 leaves
+// a reader goroutine blocked for ever otherwise.
+func closeLink(snd, rcv benchEnd) {
+	snd.close()
+	if z, ok := rcv.(zmq4End); ok {
+		stop := time.AfterFunc(5*time.Second, z.close)
+		for range 1 << 20 {
+			if _, err := z.recv(); err != nil {
+				break
+			}
+		}
+		stop.Stop()
+	}
+	rcv.close()
+}
+
 // runtimeYield paces the end-marker loop without spinning hard.
 func runtimeYield() {
 	t := time.NewTimer(100 * time.Microsecond)
@@ -272,8 +288,7 @@ func benchReqRep(b *testing.B, link linkFunc, transport string, size int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	req, rep := link(b, ctx, transport, socket.Req, socket.Rep)
-	defer rep.close()
-	defer req.close()
+	defer closeLink(req, rep)
 	done := make(chan error, 1)
 	go func() {
 		for {
