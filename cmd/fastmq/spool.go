@@ -1,0 +1,333 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fastmq/fastmq/spool"
+)
+
+var spoolCmd = &cobra.Command{
+	Use:   "spool",
+	Short: "Append to, read, check and repair a stream's spool directory",
+	Args:  cobra.NoArgs,
+}
+
+func init() {
+	spoolCmd.AddCommand(newSpoolAppendCmd(), newSpoolReadCmd(), newSpoolVerifyCmd(),
+		newSpoolRepairCmd(), newSpoolStatsCmd())
+	rootCmd.AddCommand(spoolCmd)
+}
+
+func newSpoolAppendCmd() *cobra.Command {
+	var dir, syncS, codecS string
+	var ack bool
+	cmd := &cobra.Command{
+		Use:   "append --dir D",
+		Short: "Append each line of standard input as a record",
+		Long: "Appends each line of standard input (without its newline) as one record. " +
+			"With --ack, prints each record's offset on its own line as soon as the record is durable " +
+			"according to --sync.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			sp, err := spool.ParseSyncPolicy(syncS)
+			if err != nil {
+				return err
+			}
+			codec, err := spool.ParseCodec(codecS)
+			if err != nil {
+				return err
+			}
+			l, err := spool.Open(spool.Config{Dir: dir, Sync: sp, Codec: codec, Logger: stderrLogger()})
+			if err != nil {
+				return err
+			}
+			err = spoolAppend(cmd.Context(), l, cmd.InOrStdin(), cmd.OutOrStdout(), ack)
+			return errors.Join(err, l.Close())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dir, "dir", "", "the stream's spool `directory`")
+	f.StringVar(&syncS, "sync", "group", "when a record is durable: each, group or none")
+	f.StringVar(&codecS, "codec", "none", "batch compression: none, s2 or zstd")
+	f.BoolVar(&ack, "ack", false, "print each record's offset once it is durable")
+	cmd.MarkFlagRequired("dir")
+	return cmd
+}
+
+func stderrLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// spoolAppend appends lines with up to 4096 appends in flight; a printer
+// writes the offsets in order as their appends become durable.
+func spoolAppend(ctx context.Context, l *spool.Log, in io.Reader, out io.Writer, ack bool) error {
+	acks := make(chan *spool.Ack, 4096)
+	printed := make(chan error, 1)
+	go func() {
+		w := bufio.NewWriter(out)
+		var err error
+		for {
+			var a *spool.Ack
+			select {
+			case a = <-acks:
+			default:
+				if ferr := w.Flush(); ferr != nil && err == nil {
+					err = ferr
+				}
+				a = <-acks
+			}
+			if a == nil {
+				break
+			}
+			select {
+			case <-a.Done():
+			default:
+				if ferr := w.Flush(); ferr != nil && err == nil {
+					err = ferr
+				}
+			}
+			first, aerr := a.Wait(context.Background())
+			if aerr != nil {
+				if err == nil {
+					err = aerr
+				}
+				continue
+			}
+			if ack {
+				fmt.Fprintln(w, first)
+			}
+		}
+		if ferr := w.Flush(); ferr != nil && err == nil {
+			err = ferr
+		}
+		printed <- err
+	}()
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	var err error
+	for sc.Scan() {
+		if ctx.Err() != nil {
+			break
+		}
+		v := append([]byte(nil), sc.Bytes()...)
+		a, aerr := l.AppendAsync(ctx, spool.Record{Value: v})
+		if aerr != nil {
+			err = aerr
+			break
+		}
+		acks <- a
+	}
+	if serr := sc.Err(); serr != nil && err == nil {
+		err = fmt.Errorf("read input: %w", serr)
+	}
+	close(acks)
+	return errors.Join(err, <-printed)
+}
+
+type spoolJSONHeader struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+type spoolJSONRecord struct {
+	Offset  uint64       `json:"offset"`
+	ID      string       `json:"id"`
+	Time    time.Time    `json:"time"`
+	Headers []spoolJSONHeader `json:"headers,omitempty"`
+	Value   string       `json:"value"`
+}
+
+func newSpoolReadCmd() *cobra.Command {
+	var dir, since string
+	var from, count uint64
+	var follow, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "read --dir D",
+		Short: "Print records, one value per line (or JSON)",
+		Long: "Prints the records of a spool from an offset or a time, one value per line, or with " +
+			"--json one JSON object per line with offset, id, time, headers and value (invalid UTF-8 " +
+			"is replaced). Reads without taking the writer's lock, so a writer may be appending.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := spool.OpenReadOnly(spool.Config{Dir: dir, Logger: stderrLogger()})
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			start := from
+			if since != "" {
+				if cmd.Flags().Changed("from") {
+					return errors.New("--from and --since exclude each other")
+				}
+				t, err := time.Parse(time.RFC3339Nano, since)
+				if err != nil {
+					return fmt.Errorf("--since: %w", err)
+				}
+				if start, err = l.SeekTime(t); err != nil {
+					return err
+				}
+			} else if !cmd.Flags().Changed("from") {
+				start = l.OldestOffset()
+			}
+			return spoolRead(cmd.Context(), l, start, count, follow, asJSON, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dir, "dir", "", "the stream's spool `directory`")
+	f.Uint64Var(&from, "from", 0, "first `offset` to print (default: the oldest)")
+	f.StringVar(&since, "since", "", "print from the first record at or after this RFC 3339 `time`")
+	f.Uint64Var(&count, "count", 0, "stop after this many records (0: no limit)")
+	f.BoolVar(&follow, "follow", false, "wait for new records at the end")
+	f.BoolVar(&asJSON, "json", false, "print JSON objects")
+	cmd.MarkFlagRequired("dir")
+	return cmd
+}
+
+func spoolRead(ctx context.Context, l *spool.Log, from, count uint64, follow, asJSON bool, out io.Writer) error {
+	r, err := l.NewReader(from)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	w := bufio.NewWriter(out)
+	defer w.Flush()
+	enc := json.NewEncoder(w)
+	for n := uint64(0); count == 0 || n < count; n++ {
+		if r.Offset() >= l.NextOffset() {
+			if !follow {
+				return nil
+			}
+			if err := w.Flush(); err != nil {
+				return err
+			}
+		}
+		rec, err := r.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // interrupted
+			}
+			return err
+		}
+		if asJSON {
+			jr := spoolJSONRecord{Offset: rec.Offset, ID: rec.ID.String(), Time: rec.Time.UTC(), Value: string(rec.Value)}
+			for _, h := range rec.Headers {
+				jr.Headers = append(jr.Headers, spoolJSONHeader{Key: h.Key, Value: string(h.Value)})
+			}
+			if err := enc.Encode(jr); err != nil {
+				return err
+			}
+		} else {
+			w.Write(rec.Value)
+			if err := w.WriteByte('\n'); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func newSpoolVerifyCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "verify --dir D",
+		Short: "Check every batch; list each damaged one with segment and offset",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rep, err := spool.Verify(dir)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "segments %d, batches %d, records %d, bytes %d, offsets %d..%d\n",
+				rep.Segments, rep.Batches, rep.Records, rep.Bytes, rep.Oldest, rep.Next)
+			for _, d := range rep.Damaged {
+				fmt.Fprintln(out, "damaged:", d)
+			}
+			if !rep.Clean() {
+				return fmt.Errorf("%d damaged batches in %s", len(rep.Damaged), dir)
+			}
+			fmt.Fprintln(out, "clean")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "the stream's spool `directory`")
+	cmd.MarkFlagRequired("dir")
+	return cmd
+}
+
+func newSpoolRepairCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "repair --dir D",
+		Short: "Quarantine damaged segments, keeping their valid prefix; report what was removed",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rep, err := spool.Repair(dir, stderrLogger())
+			out := cmd.OutOrStdout()
+			for _, a := range rep.Actions {
+				fmt.Fprintf(out, "segment %s: removed offsets %d..%d (%d bytes from byte %d; %s); original kept as %s\n",
+					a.Segment, a.From, a.To, a.BytesCut, a.Pos, a.Reason, a.Quarantined)
+			}
+			if err != nil {
+				return err
+			}
+			if len(rep.Actions) == 0 {
+				fmt.Fprintln(out, "nothing to repair")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "the stream's spool `directory`")
+	cmd.MarkFlagRequired("dir")
+	return cmd
+}
+
+func newSpoolStatsCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "stats --dir D",
+		Short: "Print oldest and next offset, segments, bytes, time range and codecs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := spool.OpenReadOnly(spool.Config{Dir: dir, Logger: stderrLogger()})
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			st := l.Stats()
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "oldest offset: %d\nnext offset:   %d\nsegments:      %d\nbatches:       %d\nbytes:         %d\n",
+				st.Oldest, st.Next, st.Segments, st.Batches, st.Bytes)
+			tf := func(t time.Time) string {
+				if t.IsZero() {
+					return "-"
+				}
+				return t.UTC().Format(time.RFC3339Nano)
+			}
+			fmt.Fprintf(out, "oldest time:   %s\nnewest time:   %s\ncodec:        ", tf(st.OldestTime), tf(st.NewestTime))
+			if len(st.Codecs) == 0 {
+				fmt.Fprint(out, " -")
+			}
+			for _, c := range []spool.Codec{spool.CodecNone, spool.CodecS2, spool.CodecZstd} {
+				if n := st.Codecs[c]; n > 0 {
+					fmt.Fprintf(out, " %s (%d batches)", c, n)
+				}
+			}
+			fmt.Fprintln(out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "the stream's spool `directory`")
+	cmd.MarkFlagRequired("dir")
+	return cmd
+}
