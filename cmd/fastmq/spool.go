@@ -140,11 +140,11 @@ type spoolJSONHeader struct {
 }
 
 type spoolJSONRecord struct {
-	Offset  uint64       `json:"offset"`
-	ID      string       `json:"id"`
-	Time    time.Time    `json:"time"`
+	Offset  uint64            `json:"offset"`
+	ID      string            `json:"id"`
+	Time    time.Time         `json:"time"`
 	Headers []spoolJSONHeader `json:"headers,omitempty"`
-	Value   string       `json:"value"`
+	Value   string            `json:"value"`
 }
 
 func newSpoolReadCmd() *cobra.Command {
