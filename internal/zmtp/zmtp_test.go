@@ -1,0 +1,249 @@
+package zmtp
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+func TestGreetingRoundTrip(t *testing.T) {
+	for _, g := range []Greeting{
+		{Major: 3, Minor: 0, Mechanism: "NULL"},
+		{Major: 3, Minor: 1, Mechanism: "PLAIN", AsServer: true},
+	} {
+		b := g.Marshal()
+		got, err := ParseGreeting(b[:])
+		if err != nil || got != g {
+			t.Fatalf("%+v -> %+v, %v", g, got, err)
+		}
+	}
+	bad := Greeting{Major: 3, Mechanism: "NULL"}.Marshal()
+	bad[10] = 2
+	if _, err := ParseGreeting(bad[:]); !errors.Is(err, ErrVersion) {
+		t.Fatalf("version 2: %v", err)
+	}
+	bad = Greeting{Major: 3, Mechanism: "NULL"}.Marshal()
+	bad[0] = 'G'
+	if _, err := ParseGreeting(bad[:]); !errors.Is(err, ErrGreeting) {
+		t.Fatalf("bad signature: %v", err)
+	}
+	if _, err := ParseGreeting(bad[:10]); !errors.Is(err, ErrGreeting) {
+		t.Fatalf("short: %v", err)
+	}
+}
+
+func TestFrames(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf, 0)
+	big := bytes.Repeat([]byte("x"), 300)
+	msgs := [][][]byte{{[]byte("a")}, {{}, []byte("b"), big}, {big}}
+	for _, m := range msgs {
+		if err := w.WriteMessage(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.WriteCommand(CmdPing, AppendPing(nil, 12, []byte("ctx"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteCommand(CmdSubscribe, big); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteMessage(nil); err == nil {
+		t.Fatal("empty message written")
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	r := NewReader(&buf, 0)
+	for _, want := range msgs {
+		got, _, err := r.Next(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("got %d frames, want %d", len(got), len(want))
+		}
+		for i := range got {
+			if !bytes.Equal(got[i], want[i]) {
+				t.Fatalf("frame %d differs", i)
+			}
+		}
+	}
+	_, cmd, err := r.Next(nil)
+	if err != nil || cmd.Name != CmdPing {
+		t.Fatalf("%+v %v", cmd, err)
+	}
+	ttl, ctx, err := ParsePing(cmd.Body)
+	if err != nil || ttl != 12 || string(ctx) != "ctx" {
+		t.Fatalf("ping %d %q %v", ttl, ctx, err)
+	}
+	_, cmd, err = r.Next(nil)
+	if err != nil || cmd.Name != CmdSubscribe || !bytes.Equal(cmd.Body, big) {
+		t.Fatalf("subscribe %v", err)
+	}
+	if _, _, err := r.Next(nil); err != io.EOF {
+		t.Fatalf("end: %v", err)
+	}
+}
+
+func TestReaderErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		in   []byte
+		max  int64
+		want error
+	}{
+		{"reserved", []byte{0x80, 0}, 0, ErrFrame},
+		{"command-more", []byte{FlagCommand | FlagMore, 0}, 0, ErrFrame},
+		{"command-in-message", []byte{FlagMore, 1, 'a', FlagCommand, 0}, 0, ErrFrame},
+		{"too-large", []byte{FlagLong, 0x40, 0, 0, 0, 0, 0, 0, 0}, 1 << 20, ErrTooLarge},
+		{"too-large-total", []byte{FlagMore, 3, 'a', 'b', 'c', 0, 3}, 5, ErrTooLarge},
+		{"huge-command", []byte{FlagCommand | FlagLong, 0, 0, 0, 0, 0, 1, 0, 1}, 0, ErrTooLarge},
+		{"max-uint64", []byte{FlagLong, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, -1, ErrTooLarge},
+		{"truncated", []byte{FlagMore, 1, 'a', 0}, 0, io.ErrUnexpectedEOF},
+		{"empty-command", []byte{FlagCommand, 0}, 0, ErrCommand},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewReader(bytes.NewReader(tc.in), 0)
+			r.MaxMsgSize = tc.max
+			if _, _, err := r.Next(nil); !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+		})
+	}
+	// Unlimited size and a lying length: fails at EOF without having
+	// allocated the claimed size.
+	r := NewReader(bytes.NewReader(append([]byte{FlagLong, 0x40, 0, 0, 0, 0, 0, 0, 0}, "abc"...)), 0)
+	r.MaxMsgSize = -1
+	if _, _, err := r.Next(nil); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("lying length: %v", err)
+	}
+}
+
+func TestMetadataAndCommands(t *testing.T) {
+	md := Metadata{{Name: "Socket-Type", Value: []byte("PUSH")}, {Name: "Identity", Value: nil}, {Name: "X-Foo", Value: bytes.Repeat([]byte("v"), 70000)}}
+	b, err := AppendMetadata(nil, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseMetadata(b)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("%v %v", got, err)
+	}
+	if v, ok := got.Get("socket-type"); !ok || string(v) != "PUSH" {
+		t.Fatal("Get is not case-insensitive")
+	}
+	for _, bad := range [][]byte{{0}, {5, 'a'}, {1, 'a', 0, 0, 0, 5, 'x'}, {1, ' ', 0, 0, 0, 0}} {
+		if _, err := ParseMetadata(bad); !errors.Is(err, ErrMetadata) {
+			t.Fatalf("%q: %v", bad, err)
+		}
+	}
+	h, err := AppendHello(nil, "user", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, p, err := ParseHello(h); err != nil || u != "user" || p != "pw" {
+		t.Fatalf("%q %q %v", u, p, err)
+	}
+	for _, bad := range [][]byte{{}, {5, 'a'}, {1, 'a', 2, 'b'}, {0, 0, 'x'}} {
+		if _, _, err := ParseHello(bad); err == nil {
+			t.Fatalf("HELLO %q accepted", bad)
+		}
+	}
+	if r, err := ParseError(AppendError(nil, "nope")); err != nil || r != "nope" {
+		t.Fatal(r, err)
+	}
+	if _, err := ParseError([]byte{9, 'a'}); err == nil {
+		t.Fatal("bad ERROR accepted")
+	}
+	if _, _, err := ParsePing([]byte{1}); err == nil {
+		t.Fatal("short PING accepted")
+	}
+	if _, _, err := ParsePing(make([]byte, 19)); err == nil {
+		t.Fatal("PING with a 17-byte context accepted")
+	}
+	// libzmq 4.3's malformed ERROR is understood.
+	cmd, err := ParseCommand([]byte("\x5eRROR\x03400"))
+	if err != nil || cmd.Name != CmdError {
+		t.Fatalf("%+v %v", cmd, err)
+	}
+}
+
+// pair returns two ends of a loopback TCP connection.
+func pair(t *testing.T) (net.Conn, net.Conn) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	a, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	deadline := time.Now().Add(10 * time.Second)
+	a.SetDeadline(deadline)
+	b.SetDeadline(deadline)
+	return a, b
+}
+
+func handshakeBoth(t *testing.T, ca, cb Config) (PeerInfo, error, PeerInfo, error) {
+	a, b := pair(t)
+	type res struct {
+		info PeerInfo
+		err  error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		info, err := Handshake(NewReader(b, 0), NewWriter(b, 0), cb)
+		if err != nil {
+			b.Close()
+		}
+		ch <- res{info, err}
+	}()
+	ia, ea := Handshake(NewReader(a, 0), NewWriter(a, 0), ca)
+	if ea != nil {
+		a.Close()
+	}
+	rb := <-ch
+	return ia, ea, rb.info, rb.err
+}
+
+func TestHandshake(t *testing.T) {
+	ia, ea, ib, eb := handshakeBoth(t, Config{SocketType: "DEALER", Identity: []byte("me")}, Config{SocketType: "ROUTER"})
+	if ea != nil || eb != nil {
+		t.Fatal(ea, eb)
+	}
+	if ia.SocketType != "ROUTER" || ib.SocketType != "DEALER" || string(ib.Identity) != "me" {
+		t.Fatalf("%+v %+v", ia, ib)
+	}
+	auth := func(u, p string) bool { return u == "u" && p == "p" }
+	_, ea, ib, eb = handshakeBoth(t, Config{SocketType: "REQ", Username: "u", Password: "p"}, Config{SocketType: "REP", Auth: auth})
+	if ea != nil || eb != nil || ib.Username != "u" {
+		t.Fatal(ea, eb, ib)
+	}
+	_, ea, _, eb = handshakeBoth(t, Config{SocketType: "REQ", Username: "u", Password: "x"}, Config{SocketType: "REP", Auth: auth})
+	if !errors.Is(ea, ErrPeerError) || !errors.Is(eb, ErrAuth) {
+		t.Fatal(ea, eb)
+	}
+	_, ea, _, eb = handshakeBoth(t, Config{SocketType: "REQ"}, Config{SocketType: "REP", Auth: auth})
+	if !errors.Is(ea, ErrMechanism) || !errors.Is(eb, ErrMechanism) {
+		t.Fatal(ea, eb)
+	}
+	_, ea, _, eb = handshakeBoth(t, Config{SocketType: "PUSH"}, Config{SocketType: "PUB"})
+	if !errors.Is(ea, ErrSocketType) && !errors.Is(eb, ErrSocketType) {
+		t.Fatal(ea, eb)
+	}
+	if !Compatible("SUB", "XPUB") || Compatible("PUSH", "PUSH") || Compatible("BOGUS", "PAIR") {
+		t.Fatal("compatibility table")
+	}
+}
