@@ -193,8 +193,13 @@ func (p *peer) readLoop() error {
 		case Pub, XPub:
 			if len(frames) == 1 && len(frames[0]) > 0 && frames[0][0] <= 1 {
 				p.subscription(frames[0][0] == 1, frames[0][1:])
+				continue
 			}
-			continue
+			if s.kind == Pub {
+				continue
+			}
+			// XPUB passes other upstream messages to the application, as
+			// libzmq does.
 		case Sub:
 			if !s.mySubs.Load().match(frames[0]) {
 				continue
