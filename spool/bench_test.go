@@ -144,4 +144,4 @@ func BenchmarkRead(b *testing.B) {
 	}
 }
 
-var benchInflight = 64
+var benchInflight = 16

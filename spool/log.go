@@ -132,6 +132,10 @@ type Log struct {
 	active *segment
 	wpos   int64
 	alloc  int64 // end of the zero-filled (preallocated) part of the active file
+	// zero-filling ahead of the data, in the filler goroutine
+	fillCh  chan fillJob
+	fillRes chan fillJob
+	filling bool
 	wnext  uint64
 	wbuf   []byte
 	raw    []byte
@@ -164,6 +168,12 @@ func (a *Ack) Wait(ctx context.Context) (uint64, error) {
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
+}
+
+type fillJob struct {
+	f        *os.File
+	from, to int64
+	err      error
 }
 
 type segChunk struct {
@@ -243,9 +253,12 @@ func open(cfg Config, ro bool) (*Log, error) {
 	l.syncCh = make(chan *pendingWrite, 64)
 	l.retainCh = make(chan struct{}, 1)
 	l.stopCh = make(chan struct{})
-	l.wg.Add(2)
+	l.fillCh = make(chan fillJob)
+	l.fillRes = make(chan fillJob, 1)
+	l.wg.Add(3)
 	go l.writer()
 	go l.syncer()
+	go l.filler()
 	if cfg.RetentionAge > 0 || cfg.RetentionBytes > 0 {
 		l.wg.Add(1)
 		go l.retainer()
@@ -597,6 +610,12 @@ func (l *Log) Sync() error {
 func (l *Log) writer() {
 	defer l.wg.Done()
 	defer close(l.syncCh)
+	defer func() {
+		if err := l.waitFill(); err != nil {
+			l.fail(err)
+		}
+		close(l.fillCh)
+	}()
 	group := make([]*Ack, 0, 256)
 	for {
 		req, ok := <-l.reqCh
@@ -759,7 +778,13 @@ func (l *Log) writeGroup(pw *pendingWrite) error {
 // flush writes wbuf[:n] at the write position and keeps the rest at the front of wbuf.
 func (l *Log) flush(n int) error {
 	if n > 0 {
-		if end := l.wpos + int64(n); end > l.alloc {
+		end := l.wpos + int64(n)
+		if end > l.alloc {
+			if err := l.waitFill(); err != nil {
+				return err
+			}
+		}
+		if end > l.alloc {
 			// Keep zero-filled space ahead of the data: fdatasync of blocks that
 			// already exist does not wait for a journal commit.
 			na := max(end, min(l.alloc+preallocChunk, l.cfg.SegmentBytes))
@@ -772,6 +797,11 @@ func (l *Log) flush(n int) error {
 			return fmt.Errorf("spool: write segment %s: %w", l.active.name, err)
 		}
 		l.wpos += int64(n)
+		if !l.filling && l.alloc-l.wpos < preallocChunk/2 && l.alloc < l.cfg.SegmentBytes {
+			// Zero-fill the next chunk in the background while we write below it.
+			l.filling = true
+			l.fillCh <- fillJob{f: l.active.f, from: l.alloc, to: min(l.alloc+preallocChunk, l.cfg.SegmentBytes)}
+		}
 	}
 	rest := copy(l.wbuf, l.wbuf[n:])
 	l.wbuf = l.wbuf[:rest]
@@ -795,6 +825,9 @@ func (l *Log) roll() error {
 
 // trimActive cuts the preallocated zeros off the active segment and fsyncs it.
 func (l *Log) trimActive() error {
+	if err := l.waitFill(); err != nil {
+		return err
+	}
 	if l.alloc > l.wpos {
 		if err := l.active.f.Truncate(l.wpos); err != nil {
 			return fmt.Errorf("spool: trim segment %s: %w", l.active.name, err)
@@ -805,6 +838,29 @@ func (l *Log) trimActive() error {
 		return fmt.Errorf("spool: fsync segment %s: %w", l.active.name, err)
 	}
 	return nil
+}
+
+// waitFill waits for the background zero-fill, if one runs (writer only).
+func (l *Log) waitFill() error {
+	if !l.filling {
+		return nil
+	}
+	j := <-l.fillRes
+	l.filling = false
+	if j.err != nil {
+		return j.err
+	}
+	l.alloc = max(l.alloc, j.to)
+	return nil
+}
+
+// filler zero-fills preallocated space for the writer.
+func (l *Log) filler() {
+	defer l.wg.Done()
+	for j := range l.fillCh {
+		j.err = writeZeros(j.f, j.from, j.to)
+		l.fillRes <- j
+	}
 }
 
 // syncer fsyncs written groups according to the policy, publishes them to
