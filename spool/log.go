@@ -136,10 +136,10 @@ type Log struct {
 	fillCh  chan fillJob
 	fillRes chan fillJob
 	filling bool
-	wnext  uint64
-	wbuf   []byte
-	raw    []byte
-	idRand *mrand.ChaCha8 // random UUIDs, seeded from crypto/rand
+	wnext   uint64
+	wbuf    []byte
+	raw     []byte
+	idRand  *mrand.ChaCha8 // random UUIDs, seeded from crypto/rand
 
 	watch *os.File // read-only: inotify
 }
