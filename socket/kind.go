@@ -45,6 +45,5 @@ func ParseKind(s string) (Kind, error) {
 	return 0, fmt.Errorf("%w: unknown socket kind %q", ErrNotSupported, s)
 }
 
-// canSend and canRecv report which operations a kind supports.
-func (k Kind) canSend() bool { return k != Sub && k != Pull }
+// canRecv reports whether Recv is supported by the kind.
 func (k Kind) canRecv() bool { return k != Pub && k != Push }
