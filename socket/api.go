@@ -52,7 +52,10 @@ type Config struct {
 	// socket's incoming queue, in messages; 0 means 1000.
 	SendHWM, RecvHWM int
 	// MaxMsgSize is the maximum total size of one incoming message; a peer
-	// that sends more is disconnected. 0 means 64 MiB, <0 unlimited.
+	// that sends more is disconnected. 0 means 64 MiB, <0 unlimited. With
+	// a limit, a message may also have at most 1024 + MaxMsgSize/32
+	// frames, and a command (such as a subscription) may be as large as
+	// the limit or 64 KiB, whichever is larger.
 	MaxMsgSize int64
 	// Linger is how long Close keeps flushing queued outgoing messages.
 	// 0 means 1s; <0 means discard queued messages immediately.

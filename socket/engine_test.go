@@ -343,6 +343,12 @@ func TestHostileHandshakes(t *testing.T) {
 	mustSend(t, ctx, push, "still")
 	eq(t, mustRecv(t, ctx, pull), "still")
 
+	// A flood of empty frames in one message is bounded too.
+	p = rawConnect(t, addr, "PUSH")
+	waitPeers(t, pull, 2)
+	p.write(t, bytes.Repeat([]byte{zmtp.FlagMore, 0}, 40000))
+	waitFor(t, "frame-flood disconnect", func() bool { return pull.Stats().TooLarge == 2 })
+
 	// Even with no size limit, a lying length allocates only as data
 	// arrives: the peer disappears and nothing breaks.
 	unl := mk(t, Pull, Config{MaxMsgSize: -1})

@@ -83,6 +83,15 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 		quit:     make(chan struct{}),
 	}
 	p.r.MaxMsgSize = s.cfg.MaxMsgSize
+	switch m := s.cfg.MaxMsgSize; {
+	case m < 0:
+		p.r.MaxCmdSize = 1 << 40 // allocated only as data arrives
+	case m > 64<<10:
+		p.r.MaxCmdSize = m
+	}
+	if m := s.cfg.MaxMsgSize; m > 0 {
+		p.r.MaxFrames = 1024 + int(m/32)
+	}
 	_ = c.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
 	info, err := zmtp.Handshake(p.r, p.w, s.hs)
 	s.mu.Lock()

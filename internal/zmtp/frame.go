@@ -35,7 +35,11 @@ type Reader struct {
 	MaxMsgSize int64
 	// MaxCmdSize bounds one command frame; <= 0 means 64 KiB.
 	MaxCmdSize int64
-	hdr        [8]byte
+	// MaxFrames bounds the number of frames in one message; <= 0 means
+	// unlimited. Without it, a stream of empty frames costs memory that
+	// MaxMsgSize does not see.
+	MaxFrames int
+	hdr       [8]byte
 }
 
 // NewReader returns a Reader with a read buffer of size bytes (0 = 64 KiB).
@@ -150,6 +154,9 @@ func (r *Reader) Next(frames [][]byte) ([][]byte, Command, error) {
 			}
 			cmd, err := ParseCommand(b)
 			return nil, cmd, err
+		}
+		if r.MaxFrames > 0 && len(frames) >= r.MaxFrames {
+			return nil, Command{}, fmt.Errorf("%w: more than %d frames", ErrTooLarge, r.MaxFrames)
 		}
 		total += size
 		if total < size || (r.MaxMsgSize > 0 && total > uint64(r.MaxMsgSize)) {

@@ -115,6 +115,12 @@ func TestReaderErrors(t *testing.T) {
 			}
 		})
 	}
+	// Many empty frames: bounded by MaxFrames, not by size.
+	r0 := NewReader(bytes.NewReader(bytes.Repeat([]byte{FlagMore, 0}, 100)), 0)
+	r0.MaxFrames = 10
+	if _, _, err := r0.Next(nil); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("frame flood: %v", err)
+	}
 	// Unlimited size and a lying length: fails at EOF without having
 	// allocated the claimed size.
 	r := NewReader(bytes.NewReader(append([]byte{FlagLong, 0x40, 0, 0, 0, 0, 0, 0, 0}, "abc"...)), 0)
