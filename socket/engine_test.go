@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -249,14 +250,17 @@ func TestHeartbeatDeadPeer(t *testing.T) {
 	}
 
 	// Two of our sockets with heartbeats stay connected while idle.
-	a := mk(t, Pair, Config{HeartbeatInterval: 10 * time.Millisecond, HeartbeatTimeout: 100 * time.Millisecond, HeartbeatTTL: time.Second})
-	b := mk(t, Pair, Config{HeartbeatInterval: 10 * time.Millisecond, HeartbeatTimeout: 100 * time.Millisecond})
+	// (Generous timeouts: a loaded CI machine must not look like a dead
+	// peer.)
+	a := mk(t, Pair, Config{HeartbeatInterval: 20 * time.Millisecond, HeartbeatTimeout: 300 * time.Millisecond, HeartbeatTTL: time.Second})
+	b := mk(t, Pair, Config{HeartbeatInterval: 20 * time.Millisecond, HeartbeatTimeout: 300 * time.Millisecond})
 	connect(t, b, bind(t, a, "tcp://127.0.0.1:0"))
 	waitPeers(t, a, 1)
 	ctx := tctx(t)
-	for i := range 3 {
-		// Idle for a while (longer than the timeout), waiting on Recv.
-		if _, err := a.Recv(withTimeout(ctx, 300)); !isTimeout(err) {
+	for i := range 2 {
+		// Idle for a while (longer than interval + timeout), waiting on
+		// Recv.
+		if _, err := a.Recv(withTimeout(ctx, 500)); !isTimeout(err) {
 			t.Fatalf("Recv on idle PAIR: %v", err)
 		}
 		mustSend(t, ctx, b, fmt.Sprint(i))
@@ -583,4 +587,94 @@ func TestKinds(t *testing.T) {
 	if EventDropped.String() != "dropped" {
 		t.Fatal(EventDropped.String())
 	}
+}
+
+func TestConcurrentSendAndCloseUnderLoad(t *testing.T) {
+	matrix(t, func(t *testing.T, ep func() string) {
+		ctx := tctx(t)
+		pull := mk(t, Pull, Config{RecvHWM: 10})
+		addr := bind(t, pull, ep())
+		push := mk(t, Push, Config{SendHWM: 10, Linger: -1})
+		connect(t, push, addr)
+		push2 := mk(t, Push, Config{SendHWM: 10})
+		connect(t, push2, addr)
+		const senders, each = 4, 200
+		errc := make(chan error, 2*senders)
+		for i := range senders {
+			for _, s := range []*Socket{push, push2} {
+				go func() {
+					for j := range each {
+						if err := s.Send(ctx, NewMsgString(fmt.Sprint(i), fmt.Sprint(j))); err != nil {
+							errc <- err
+							return
+						}
+					}
+					errc <- nil
+				}()
+			}
+		}
+		// Receive some, then close everything while senders are busy.
+		for range senders * each / 2 {
+			mustRecv(t, ctx, pull)
+		}
+		pull.Close()
+		push.Close()
+		push2.Close()
+		for range 2 * senders {
+			if err := <-errc; err != nil && !errors.Is(err, ErrClosed) {
+				t.Fatalf("sender: %v", err)
+			}
+		}
+	})
+}
+
+// TestSoakChurn runs traffic while receivers come and go. It is long, so
+// it runs only with FASTMQ_LONG=1.
+func TestSoakChurn(t *testing.T) {
+	if os.Getenv("FASTMQ_LONG") == "" {
+		t.Skip("set FASTMQ_LONG=1 to run")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	push := mk(t, Push, Config{ReconnectInterval: time.Millisecond, ReconnectIntervalMax: 10 * time.Millisecond, HeartbeatInterval: 10 * time.Millisecond})
+	var addrs []string
+	var pulls []*Socket
+	for range 3 {
+		p := mk(t, Pull, Config{HeartbeatInterval: 10 * time.Millisecond})
+		addrs = append(addrs, bind(t, p, "tcp://127.0.0.1:0"))
+		pulls = append(pulls, p)
+		connect(t, push, addrs[len(addrs)-1])
+	}
+	var received atomic.Int64
+	recv := func(p *Socket) {
+		for {
+			if _, err := p.Recv(ctx); err != nil {
+				return
+			}
+			received.Add(1)
+		}
+	}
+	for _, p := range pulls {
+		go recv(p)
+	}
+	for round := 0; ctx.Err() == nil && round < 1<<30; round++ {
+		if err := push.Send(ctx, NewMsgString("m")); err != nil {
+			if ctx.Err() == nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if round%5000 == 4999 {
+			i := (round / 5000) % len(pulls)
+			pulls[i].Close()
+			p := mk(t, Pull, Config{HeartbeatInterval: 10 * time.Millisecond})
+			bind(t, p, addrs[i])
+			pulls[i] = p
+			go recv(p)
+		}
+	}
+	if received.Load() == 0 {
+		t.Fatal("nothing received")
+	}
+	t.Logf("received %d", received.Load())
 }
