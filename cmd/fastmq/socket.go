@@ -265,6 +265,12 @@ func readPlainUsers(path string) (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read PLAIN users: %w", err)
 	}
+	return parsePlainUsers(path, data)
+}
+
+// parsePlainUsers parses the user:password lines of a --plain-users file
+// named name.
+func parsePlainUsers(path string, data []byte) (map[string]string, error) {
 	users := make(map[string]string)
 	for i, line := range strings.Split(string(data), "\n") {
 		line = strings.TrimRight(line, "\r")
@@ -290,14 +296,7 @@ func printEvents(w io.Writer, ch <-chan socket.Event, done <-chan struct{}) {
 			if !ok {
 				return
 			}
-			line := fmt.Sprintf("event %v endpoint=%s", ev.Type, ev.Endpoint)
-			if ev.Peer != "" {
-				line += " peer=" + ev.Peer
-			}
-			if ev.Err != nil {
-				line += " err=" + ev.Err.Error()
-			}
-			fmt.Fprintln(w, line)
+			fmt.Fprintln(w, "event", ev)
 		case <-done:
 			return
 		}
