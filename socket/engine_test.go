@@ -527,6 +527,20 @@ func TestCloseAndEndpoints(t *testing.T) {
 			t.Errorf("Connect(%q): %v", ep, err)
 		}
 	}
+	// Wildcard host: the resolved endpoint names the port, and a loopback
+	// connection reaches it.
+	wild := bind(t, s, "tcp://*:0")
+	port := wild[strings.LastIndex(wild, ":")+1:]
+	if !strings.HasPrefix(wild, "tcp://0.0.0.0:") || port == "0" {
+		t.Fatalf("resolved %q", wild)
+	}
+	push := mk(t, Push, Config{})
+	connect(t, push, "tcp://127.0.0.1:"+port)
+	mustSend(t, ctx, push, "wild")
+	eq(t, mustRecv(t, ctx, s), "wild")
+	if err := s.Unbind("tcp://*:0"); err != nil {
+		t.Fatal(err)
+	}
 	addr := bind(t, s, "tcp://127.0.0.1:0")
 	if err := s.Unbind(addr); err != nil {
 		t.Fatal(err)
