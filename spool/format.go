@@ -197,30 +197,49 @@ func appendRecord(b []byte, r *Record, id uuid.UUID, d uint64) []byte {
 // decodeRecord decodes the record at the start of p. Slices in the result
 // alias p. It returns the number of bytes consumed.
 func decodeRecord(p []byte, minTime int64, r *Record) (int, string) {
-	body, n := binary.Uvarint(p)
-	if n <= 0 || body > uint64(len(p)-n) {
+	var body uint64
+	n := 1
+	if len(p) > 0 && p[0] < 0x80 {
+		body = uint64(p[0])
+	} else {
+		body, n = binary.Uvarint(p)
+		if n <= 0 {
+			return 0, "bad record length"
+		}
+	}
+	if body > uint64(len(p)-n) {
 		return 0, "record length out of bounds"
 	}
 	b := p[n : n+int(body)]
 	total := n + int(body)
-	if len(b) < 16 {
+	if len(b) < 18 {
 		return 0, "record shorter than its id"
 	}
 	copy(r.ID[:], b[:16])
-	b = b[16:]
-	d, k := binary.Uvarint(b)
-	if k <= 0 || d > 1<<62 {
-		return 0, "bad record time"
+	var d uint64
+	if b[16] < 0x80 {
+		d, b = uint64(b[16]), b[17:]
+	} else {
+		var k int
+		d, k = binary.Uvarint(b[16:])
+		if k <= 0 || d > 1<<62 {
+			return 0, "bad record time"
+		}
+		b = b[16+k:]
 	}
-	b = b[k:]
 	r.Time = time.Unix(0, minTime+int64(d))
-	nh, k := binary.Uvarint(b)
-	if k <= 0 || nh > uint64(len(b)) {
-		return 0, "bad header count"
-	}
-	b = b[k:]
 	r.Headers = nil
-	if nh > 0 {
+	if len(b) == 0 {
+		return 0, "missing header count"
+	}
+	if b[0] == 0 {
+		b = b[1:]
+	} else {
+		nh, k := binary.Uvarint(b)
+		if k <= 0 || nh > uint64(len(b)) {
+			return 0, "bad header count"
+		}
+		b = b[k:]
 		r.Headers = make([]Header, nh)
 		for i := range r.Headers {
 			kl, k := binary.Uvarint(b)
@@ -285,7 +304,7 @@ func (v *batchView) next(r *Record, pos int64, seg string) (bool, error) {
 	if why != "" {
 		return false, &CorruptError{Segment: seg, Pos: pos, Offset: v.h.Base + uint64(v.i), Reason: why}
 	}
-	if t := r.Time.UnixNano(); t > v.h.MaxTime {
+	if r.Time.UnixNano() > v.h.MaxTime {
 		return false, &CorruptError{Segment: seg, Pos: pos, Offset: v.h.Base + uint64(v.i), Reason: "record time after batch last time"}
 	}
 	r.Offset = v.h.Base + uint64(v.i)

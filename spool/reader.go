@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 )
 
-const readChunk = 1 << 20
+const readChunk = 262144
 
 // Reader reads records in offset order from a starting offset and follows
 // the tail. A Reader is not safe for concurrent use; Close may be called from
