@@ -533,7 +533,7 @@ func TestInteropPlain(t *testing.T) {
 	needPyzmq(t)
 	t.Run("our-server-accepts-libzmq-client", func(t *testing.T) {
 		t.Parallel()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		s := newSock(t, socket.Rep, plainServer())
 		p := link(t, s, "tcp", true, "req", "--count", "3", "--plain-user", "admin", "--plain-pass", "secret")
@@ -545,7 +545,7 @@ func TestInteropPlain(t *testing.T) {
 	})
 	t.Run("our-server-rejects-wrong-password", func(t *testing.T) {
 		t.Parallel()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		s := newSock(t, socket.Rep, plainServer())
 		p := link(t, s, "tcp", true, "authfail", "--plain-user", "admin", "--plain-pass", "wrong")
@@ -564,7 +564,7 @@ func TestInteropPlain(t *testing.T) {
 	})
 	t.Run("our-client-right-credentials", func(t *testing.T) {
 		t.Parallel()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		s := newSock(t, socket.Req, socket.Config{PlainUsername: "admin", PlainPassword: "secret"})
 		p := link(t, s, "tcp", false, "rep", "--count", "3", "--plain-server", "admin:secret")
@@ -576,7 +576,7 @@ func TestInteropPlain(t *testing.T) {
 	})
 	t.Run("our-client-wrong-credentials", func(t *testing.T) {
 		t.Parallel()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		s := newSock(t, socket.Req, socket.Config{PlainUsername: "admin", PlainPassword: "wrong"})
 		p := link(t, s, "tcp", false, "rep", "--count", "1", "--plain-server", "admin:secret")
