@@ -40,8 +40,12 @@
 //	24 reserved     uint32  0
 //	28 header CRC   uint32  CRC of bytes 0..27
 //
-// followed by batches, back to back, up to the end of the file. A batch is a
-// 48-byte header and a payload:
+// followed by batches, back to back. The writer keeps zero-filled space
+// ahead of the data (so that fdatasync overwrites existing blocks instead of
+// growing the file): the data ends at the end of the file or at the first
+// batch header whose length is zero, after which the file holds only zeros.
+// A segment is cut to its data when the next one starts and on Close. A batch
+// is a 48-byte header and a payload:
 //
 //	0  length       uint32  length of the whole batch, header included
 //	4  CRC          uint32  CRC of bytes 8..length-1: the rest of the header and
@@ -80,15 +84,52 @@
 // decoders reject larger declared sizes before allocating, and decompress into
 // a buffer of exactly the declared raw length.
 //
-// # Durability and recovery
+// # Writing and durability
 //
-// The writer fsyncs the directory after creating, renaming or deleting a file.
-// A segment is fsynced before the next one is created. On [Open], every batch
+// One goroutine owns the write path: it takes every queued Append, encodes
+// them into one batch (split only at MaxBatchBytes), compresses it and writes
+// it with one pwrite; a second goroutine fsyncs (fdatasync) and then
+// acknowledges, so that the next group is written while the last one is
+// being synced. Records become visible to readers when they are
+// acknowledged. [SyncEach] fsyncs every group before acknowledging it (so
+// concurrent appenders share fsyncs); [SyncGroup] waits until
+// [Config.GroupRecords] records are written or [Config.GroupInterval] has
+// passed since the first unsynced one; [SyncNone] acknowledges once written to
+// the OS (it survives the process, not the machine). [Log.AppendAsync] lets one
+// goroutine keep several appends in flight. New segments are created as a
+// temporary file (header and zeros), fsynced and renamed into place. The
+// directory is fsynced after every create, rename and delete. A failed write
+// or fsync makes every later Append fail until the Log is reopened (and
+// recovers).
+//
+// # Retention
+//
+// Retention deletes whole segments, oldest first, never the one being
+// written: by age (the newest record time in the segment is older than
+// [Config.RetentionAge]) or by size (the log is larger than
+// [Config.RetentionBytes]). With a floor set by [Log.SetFloor], a segment is
+// deleted only if all its offsets are below the floor. Reading below
+// [Log.OldestOffset] gives an [*OutOfRangeError] carrying the oldest offset.
+//
+// # Recovery
+//
+// On [Open], every batch
 // of the last segment is checked (length, CRC, offsets); earlier segments are
 // checked structurally (lengths, offsets) and fully by [Verify]. An invalid
 // suffix of the last segment that no valid batch follows is a torn tail: it is
 // copied to quarantine/, the segment is truncated to the last whole batch and
 // a warning is logged. Any other damage makes Open fail with a *CorruptError
 // naming the segment, the byte position and the offset; nothing is skipped in
-// silence.
+// silence. Readers verify each batch's checksum on every read, so damage in
+// older segments is reported (with segment and offset) when it is read, and
+// [Verify] finds it all at once. [Repair] keeps each damaged segment's valid
+// prefix, moves the original to quarantine/ and reports the offsets removed.
+//
+// # Readers
+//
+// A read-only Log ([OpenReadOnly]) takes no lock and sees batches as the writer
+// writes them (inotify wakes waiting readers; nothing polls). It may see
+// records that a SyncGroup or SyncEach writer has written but not yet
+// acknowledged. Decoding is bounded: a batch declares its decompressed size,
+// which is checked against the limit before anything is allocated.
 package spool

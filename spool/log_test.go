@@ -480,3 +480,57 @@ func TestErrors(t *testing.T) {
 	l2 := openT(t, Config{Dir: dir}) // lock released by Close
 	l2.Close()
 }
+
+func TestAppendAsyncAndSync(t *testing.T) {
+	dir := t.TempDir()
+	l := openT(t, Config{Dir: dir, Sync: SyncNone})
+	ctx := context.Background()
+	var acks []*Ack
+	for i := 0; i < 50; i++ {
+		a, err := l.AppendAsync(ctx, Record{Value: []byte{byte(i)}}, Record{Value: []byte{byte(i), 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acks = append(acks, a)
+	}
+	for i, a := range acks {
+		<-a.Done()
+		first, err := a.Wait(ctx)
+		if err != nil || first != uint64(2*i) {
+			t.Fatalf("ack %d: %d %v", i, first, err)
+		}
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Sync(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Sync after Close: %v", err)
+	}
+	// Close trimmed the preallocated zeros.
+	fi, _ := os.Stat(filepath.Join(dir, segName(0)))
+	l2 := openT(t, Config{Dir: dir})
+	if l2.NextOffset() != 100 || fi.Size() != l2.Stats().Bytes {
+		t.Fatalf("next %d, file %d bytes, data %d", l2.NextOffset(), fi.Size(), l2.Stats().Bytes)
+	}
+}
+
+func TestAppendCanceled(t *testing.T) {
+	l := openT(t, Config{Dir: t.TempDir(), GroupInterval: time.Hour, GroupRecords: 1 << 20})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Append(ctx, Record{Value: []byte("x")})
+		done <- err
+	}()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v", err)
+	}
+	// Close still flushes it: the record was queued.
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
