@@ -121,7 +121,7 @@ func newSockCmd(tool sockTool) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&o.bind, "bind", nil, "bind to `ENDPOINT` (tcp://host:port, ipc://path, inproc://name; repeatable)")
+	f.StringArrayVar(&o.bind, "bind", nil, "bind to `ENDPOINT` (tcp://host:port or ipc://path; repeatable)")
 	f.StringArrayVar(&o.connect, "connect", nil, "connect to `ENDPOINT` (repeatable)")
 	f.IntVar(&o.count, "count", 0, "exit after `N` messages (0: no limit)")
 	f.DurationVar(&o.timeout, "timeout", 0, "fail when a single send or receive takes longer than `D` (0: wait forever)")
