@@ -455,6 +455,104 @@ var interopCases = []interopCase{
 	},
 }
 
+// frameSizes cover the short (1-byte length) and long (8-byte length)
+// frame encodings and their boundary.
+var frameSizes = []int{0, 1, 255, 256, 70000, 1 << 20}
+
+func sizedFrame(size int) []byte { return bytes.Repeat([]byte{byte(size % 251)}, size) }
+
+func lensLine(frames ...[]byte) string {
+	parts := make([]string, len(frames))
+	for i, f := range frames {
+		first := -1
+		if len(f) > 0 {
+			first = int(f[0])
+		}
+		parts[i] = fmt.Sprintf("len=%d byte=%d", len(f), first)
+	}
+	return strings.Join(parts, "\t")
+}
+
+// TestInteropFrameSizes sends short and long frames both ways, single and
+// multipart.
+func TestInteropFrameSizes(t *testing.T) {
+	needPyzmq(t)
+	t.Run("to-libzmq", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		s := newSock(t, socket.Push, socket.Config{})
+		p := link(t, s, "tcp", true, "pull", "--count", fmt.Sprint(len(frameSizes)+1), "--lens")
+		var want []string
+		for _, n := range frameSizes {
+			if err := s.Send(ctx, socket.NewMsg(sizedFrame(n))); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, lensLine(sizedFrame(n)))
+		}
+		multi := [][]byte{sizedFrame(300), sizedFrame(0), sizedFrame(70000)}
+		if err := s.Send(ctx, socket.NewMsg(multi...)); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, lensLine(multi...))
+		wantLines(t, p.wait(), want)
+	})
+	t.Run("from-libzmq", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		s := newSock(t, socket.Pull, socket.Config{})
+		var sizes []string
+		for _, n := range frameSizes {
+			sizes = append(sizes, fmt.Sprint(n))
+		}
+		p := link(t, s, "ipc", false, "push", "--sizes", strings.Join(sizes, ","))
+		for _, n := range frameSizes {
+			m, err := s.Recv(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(m.Frames) != 1 || !bytes.Equal(m.Frames[0], sizedFrame(n)) {
+				t.Fatalf("got %s, want %s", lensLine(m.Frames...), lensLine(sizedFrame(n)))
+			}
+		}
+		p.wait()
+	})
+}
+
+// TestInteropMaxMsgSize sends a libzmq message over our MaxMsgSize: the
+// peer is cut off and the message never delivered.
+func TestInteropMaxMsgSize(t *testing.T) {
+	needPyzmq(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s := newSock(t, socket.Pull, socket.Config{MaxMsgSize: 64 << 10})
+	p := link(t, s, "tcp", true, "push", "--sizes", fmt.Sprint(1<<20))
+	ev := waitEvent(t, ctx, s, socket.EventDisconnected)
+	if !errors.Is(ev.Err, socket.ErrMsgTooLarge) {
+		t.Errorf("disconnect event %v, want ErrMsgTooLarge", ev)
+	}
+	p.wait()
+	if st := s.Stats(); st.TooLarge == 0 || st.Received != 0 {
+		t.Fatalf("stats after an oversized message: %+v", st)
+	}
+}
+
+// TestInteropReqCorrelate runs our REQ with request ids and relaxed mode
+// against libzmq's REP, which must echo the id frame back untouched.
+func TestInteropReqCorrelate(t *testing.T) {
+	needPyzmq(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s := newSock(t, socket.Req, socket.Config{ReqCorrelate: true, ReqRelaxed: true})
+	p := link(t, s, "tcp", false, "rep", "--count", "3")
+	for i := range 3 {
+		send(t, ctx, s, fmt.Sprintf("corr-%d", i))
+		wantFrames(t, recvStrings(t, ctx, s), fmt.Sprintf("corr-%d", i))
+	}
+	wantLines(t, p.wait(), seq("corr-%d", 3))
+}
+
 // echoWithPrefix receives interopCount messages of want frames and sends
 // each back with "re:" before its last frame.
 func echoWithPrefix(want int) func(t *testing.T, ctx context.Context, s *socket.Socket, _ *pyPeer) {

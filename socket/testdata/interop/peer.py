@@ -43,7 +43,13 @@ def out(line):
     sys.stdout.flush()
 
 
+LENS = False
+
+
 def fmt(frames):
+    if LENS:
+        return "\t".join("len=%d byte=%d" % (len(f), f[0] if f else -1)
+                         for f in frames)
     return "\t".join(f.decode("utf-8", "backslashreplace") for f in frames)
 
 
@@ -73,11 +79,20 @@ def main():
     ap.add_argument("--quiet-ms", type=int, default=0,
                     help="after the last message, keep receiving this long "
                          "and print anything more as EXTRA lines")
+    ap.add_argument("--sizes", default="",
+                    help="push: send one message per comma-separated size "
+                         "instead of msg-<i>; each frame is the byte "
+                         "size%%251 repeated")
+    ap.add_argument("--lens", action="store_true",
+                    help="print len=<n> byte=<first byte> per frame instead "
+                         "of the frame")
     ap.add_argument("--hold", action="store_true",
                     help="after DONE, keep the socket open until stdin ends")
     ap.add_argument("--monitor", action="store_true",
                     help="print DISCONNECTS <n> before DONE")
     a = ap.parse_args()
+    global LENS
+    LENS = a.lens
 
     signal.alarm(a.alarm)
 
@@ -132,7 +147,10 @@ def main():
 
     n = a.count
     r = a.role
-    if r == "push":
+    if r == "push" and a.sizes:
+        for size in [int(x) for x in a.sizes.split(",")]:
+            s.send(bytes([size % 251]) * size)
+    elif r == "push":
         for i in range(n):
             gap()
             s.send(b"msg-%d" % i)
