@@ -1021,6 +1021,11 @@ func (l *Log) oldestLocked() uint64 {
 // and returns nil, or returns ctx.Err() or ErrClosed. It does not poll: the
 // writer (or, for a read-only Log, an inotify watch) wakes it.
 func (l *Log) Wait(ctx context.Context, offset uint64) error {
+	return l.wait(ctx, offset, nil)
+}
+
+// wait is Wait that also returns ErrClosed when stop is closed.
+func (l *Log) wait(ctx context.Context, offset uint64, stop <-chan struct{}) error {
 	for {
 		l.mu.RLock()
 		if l.closed {
@@ -1049,6 +1054,8 @@ func (l *Log) Wait(ctx context.Context, offset uint64) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-l.closeCh:
+			return ErrClosed
+		case <-stop:
 			return ErrClosed
 		}
 	}

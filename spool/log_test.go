@@ -319,6 +319,11 @@ func TestFollowTail(t *testing.T) {
 	if _, err := r.Next(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Next after cancel: %v", err)
 	}
+	// Close of the reader wakes its blocked Next.
+	go r.Close()
+	if _, err := r.Next(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Next after reader Close: %v", err)
+	}
 	// Close of the log wakes a waiter.
 	done := make(chan error, 1)
 	go func() { done <- l.Wait(context.Background(), 100) }()

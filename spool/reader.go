@@ -2,6 +2,7 @@ package spool
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 )
 
@@ -18,6 +19,8 @@ type Reader struct {
 	view   batchView
 	in     bool
 	closed atomic.Bool
+	stop   chan struct{}
+	once   sync.Once
 }
 
 // NewReader returns a Reader whose first record is the one at offset from
@@ -30,7 +33,7 @@ func (l *Log) NewReader(from uint64) (*Reader, error) {
 	if closed {
 		return nil, ErrClosed
 	}
-	return &Reader{l: l, next: from}, nil
+	return &Reader{l: l, next: from, stop: make(chan struct{})}, nil
 }
 
 // Offset returns the offset of the record the next call to Next will return
@@ -79,7 +82,7 @@ func (r *Reader) Next(ctx context.Context) (Record, error) {
 			return Record{}, err
 		}
 		if len(data) == 0 {
-			if err := r.l.Wait(ctx, r.next); err != nil {
+			if err := r.l.wait(ctx, r.next, r.stop); err != nil {
 				return Record{}, err
 			}
 			continue
@@ -88,9 +91,11 @@ func (r *Reader) Next(ctx context.Context) (Record, error) {
 	}
 }
 
-// Close ends the Reader; Next then returns ErrClosed. It never fails.
+// Close ends the Reader: Next, even one blocked at the tail, returns
+// ErrClosed. It never fails.
 func (r *Reader) Close() error {
 	r.closed.Store(true)
+	r.once.Do(func() { close(r.stop) })
 	return nil
 }
 

@@ -87,8 +87,8 @@ func (l *Log) refresh() error {
 		}
 	}
 	for _, b := range newer {
-		if have && b != l.next {
-			break // not yet contiguous: the previous segment is still being read
+		if have && b != l.next && !gapRecorded(l.cfg.Dir, l.next, b) {
+			break // not yet contiguous: the previous segment is still being written
 		}
 		s, err := l.loadSegment(b, true)
 		if err != nil {

@@ -66,7 +66,6 @@ func listSegments(dir string) ([]uint64, error) {
 
 // scanResult is what a segment scan found.
 type scanResult struct {
-	hdr     segHeader
 	batches []batchIdx
 	end     int64         // end of the last valid batch
 	next    uint64        // offset after the last valid batch
