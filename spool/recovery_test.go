@@ -263,44 +263,62 @@ func TestZeroedSectorAndRepair(t *testing.T) {
 	if err != nil || len(rr.Actions) != 2 {
 		t.Fatalf("repair: %+v %v", rr, err)
 	}
-	a := rr.Actions[0]
-	if a.Segment != segName(bases[1]) || a.From != off1 || a.To != bases[2] || a.Pos != pos1 {
-		t.Fatalf("action 0: %+v", a)
-	}
-	if b := rr.Actions[1]; b.From != offL || b.Pos != posL {
-		t.Fatalf("action 1: %+v", b)
-	}
-	if _, err := os.Stat(filepath.Join(dir, a.Quarantined)); err != nil {
-		t.Fatal(err)
+	lost := map[uint64]bool{}
+	for k, a := range rr.Actions {
+		wantOff, wantPos := off1, pos1
+		if k == 1 {
+			wantOff, wantPos = offL, posL
+		}
+		if len(a.Removed) != 1 || len(a.Kept) != 1 {
+			t.Fatalf("action %d: %+v", k, a)
+		}
+		r := a.Removed[0]
+		if r.From != wantOff || r.Pos != wantPos || r.To <= r.From || r.Bytes < 512 {
+			t.Fatalf("action %d removed %+v, want from offset %d at byte %d", k, r, wantOff, wantPos)
+		}
+		if a.Kept[0] != segName(r.To) {
+			t.Fatalf("action %d kept %v", k, a.Kept)
+		}
+		if _, err := os.Stat(filepath.Join(dir, a.Quarantined)); err != nil {
+			t.Fatal(err)
+		}
+		for o := r.From; o < r.To; o++ {
+			lost[o] = true
+		}
 	}
 	if rep, err := Verify(dir); err != nil || !rep.Clean() {
 		t.Fatalf("verify after repair: %+v %v", rep, err)
 	}
+	total := uint64(400)
 	l, err = Open(Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if l.NextOffset() != offL {
-		t.Fatalf("next %d want %d", l.NextOffset(), offL)
+	if l.NextOffset() != total {
+		t.Fatalf("next %d want %d", l.NextOffset(), total)
 	}
 	got := readAll(t, l, 0)
-	want := off1 + (offL - bases[2])
-	if uint64(len(got)) != want {
-		t.Fatalf("read %d, want %d", len(got), want)
+	if uint64(len(got)) != total-uint64(len(lost)) {
+		t.Fatalf("read %d, want %d", len(got), total-uint64(len(lost)))
 	}
 	for _, r := range got {
-		if r.Offset >= off1 && r.Offset < bases[2] {
-			t.Fatalf("record %d from the removed range", r.Offset)
+		if lost[r.Offset] {
+			t.Fatalf("record %d from a removed range", r.Offset)
 		}
 		if w := fmt.Sprintf("value-%d-%c", r.Offset/2, 'a'+r.Offset%2); string(r.Value) != w {
 			t.Fatalf("offset %d = %q", r.Offset, r.Value)
 		}
 	}
-	// A reader positioned in the gap continues after it.
+	// A reader positioned in a gap continues after it.
+	to := rr.Actions[0].Removed[0].To
 	rd, _ := l.NewReader(off1)
-	if r, err := rd.Next(context.Background()); err != nil || r.Offset != bases[2] {
-		t.Fatalf("next after gap: %d %v", r.Offset, err)
+	if r, err := rd.Next(context.Background()); err != nil || r.Offset != to {
+		t.Fatalf("next after gap: %d %v, want %d", r.Offset, err, to)
+	}
+	// The log goes on.
+	if first, err := l.Append(context.Background(), Record{Value: []byte("more")}); err != nil || first != total {
+		t.Fatalf("append after repair: %d %v", first, err)
 	}
 }
 

@@ -3,8 +3,8 @@ package spool
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -59,6 +59,14 @@ type segCheck struct {
 	maxNext   uint64 // highest offset end seen in any valid batch, after resyncing
 	batches   int
 	records   uint64
+	runs      []validRun // contiguous stretches of valid batches, in file order
+	data      []byte
+}
+
+// validRun is a stretch of valid batches with contiguous offsets.
+type validRun struct {
+	pos, end     int64  // byte range in the segment
+	first, after uint64 // offsets [first, after)
 }
 
 // checkSegment reads a whole segment and verifies every batch and record.
@@ -72,6 +80,7 @@ func checkSegment(dir string, base uint64) (segCheck, error) {
 		return c, fmt.Errorf("spool: read segment: %w", err)
 	}
 	c.size = int64(len(data))
+	c.data = data
 	pos := segHeaderLen
 	expect := base
 	h, err := decodeSegHeader(data, name)
@@ -113,6 +122,11 @@ func checkSegment(dir string, base uint64) (segCheck, error) {
 		}
 		c.batches++
 		c.records += uint64(cnt)
+		if k := len(c.runs) - 1; k >= 0 && c.runs[k].end == int64(pos) && c.runs[k].after == expect {
+			c.runs[k].end, c.runs[k].after = int64(pos+n), expect+uint64(cnt)
+		} else {
+			c.runs = append(c.runs, validRun{pos: int64(pos), end: int64(pos + n), first: expect, after: expect + uint64(cnt)})
+		}
 		pos += n
 		expect += uint64(cnt)
 		c.maxNext = max(c.maxNext, expect)
@@ -254,14 +268,21 @@ func gapRecorded(dir string, from, to uint64) bool {
 	return to > from && gapCovered(readGaps(dir), from, to)
 }
 
+// Removed is a range of offsets that Repair removed from the log.
+type Removed struct {
+	From, To uint64 // offsets [From, To); To == From when the count is unknown (end of the log)
+	Pos      int64  // byte position of the removed bytes in the original segment
+	Bytes    int64  // bytes removed
+}
+
 // RepairAction is one damaged segment that Repair dealt with.
 type RepairAction struct {
-	Segment     string // segment file name
-	Quarantined string // where the original segment was kept, relative to the directory
-	Pos         int64  // bytes from Pos to the end were removed (0: the whole segment)
+	Segment     string    // segment file name
+	Quarantined string    // where the original segment was kept, relative to the directory
+	Reason      string    // the first damage found
+	Removed     []Removed // every removed range, in offset order
+	Kept        []string  // segment files now holding the valid batches that followed damage
 	BytesCut    int64
-	From, To    uint64 // offsets [From, To) removed; records beyond To were never seen
-	Reason      string
 }
 
 // RepairReport lists what Repair removed.
@@ -269,14 +290,15 @@ type RepairReport struct {
 	Actions []RepairAction
 }
 
-// Repair takes the directory lock (ErrLocked while a writer has it), checks
-// every segment like Verify, and for each damaged one keeps its valid prefix
-// and moves the original to quarantine/: the segment is rewritten to end
-// before its first damaged batch (or removed when its header is damaged).
-// Offsets lost in the middle of the log are recorded as gap markers in
-// quarantine/ so that Open accepts the gap; lost offsets at the end of the
-// log are handed out again by the next Append. The report says exactly which
-// offsets and bytes were removed. logger may be nil.
+// Repair takes the directory lock (ErrLocked while a writer has it) and
+// checks every segment like Verify. For each damaged segment it moves the
+// original to quarantine/, keeps the valid prefix in place and writes every
+// later stretch of valid batches (found by resynchronising after the damage)
+// to a new segment file named by its first offset; only damaged batches are
+// removed. Offsets removed in the middle of the log are recorded as gap
+// markers in quarantine/ so that Open accepts the gaps; offsets lost at the
+// very end of the log are handed out again by the next Append. The report
+// says exactly which offsets and bytes were removed. logger may be nil.
 func Repair(dir string, logger *slog.Logger) (RepairReport, error) {
 	var rep RepairReport
 	if logger == nil {
@@ -304,64 +326,107 @@ func Repair(dir string, logger *slog.Logger) (RepairReport, error) {
 		if err := os.MkdirAll(qdir, 0o755); err != nil {
 			return rep, fmt.Errorf("spool: create quarantine: %w", err)
 		}
-		last := i == len(bases)-1
-		a := RepairAction{Segment: c.name, Reason: c.damage[0].Reason,
-			Quarantined: filepath.Join("quarantine", fmt.Sprintf("%s.damaged-%d", c.name, time.Now().UnixNano()))}
-		path := filepath.Join(dir, c.name)
-		if c.headerBad {
-			a.Pos, a.BytesCut, a.From = 0, c.size, c.base
-			if err := os.Rename(path, filepath.Join(dir, a.Quarantined)); err != nil {
-				return rep, fmt.Errorf("spool: quarantine segment: %w", err)
-			}
-		} else {
-			a.Pos, a.BytesCut, a.From = c.goodEnd, c.size-c.goodEnd, c.goodNext
-			if err := os.Link(path, filepath.Join(dir, a.Quarantined)); err != nil {
-				return rep, fmt.Errorf("spool: quarantine segment: %w", err)
-			}
-			if err := rewritePrefix(path, c.goodEnd); err != nil {
-				return rep, err
-			}
-		}
-		a.To = max(c.maxNext, a.From)
-		if !last {
-			a.To = bases[i+1]
-			marker := filepath.Join(qdir, fmt.Sprintf("%020d-%020d.gap", a.From, a.To))
-			if err := writeSynced(marker, []byte(a.Reason+"\n")); err != nil {
-				return rep, err
-			}
-		}
-		if err := fsyncDir(qdir); err != nil {
+		a, err := repairSegment(dir, c, i == len(bases)-1, bases, i)
+		if err != nil {
 			return rep, err
 		}
-		if err := fsyncDir(dir); err != nil {
-			return rep, err
+		for _, r := range a.Removed {
+			logger.Warn("damaged data removed", "segment", c.name, "offset", r.From, "to", r.To,
+				"pos", r.Pos, "bytes", r.Bytes, "reason", a.Reason)
 		}
-		logger.Warn("damaged segment repaired", "segment", c.name, "offset", a.From, "to", a.To,
-			"pos", a.Pos, "bytes", a.BytesCut, "reason", a.Reason)
 		rep.Actions = append(rep.Actions, a)
 	}
 	return rep, nil
 }
 
-// rewritePrefix replaces path by its first n bytes: temp file, fsync, rename.
-func rewritePrefix(path string, n int64) error {
-	src, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("spool: repair: %w", err)
+func repairSegment(dir string, c segCheck, last bool, bases []uint64, i int) (RepairAction, error) {
+	qdir := filepath.Join(dir, "quarantine")
+	a := RepairAction{Segment: c.name, Reason: c.damage[0].Reason,
+		Quarantined: filepath.Join("quarantine", fmt.Sprintf("%s.damaged-%d", c.name, time.Now().UnixNano()))}
+	path := filepath.Join(dir, c.name)
+	runs := c.runs
+	prefix := len(runs) > 0 && runs[0].pos == segHeaderLen && !c.headerBad
+	// Keep the original aside, then replace it by its valid prefix (or remove it).
+	if prefix {
+		if err := os.Link(path, filepath.Join(dir, a.Quarantined)); err != nil {
+			return a, fmt.Errorf("spool: quarantine segment: %w", err)
+		}
+		if err := rewriteFile(path, c.data[:segHeaderLen], c.data[segHeaderLen:runs[0].end]); err != nil {
+			return a, err
+		}
+	} else if err := os.Rename(path, filepath.Join(dir, a.Quarantined)); err != nil {
+		return a, fmt.Errorf("spool: quarantine segment: %w", err)
 	}
-	defer src.Close()
+	// Valid stretches after damage become segments of their own.
+	kept := runs
+	if prefix {
+		kept = runs[1:]
+	}
+	var next uint64 = math.MaxUint64
+	if !last {
+		next = bases[i+1]
+	}
+	var keptRuns []validRun
+	if prefix {
+		keptRuns = append(keptRuns, runs[0])
+	}
+	for _, r := range kept {
+		name := segName(r.first)
+		if r.after > next {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			continue // would clash with an existing segment: leave it removed
+		}
+		var hb [segHeaderLen]byte
+		encodeSegHeader(hb[:], r.first, time.Now().UnixNano())
+		if err := rewriteFile(filepath.Join(dir, name), hb[:], c.data[r.pos:r.end]); err != nil {
+			return a, err
+		}
+		a.Kept = append(a.Kept, name)
+		keptRuns = append(keptRuns, r)
+	}
+	// What was removed: everything between kept stretches, and after the last one.
+	from, pos := c.base, int64(0)
+	if prefix {
+		from, pos = runs[0].after, runs[0].end
+	}
+	for _, r := range keptRuns {
+		if prefix && r == runs[0] {
+			continue
+		}
+		a.Removed = append(a.Removed, Removed{From: from, To: r.first, Pos: pos, Bytes: r.pos - pos})
+		from, pos = r.after, r.end
+	}
+	if pos < c.size {
+		to := from
+		if !last {
+			to = next
+		}
+		a.Removed = append(a.Removed, Removed{From: from, To: to, Pos: pos, Bytes: c.size - pos})
+	} else if !last && from < next {
+		a.Removed = append(a.Removed, Removed{From: from, To: next, Pos: pos})
+	}
+	for _, r := range a.Removed {
+		a.BytesCut += r.Bytes
+		if r.To > r.From {
+			marker := filepath.Join(qdir, fmt.Sprintf("%020d-%020d.gap", r.From, r.To))
+			if err := writeSynced(marker, []byte(a.Reason+"\n")); err != nil {
+				return a, err
+			}
+		}
+	}
+	if err := fsyncDir(qdir); err != nil {
+		return a, err
+	}
+	return a, fsyncDir(dir)
+}
+
+// rewriteFile replaces path by head+body: temp file, fsync, rename (the
+// caller fsyncs the directory).
+func rewriteFile(path string, head, body []byte) error {
 	tmp := path + ".repair"
-	dst, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("spool: repair: %w", err)
-	}
-	_, err = io.Copy(dst, io.NewSectionReader(src, 0, n))
-	if err == nil {
-		err = dst.Sync()
-	}
-	if cerr := dst.Close(); err == nil {
-		err = cerr
-	}
+	err := writeSynced(tmp, append(append([]byte(nil), head...), body...))
 	if err == nil {
 		err = os.Rename(tmp, path)
 	}

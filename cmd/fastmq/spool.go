@@ -269,14 +269,23 @@ func newSpoolRepairCmd() *cobra.Command {
 	var dir string
 	cmd := &cobra.Command{
 		Use:   "repair --dir D",
-		Short: "Quarantine damaged segments, keeping their valid prefix; report what was removed",
+		Short: "Quarantine damaged segments, keep their valid batches, report exactly what was removed",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rep, err := spool.Repair(dir, stderrLogger())
 			out := cmd.OutOrStdout()
 			for _, a := range rep.Actions {
-				fmt.Fprintf(out, "segment %s: removed offsets %d..%d (%d bytes from byte %d; %s); original kept as %s\n",
-					a.Segment, a.From, a.To, a.BytesCut, a.Pos, a.Reason, a.Quarantined)
+				fmt.Fprintf(out, "segment %s (%s): original kept as %s\n", a.Segment, a.Reason, a.Quarantined)
+				for _, r := range a.Removed {
+					if r.To > r.From {
+						fmt.Fprintf(out, "  removed offsets %d..%d (%d records, %d bytes at byte %d)\n", r.From, r.To-1, r.To-r.From, r.Bytes, r.Pos)
+					} else {
+						fmt.Fprintf(out, "  removed the end of the log from offset %d (%d bytes at byte %d)\n", r.From, r.Bytes, r.Pos)
+					}
+				}
+				for _, k := range a.Kept {
+					fmt.Fprintf(out, "  valid batches after the damage kept in %s\n", k)
+				}
 			}
 			if err != nil {
 				return err
