@@ -69,11 +69,12 @@ type Collector struct {
 	log  *slog.Logger
 	cons *pull.Consumer
 
-	mu     sync.Mutex
-	files  map[string]*outFile
-	lines  uint64
-	flush  uint64
-	closed bool
+	mu      sync.Mutex
+	files   map[string]*outFile
+	openErr map[string]error
+	lines   uint64
+	flush   uint64
+	closed  bool
 }
 
 type outFile struct {
@@ -111,7 +112,7 @@ func New(cfg Config) (*Collector, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	c := &Collector{cfg: cfg, log: lg.With("component", "collect", "topic", cfg.Stream), files: make(map[string]*outFile)}
+	c := &Collector{cfg: cfg, log: lg.With("component", "collect", "topic", cfg.Stream), files: make(map[string]*outFile), openErr: make(map[string]error)}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("collect: create %s: %w", cfg.Dir, err)
 	}
@@ -153,8 +154,8 @@ func (c *Collector) resume(publisher string) (uint64, bool) {
 	}
 	of, ok, err := c.open(publisher)
 	if err != nil {
-		// The consumer starts per Start; writes will fail and be logged.
-		c.log.Error("open output file", "peer", publisher, "err", err)
+		// Run ends with this error when the publisher's first record comes.
+		c.openErr[publisher] = err
 		return 0, false
 	}
 	c.files[publisher] = of
@@ -241,6 +242,9 @@ func (c *Collector) write(m pull.Message) error {
 	defer c.mu.Unlock()
 	of := c.files[m.Publisher]
 	if of == nil {
+		if err := c.openErr[m.Publisher]; err != nil {
+			return err
+		}
 		return fmt.Errorf("collect: record from %s before its file was opened", m.Publisher)
 	}
 	if m.Offset < of.next {
