@@ -136,10 +136,11 @@ func decodeService(name, value, host string) (Service, bool) {
 	}
 	s := Service{Name: name, Kind: kind}
 	for e := range strings.SplitSeq(eps, listSep) {
-		if validToken("e", e, "|,") != nil {
+		full := expandEndpoint(e, host)
+		if validToken("e", e, "|,") != nil || validToken("e", full, "|,") != nil {
 			return Service{}, false
 		}
-		s.Endpoints = append(s.Endpoints, expandEndpoint(e, host))
+		s.Endpoints = append(s.Endpoints, full)
 	}
 	return s, true
 }
@@ -147,10 +148,11 @@ func decodeService(name, value, host string) (Service, bool) {
 // decodeSpool parses the spool tag value.
 func decodeSpool(value, host string) (SpoolAd, bool) {
 	ep, streams, ok := strings.Cut(value, fieldSep)
-	if !ok || validToken("e", ep, "|,") != nil {
+	full := expandEndpoint(ep, host)
+	if !ok || validToken("e", ep, "|,") != nil || validToken("e", full, "|,") != nil {
 		return SpoolAd{}, false
 	}
-	ad := SpoolAd{Endpoint: expandEndpoint(ep, host)}
+	ad := SpoolAd{Endpoint: full}
 	if streams != "" {
 		for st := range strings.SplitSeq(streams, listSep) {
 			if validToken("s", st, "|,") != nil {
