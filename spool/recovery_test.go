@@ -336,3 +336,32 @@ func TestSegmentHeaderVersion(t *testing.T) {
 		t.Fatalf("open: %v", err)
 	}
 }
+
+func TestRepairDamagedHeader(t *testing.T) {
+	dir := t.TempDir()
+	buildLog(t, dir, 60, 2<<10, CodecNone)
+	bases, _ := listSegments(dir)
+	p := filepath.Join(dir, segName(bases[1]))
+	data, _ := os.ReadFile(p)
+	data[2] ^= 0xff // magic
+	os.WriteFile(p, data, 0o644)
+	_, err := Open(Config{Dir: dir})
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.Segment != segName(bases[1]) || ce.Offset != bases[1] {
+		t.Fatalf("open: %v", err)
+	}
+	rr, err := Repair(dir, nil)
+	if err != nil || len(rr.Actions) != 1 {
+		t.Fatalf("repair: %+v %v", rr, err)
+	}
+	a := rr.Actions[0]
+	if len(a.Kept) != 1 || a.Kept[0] != segName(bases[1]) || len(a.Removed) != 1 || a.Removed[0].To != a.Removed[0].From || a.Removed[0].Bytes != segHeaderLen {
+		t.Fatalf("action %+v", a)
+	}
+	l, err := Open(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	checkValues(t, l, 120) // only the header was lost
+}
