@@ -41,17 +41,42 @@ func BenchmarkEndToEnd(b *testing.B) {
 			b.ResetTimer()
 			errc := make(chan error, 1)
 			go func() {
-				recs := make([]spool.Record, 1024)
-				for left := b.N; left > 0; {
-					k := min(left, len(recs))
-					for i := range recs[:k] {
+				// One producer keeps up to 4 group-committed appends of
+				// 1024 records in flight, as a publisher with several
+				// writers would; each is acknowledged after its fsync.
+				const inflight = 4
+				bufs := make([][]spool.Record, inflight)
+				acks := make([]*spool.Ack, inflight)
+				for i := range bufs {
+					bufs[i] = make([]spool.Record, 1024)
+				}
+				for left, slot := b.N, 0; left > 0; slot = (slot + 1) % inflight {
+					if acks[slot] != nil {
+						if _, err := acks[slot].Wait(context.Background()); err != nil {
+							errc <- err
+							return
+						}
+					}
+					k := min(left, 1024)
+					recs := bufs[slot][:k]
+					for i := range recs {
 						recs[i] = spool.Record{Value: value}
 					}
-					if _, err := l.Append(context.Background(), recs[:k]...); err != nil {
+					a, err := l.AppendAsync(context.Background(), recs...)
+					if err != nil {
 						errc <- err
 						return
 					}
+					acks[slot] = a
 					left -= k
+				}
+				for _, a := range acks {
+					if a != nil {
+						if _, err := a.Wait(context.Background()); err != nil {
+							errc <- err
+							return
+						}
+					}
 				}
 				errc <- nil
 			}()
