@@ -126,3 +126,72 @@ func TestShipCollectSurvivesKills(t *testing.T) {
 		}
 	}
 }
+
+func TestCLIPublishConsume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	dir := t.TempDir()
+	gossip := freePort(t)
+	pub := startCLI(t, "publish", "--name", "pub-1", "--data", filepath.Join(dir, "pub"), "--gossip", gossip, "--stream", "events", "--ack")
+	pub.feed("alpha", "beta", "gamma")
+	for i := 0; i < 3; i++ {
+		if got := pub.line(); got != fmt.Sprint(i) {
+			t.Fatalf("ack %d: got %q", i, got)
+		}
+	}
+	cons := startCLI(t, "consume", "--data", filepath.Join(dir, "cons"), "--join", gossip, "--stream", "events", "--name", "reader", "--count", "3", "--json")
+	out, err := cons.wait()
+	if err != nil {
+		t.Fatalf("consume: %v\n%s", err, cons.stderr())
+	}
+	if len(out) != 3 {
+		t.Fatalf("consume printed %q", out)
+	}
+	for i, want := range []string{"alpha", "beta", "gamma"} {
+		for _, part := range []string{`"publisher":"pub-1"`, fmt.Sprintf(`"offset":%d`, i), fmt.Sprintf(`"value":"%s"`, want)} {
+			if !strings.Contains(out[i], part) {
+				t.Fatalf("record %d %q lacks %s", i, out[i], part)
+			}
+		}
+	}
+	// The same consumer name resumes after its commit: nothing is left.
+	pub.feed("delta")
+	if got := pub.line(); got != "3" {
+		t.Fatalf("ack 3: got %q", got)
+	}
+	cons = startCLI(t, "consume", "--data", filepath.Join(dir, "cons"), "--join", gossip, "--stream", "events", "--name", "reader", "--count", "1")
+	if out, err := cons.wait(); err != nil || len(out) != 1 || out[0] != "delta" {
+		t.Fatalf("resumed consumer printed %q, %v", out, err)
+	}
+}
+
+func TestCLINodeCommandsRejectNonsense(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"consume", "--data", dir, "--name", "c"}, "--stream is required"},
+		{[]string{"consume", "--data", dir, "--stream", "s"}, "--name is required"},
+		{[]string{"consume", "--data", dir, "--stream", "s", "--name", "c", "--from", "yesterday"}, "--from"},
+		{[]string{"publish", "--data", dir, "--stream", "s", "--key", "not base64!"}, "--key"},
+		{[]string{"publish", "--data", dir, "--stream", "s", "--key", "AAAA"}, "want 16, 24 or 32"},
+		{[]string{"publish", "--data", dir, "--stream", "s", "--gossip", "nowhere"}, "--gossip"},
+		{[]string{"publish", "--data", dir, "--stream", "../x"}, "bad stream name"},
+		{[]string{"publish", "--data", dir, "--stream", "s", "--sync", "sometimes"}, "--sync"},
+		{[]string{"ship", "--data", dir, "--stream", "s"}, "--file"},
+		{[]string{"collect", "--data", dir, "--stream", "s"}, "--out"},
+		{[]string{"demo", "--duration", "-1s"}, "--duration"},
+	}
+	for _, tc := range cases {
+		p := startCLI(t, tc.args...)
+		p.closeStdin()
+		if _, err := p.wait(); err == nil {
+			t.Fatalf("%v succeeded", tc.args)
+		}
+		if !strings.Contains(p.stderr(), tc.want) {
+			t.Fatalf("%v: stderr %q lacks %q", tc.args, p.stderr(), tc.want)
+		}
+	}
+}
