@@ -172,6 +172,7 @@ func (s settings) serfConfig(logw *log.Logger, events chan serf.Event) (*serf.Co
 		ml.PushPullInterval = 2 * time.Second
 		ml.GossipToTheDeadTime = 5 * time.Second
 		ml.TCPTimeout = time.Second
+		ml.RetransmitMult = 4
 		ml.DeadNodeReclaimTime = 500 * time.Millisecond
 		sc.ReapInterval = time.Second
 		sc.ReconnectInterval = time.Second
