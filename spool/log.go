@@ -859,6 +859,11 @@ func (l *Log) filler() {
 	defer l.wg.Done()
 	for j := range l.fillCh {
 		j.err = writeZeros(j.f, j.from, j.to)
+		if j.err == nil {
+			// Put the zeros on disk now, so that the syncer's fdatasync has
+			// only the data to write.
+			j.err = fdatasync(j.f)
+		}
 		l.fillRes <- j
 	}
 }
