@@ -529,8 +529,8 @@ func (c *Consumer) fetch(ctx context.Context, f *fetcher) {
 		case StatusOK:
 		case StatusOutOfRange:
 			if c.cfg.OnOutOfRange == StopPublisher {
-				err := fmt.Errorf("pull: %s/%s: offset %d below retention (oldest %d)", f.ps.name, c.cfg.Stream, pos, rep.Oldest)
-				lg.Error("offset below retention", "offset", pos, "oldest", rep.Oldest)
+				err := fmt.Errorf("pull: %s/%s: offset %d out of range (oldest %d, next %d): %s", f.ps.name, c.cfg.Stream, pos, rep.Oldest, rep.High, rep.Data)
+				lg.Error("offset out of range", "offset", pos, "oldest", rep.Oldest, "next", rep.High)
 				c.mu.Lock()
 				if c.err == nil {
 					c.err = err
@@ -538,7 +538,7 @@ func (c *Consumer) fetch(ctx context.Context, f *fetcher) {
 				c.mu.Unlock()
 				return
 			}
-			lg.Warn("offset below retention, moving to the oldest", "offset", pos, "oldest", rep.Oldest)
+			lg.Warn("offset out of range, moving to the oldest", "offset", pos, "oldest", rep.Oldest, "next", rep.High)
 			c.mu.Lock()
 			f.ps.resets++
 			f.ps.ackNext, f.ps.ooo = rep.Oldest, nil

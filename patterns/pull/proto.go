@@ -31,7 +31,7 @@ type Status uint8
 const (
 	StatusOK          Status = 0
 	StatusUnknown     Status = 1 // the publisher has no such stream
-	StatusOutOfRange  Status = 2 // the offset is below the oldest retained one
+	StatusOutOfRange  Status = 2 // the offset is below the oldest retained one, or beyond the end of the log
 	StatusTooLarge    Status = 3 // a single batch exceeds the request's byte limit cap
 	StatusBadRequest  Status = 4 // malformed request or unsupported version
 	StatusInternal    Status = 5 // the publisher failed to read its spool

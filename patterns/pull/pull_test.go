@@ -286,8 +286,8 @@ func TestOutOfRangeStopPolicy(t *testing.T) {
 	srv := startServer(t, map[string]*spool.Log{"s": l})
 	c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Publishers: map[string]string{"p": srv.Endpoints()[0]}, Start: pull.AtOffset(0), OnOutOfRange: pull.StopPublisher})
 	waitFor(t, "the consumer's error", func() bool { return c.Err() != nil })
-	if !strings.Contains(c.Err().Error(), "below retention") {
-		t.Fatalf("error %q does not say the offset fell below retention", c.Err())
+	if !strings.Contains(c.Err().Error(), "out of range (oldest") {
+		t.Fatalf("error %q does not say the offset is out of range", c.Err())
 	}
 }
 
@@ -344,5 +344,21 @@ func TestServerSurvivesBadRequests(t *testing.T) {
 	}
 	if st := srv.Stats(); st.BadRequests != 1 || st.UnknownStreams != 1 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestOffsetBeyondEndResets covers a publisher whose spool was replaced by a
+// shorter one: a consumer ahead of the log is reset instead of waiting
+// forever.
+func TestOffsetBeyondEndResets(t *testing.T) {
+	l := openSpool(t, spool.Config{})
+	appendN(t, l, "new", 0, 5)
+	srv := startServer(t, map[string]*spool.Log{"s": l})
+	c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Publishers: map[string]string{"p": srv.Endpoints()[0]}, Start: pull.AtOffset(1000)})
+	if m := next(t, c); m.Offset != 0 || string(m.Value) != "new-0" {
+		t.Fatalf("got %q@%d, want new-0@0", m.Value, m.Offset)
+	}
+	if st := c.Stats(); st[0].Resets != 1 {
+		t.Fatalf("resets %d, want 1", st[0].Resets)
 	}
 }

@@ -232,6 +232,15 @@ func (s *Server) handle(env [][]byte, req Request) {
 		s.reply(env, &Reply{Status: StatusOK, ID: req.ID, Next: off, Oldest: l.OldestOffset(), High: l.NextOffset()})
 		return
 	}
+	if next := l.NextOffset(); req.Offset > next {
+		// Ahead of the log: the publisher's spool was replaced by a
+		// shorter one. The consumer decides, as for offsets below
+		// retention.
+		s.oor.Add(1)
+		s.reply(env, &Reply{Status: StatusOutOfRange, ID: req.ID, Next: req.Offset, Oldest: l.OldestOffset(), High: next,
+			Data: []byte(fmt.Sprintf("offset %d is beyond the end of the log (next %d)", req.Offset, next))})
+		return
+	}
 	if req.Offset >= l.NextOffset() && req.MaxWaitMillis > 0 {
 		wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 		if wait > s.cfg.MaxWait {
