@@ -23,15 +23,23 @@ func benchRecords(n, size int) []Record {
 // each, one appender, group commit; every call returns after its fsync.
 func BenchmarkAppendGroup(b *testing.B) {
 	for _, c := range []Codec{CodecNone, CodecS2, CodecZstd} {
-		b.Run(c.String(), func(b *testing.B) {
+		for _, size := range []int{100, 1000} {
+			b.Run(fmt.Sprintf("%s/size=%d", c, size), func(b *testing.B) { benchAppendGroup(b, c, size) })
+		}
+	}
+}
+
+func benchAppendGroup(b *testing.B, c Codec, size int) {
+	{
+		{
 			l, err := Open(Config{Dir: b.TempDir(), Codec: c})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer l.Close()
-			recs := benchRecords(1024, 100)
+			recs := benchRecords(1024, size)
 			b.ReportAllocs()
-			b.SetBytes(100 * 1024)
+			b.SetBytes(int64(size) * 1024)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				if _, err := l.Append(context.Background(), recs...); err != nil {
@@ -39,6 +47,33 @@ func BenchmarkAppendGroup(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.N*1024)/b.Elapsed().Seconds(), "records/s")
+		}
+	}
+}
+
+// BenchmarkDecodeBatches decodes stored batches of 1024 records of 100 bytes.
+func BenchmarkDecodeBatches(b *testing.B) {
+	for _, c := range []Codec{CodecNone, CodecS2, CodecZstd} {
+		b.Run(c.String(), func(b *testing.B) {
+			l, err := Open(Config{Dir: b.TempDir(), Codec: c, Sync: SyncNone})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			if _, err := l.Append(context.Background(), benchRecords(1024, 100)...); err != nil {
+				b.Fatal(err)
+			}
+			data, _, err := l.ReadRaw(0, 1<<20)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.SetBytes(1024 * 100)
+			for i := 0; i < b.N; i++ {
+				if err := DecodeBatches(data, 0, 0, func(Record) error { return nil }); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }
