@@ -29,6 +29,7 @@ type OutOfRangeError struct {
 	Oldest    uint64 // the oldest offset still retained
 }
 
+// Error describes the requested and the oldest offset.
 func (e *OutOfRangeError) Error() string {
 	return fmt.Sprintf("spool: offset %d out of range: oldest retained offset is %d", e.Requested, e.Oldest)
 }
@@ -45,6 +46,7 @@ type CorruptError struct {
 	Reason  string
 }
 
+// Error names the segment, byte position and offset.
 func (e *CorruptError) Error() string {
 	if e.Segment == "" {
 		return fmt.Sprintf("spool: corrupt data at byte %d (offset %d): %s", e.Pos, e.Offset, e.Reason)
@@ -62,6 +64,7 @@ type VersionError struct {
 	Version int
 }
 
+// Error names the segment and the version found.
 func (e *VersionError) Error() string {
 	return fmt.Sprintf("spool: segment %s has unsupported format version %d", e.Segment, e.Version)
 }
