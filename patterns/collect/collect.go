@@ -78,14 +78,13 @@ type Collector struct {
 }
 
 type outFile struct {
-	f       *os.File
-	w       *bufio.Writer
-	path    string
-	size    int64  // bytes written (buffered included)
-	next    uint64 // next offset after the last written line
-	saved   uint64 // next offset recorded in the .pos file
-	dirty   bool
-	pending []pull.Message
+	f     *os.File
+	w     *bufio.Writer
+	path  string
+	size  int64  // bytes written (buffered included)
+	next  uint64 // next offset after the last written line
+	saved uint64 // next offset recorded in the .pos file
+	dirty bool
 }
 
 type posFile struct {

@@ -670,7 +670,6 @@ type pullConn struct {
 	c    *Consumer
 	sock *socket.Socket
 	lg   *slog.Logger
-	last time.Duration
 }
 
 func (pc *pullConn) sendFetch(ctx context.Context, pos uint64) uint32 {
