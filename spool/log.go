@@ -932,11 +932,12 @@ func (l *Log) commit(batch []*pendingWrite, doSync bool) {
 	var err error
 	if doSync && l.failure() == nil {
 		var last *segment
+	syncs:
 		for _, pw := range batch {
 			for _, c := range pw.chunks {
 				if c.seg != last {
 					if err = fdatasync(c.seg.f); err != nil {
-						break
+						break syncs
 					}
 					last = c.seg
 				}
