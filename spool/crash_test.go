@@ -63,9 +63,6 @@ type ack struct {
 }
 
 func TestCrashKill9(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
 	rounds := 10
 	if os.Getenv("FASTMQ_LONG") != "" {
 		rounds = 60
