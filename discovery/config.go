@@ -166,7 +166,7 @@ func (s settings) serfConfig(logw *log.Logger, events chan serf.Event) (*serf.Co
 	case ProfileLocal:
 		ml = memberlist.DefaultLocalConfig()
 		ml.ProbeInterval = 250 * time.Millisecond
-		ml.ProbeTimeout = 150 * time.Millisecond
+		ml.ProbeTimeout = 200 * time.Millisecond
 		ml.GossipInterval = 25 * time.Millisecond
 		ml.SuspicionMult = 4
 		ml.PushPullInterval = 2 * time.Second
