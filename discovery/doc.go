@@ -59,10 +59,12 @@
 // # Goroutines
 //
 // Close waits for every goroutine the Membership starts (the event consumer,
-// watchers, background joins, key queries). serf and memberlist start their
-// own (probe, gossip and push/pull schedulers, the reaper and reconnector,
-// packet and stream handlers, the event forwarder). Close shuts serf down,
-// which waits for the network listeners and signals the rest; they return
-// within moments without being joined. In-flight stream handlers end at
-// memberlist's TCP timeout (1 s in ProfileLocal).
+// watchers, background joins, key queries) and for serf's and memberlist's
+// own. serf's Shutdown stops the network listeners and only signals the rest
+// (probe, gossip and push/pull schedulers, packet and stream handlers, the
+// reaper, reconnector and queue monitors), so Close then polls the goroutine
+// dump until no goroutine runs a method of this node's serf or memberlist
+// instance, bounded by 8 probe intervals plus the TCP timeout plus 1 s. Short
+// timer callbacks that do not show those receivers (a pending nack, a
+// suspicion timeout) are not tracked; they end within a probe timeout.
 package discovery

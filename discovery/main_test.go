@@ -21,10 +21,9 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	if code == 0 {
-		// serf and memberlist goroutines are signalled by Shutdown but not
-		// joined (see doc.go). They exit within a probe interval (scaled by
-		// memberlist's awareness, at most 8x) or the TCP timeout. Wait for
-		// that condition, bounded, then require that nothing at all leaked:
+		// Close waits for serf's and memberlist's goroutines, but short
+		// timer callbacks are not tracked (see doc.go). Wait, bounded, for
+		// any of those to end, then require that nothing at all leaked:
 		// no goroutine is ignored.
 		waitGossipGoroutinesGone(10 * time.Second)
 		if err := goleak.Find(); err != nil {

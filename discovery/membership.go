@@ -51,6 +51,7 @@ type Membership struct {
 	watchers map[*watcher]struct{}
 	wg       sync.WaitGroup
 
+	exitWait  time.Duration
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -99,6 +100,10 @@ func New(cfg Config) (*Membership, error) {
 		return nil, err
 	}
 	sc.Tags = buildTags(m.user, nil, nil, "")
+	// Close waits this long at most for serf's goroutines: a probe waits up
+	// to 8 (memberlist's awareness maximum) probe intervals, a stream handler
+	// the TCP timeout.
+	m.exitWait = 8*sc.MemberlistConfig.ProbeInterval + sc.MemberlistConfig.TCPTimeout + time.Second
 	s, err := serf.Create(sc)
 	if err != nil {
 		m.cancel()
@@ -638,19 +643,23 @@ func (m *Membership) Leave(ctx context.Context) error {
 
 // Close shuts gossip down immediately, without telling the cluster (others
 // will detect a failure; use Leave to depart gracefully), closes all watch
-// channels and waits for the goroutines the Membership owns. serf and
-// memberlist goroutines are told to stop and exit on their own shortly
-// after (see doc.go). Close is idempotent; later calls return nil.
+// channels and waits for the goroutines the Membership owns, including
+// serf's and memberlist's (bounded; see doc.go). Close is idempotent; later
+// calls return nil.
 func (m *Membership) Close() error {
 	m.closeOnce.Do(func() {
 		m.mu.Lock()
 		m.closed = true
 		m.mu.Unlock()
+		ptrs := []string{pointerText(m.serf), pointerText(m.serf.Memberlist())}
 		if err := m.serf.Shutdown(); err != nil {
 			m.closeErr = fmt.Errorf("discovery: shut down gossip: %w", err)
 		}
 		m.cancel()
 		m.wg.Wait()
+		if left := waitGossipExit(ptrs, m.exitWait); left > 0 {
+			m.log.Warn("gossip goroutines still running after close", slog.Int("count", left))
+		}
 		m.log.Info("gossip stopped")
 	})
 	return m.closeErr
