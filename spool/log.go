@@ -136,10 +136,15 @@ type Log struct {
 	fillCh  chan fillJob
 	fillRes chan fillJob
 	filling bool
-	wnext   uint64
-	wbuf    []byte
-	raw     []byte
-	idRand  *mrand.ChaCha8 // random UUIDs, seeded from crypto/rand
+	// smallSyncs is set by the syncer while fsyncs carry little data: then
+	// preallocation pays (it saves a journal commit per fsync); with large
+	// fsyncs writing the zeros costs more than it saves.
+	smallSyncs atomic.Bool
+	syncAvg    int64 // syncer only: moving average of bytes per fsync
+	wnext      uint64
+	wbuf       []byte
+	raw        []byte
+	idRand     *mrand.ChaCha8 // random UUIDs, seeded from crypto/rand
 
 	watch *os.File // read-only: inotify
 }
@@ -253,6 +258,7 @@ func open(cfg Config, ro bool) (*Log, error) {
 	l.syncCh = make(chan *pendingWrite, 64)
 	l.retainCh = make(chan struct{}, 1)
 	l.stopCh = make(chan struct{})
+	l.smallSyncs.Store(cfg.Sync != SyncNone)
 	l.fillCh = make(chan fillJob)
 	l.fillRes = make(chan fillJob, 1)
 	l.wg.Add(3)
@@ -784,7 +790,8 @@ func (l *Log) flush(n int) error {
 				return err
 			}
 		}
-		if end > l.alloc {
+		prealloc := l.smallSyncs.Load()
+		if end > l.alloc && prealloc {
 			// Keep zero-filled space ahead of the data: fdatasync of blocks that
 			// already exist does not wait for a journal commit.
 			na := max(end, min(l.alloc+preallocChunk, l.cfg.SegmentBytes))
@@ -797,7 +804,8 @@ func (l *Log) flush(n int) error {
 			return fmt.Errorf("spool: write segment %s: %w", l.active.name, err)
 		}
 		l.wpos += int64(n)
-		if !l.filling && l.alloc-l.wpos < preallocChunk/2 && l.alloc < l.cfg.SegmentBytes {
+		l.alloc = max(l.alloc, l.wpos)
+		if prealloc && !l.filling && l.alloc-l.wpos < preallocChunk/2 && l.alloc < l.cfg.SegmentBytes {
 			// Zero-fill the next chunk in the background while we write below it.
 			l.filling = true
 			l.fillCh <- fillJob{f: l.active.f, from: l.alloc, to: min(l.alloc+preallocChunk, l.cfg.SegmentBytes)}
@@ -931,6 +939,16 @@ func (l *Log) syncer() {
 func (l *Log) commit(batch []*pendingWrite, doSync bool) {
 	var err error
 	if doSync && l.failure() == nil {
+		var bytes int64
+		for _, pw := range batch {
+			for _, c := range pw.chunks {
+				for _, b := range c.batches {
+					bytes += int64(b.size)
+				}
+			}
+		}
+		l.syncAvg += (bytes - l.syncAvg) / 8
+		l.smallSyncs.Store(l.syncAvg < largeSyncBytes)
 		var last *segment
 	syncs:
 		for _, pw := range batch {

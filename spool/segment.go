@@ -226,6 +226,10 @@ func lockFile(path string) (*os.File, error) {
 
 const preallocChunk = 4 << 20
 
+// largeSyncBytes: fsyncs that carry more than this on average are not helped
+// by preallocated space.
+const largeSyncBytes = 512 << 10
+
 var zeroBuf = make([]byte, 256<<10)
 
 // writeZeros writes zeros to f over [from, to).
