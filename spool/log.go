@@ -214,6 +214,7 @@ func open(cfg Config, ro bool) (*Log, error) {
 	l := &Log{cfg: cfg, readOnly: ro, notify: make(chan struct{}), closeCh: make(chan struct{}),
 		log: cfg.Logger.With("component", "spool", "dir", cfg.Dir)}
 	l.floor.Store(math.MaxUint64)
+	l.smallSyncs.Store(cfg.Sync != SyncNone && !ro)
 	if ro {
 		if _, err := os.Stat(cfg.Dir); err != nil {
 			return nil, fmt.Errorf("spool: open read-only: %w", err)
@@ -258,7 +259,6 @@ func open(cfg Config, ro bool) (*Log, error) {
 	l.syncCh = make(chan *pendingWrite, 64)
 	l.retainCh = make(chan struct{}, 1)
 	l.stopCh = make(chan struct{})
-	l.smallSyncs.Store(cfg.Sync != SyncNone)
 	l.fillCh = make(chan fillJob)
 	l.fillRes = make(chan fillJob, 1)
 	l.wg.Add(3)
@@ -468,9 +468,12 @@ func (l *Log) createSegment(base uint64) error {
 	if _, err := f.WriteAt(hb[:], 0); err != nil {
 		return fail(fmt.Errorf("spool: write segment header: %w", err))
 	}
-	alloc := min(l.cfg.SegmentBytes, preallocChunk)
-	if err := writeZeros(f, segHeaderLen, alloc); err != nil {
-		return fail(err)
+	alloc := int64(segHeaderLen)
+	if l.smallSyncs.Load() {
+		alloc = max(alloc, min(l.cfg.SegmentBytes, preallocChunk))
+		if err := writeZeros(f, segHeaderLen, alloc); err != nil {
+			return fail(err)
+		}
 	}
 	if err := fdatasync(f); err != nil {
 		return fail(err)
