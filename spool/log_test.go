@@ -488,7 +488,7 @@ func TestErrors(t *testing.T) {
 
 func TestAppendAsyncAndSync(t *testing.T) {
 	dir := t.TempDir()
-	l := openT(t, Config{Dir: dir, Sync: SyncNone})
+	l := openT(t, Config{Dir: dir, Sync: SyncEach})
 	ctx := context.Background()
 	var acks []*Ack
 	for i := 0; i < 50; i++ {
@@ -507,6 +507,9 @@ func TestAppendAsyncAndSync(t *testing.T) {
 	}
 	if err := l.Sync(); err != nil {
 		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, segName(0))); fi.Size() <= l.Stats().Bytes {
+		t.Fatalf("no preallocated space: file %d bytes, data %d", fi.Size(), l.Stats().Bytes)
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
