@@ -40,9 +40,10 @@
 //	24 reserved     uint32  0
 //	28 header CRC   uint32  CRC of bytes 0..27
 //
-// followed by batches, back to back. The writer keeps zero-filled space
-// ahead of the data (so that fdatasync overwrites existing blocks instead of
-// growing the file): the data ends at the end of the file or at the first
+// followed by batches, back to back. While fsyncs carry little data, the
+// writer keeps zero-filled space ahead of the data (so that fdatasync
+// overwrites existing blocks instead of growing the file, which saves a
+// journal commit per fsync): the data ends at the end of the file or at the first
 // batch header whose length is zero, after which the file holds only zeros.
 // A segment is cut to its data when the next one starts and on Close. A batch
 // is a 48-byte header and a payload:
