@@ -365,3 +365,24 @@ func TestRepairDamagedHeader(t *testing.T) {
 	defer l.Close()
 	checkValues(t, l, 120) // only the header was lost
 }
+
+func TestTornSegmentCreation(t *testing.T) {
+	dir := t.TempDir()
+	buildLog(t, dir, 3, 0, CodecNone)
+	// A segment whose header was cut short, and a temporary file left by a
+	// crash during segment creation.
+	os.WriteFile(filepath.Join(dir, segName(6)), []byte("FMQS\x01"), 0o644)
+	os.WriteFile(filepath.Join(dir, segName(6)+".tmp"), make([]byte, 100), 0o644)
+	l, err := Open(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	checkValues(t, l, 6)
+	if _, err := os.Stat(filepath.Join(dir, segName(6)+".tmp")); !os.IsNotExist(err) {
+		t.Fatal("temporary segment left")
+	}
+	if first, err := l.Append(context.Background(), Record{Value: []byte("value-3-a")}); err != nil || first != 6 {
+		t.Fatalf("append: %d %v", first, err)
+	}
+}
