@@ -164,6 +164,8 @@ func (m *Membership) isClosed() bool {
 // ctx has no deadline — Config.JoinTimeout elapses. It returns the number of
 // seeds contacted. The error wraps ErrJoin, and also ErrWrongKey when the
 // failure looks like an encryption key mismatch (then it does not retry).
+// A round can outlast ctx by up to the profile's TCP timeout (1 s
+// ProfileLocal, 10 s ProfileLAN) per unreachable seed.
 func (m *Membership) Join(ctx context.Context, seeds ...string) (int, error) {
 	if len(seeds) == 0 {
 		return 0, fmt.Errorf("%w: no seeds to join", ErrInvalid)
@@ -258,7 +260,8 @@ func (m *Membership) retryJoin(seeds []string) {
 // service of the same name, and gossips it. If the encoded advertisement
 // would exceed the tag budget it returns a *TagsTooLargeError (matching
 // ErrTagsTooLarge) and nothing changes. It blocks until the update has been
-// broadcast or the broadcast timeout passed.
+// broadcast or the broadcast timeout (2 s ProfileLocal, 5 s ProfileLAN)
+// passed; in the latter case gossip still carries it and a warning is logged.
 func (m *Membership) Advertise(s Service) error {
 	if err := validateService(s); err != nil {
 		return err
@@ -333,7 +336,10 @@ func (m *Membership) updateAd(change func(map[string]Service, **SpoolAd) bool) e
 		if m.isClosed() {
 			return ErrClosed
 		}
-		return fmt.Errorf("discovery: update advertisement: %w", err)
+		// The size was checked above, so serf has taken the new tags and
+		// only waiting for the first broadcast failed (timeout); gossip
+		// and push/pull will still carry them.
+		m.log.Warn("advertisement broadcast not confirmed", slog.Any("err", err))
 	}
 	m.services, m.spool = svcs, sp
 	adv := advert{user: cloneMap(m.user), services: make(map[string]Service, len(svcs)), spool: sp}
@@ -446,7 +452,7 @@ func (m *Membership) setNodeLocked(node string, nv *nodeView, reason Reason) {
 }
 
 // Lookup returns the live instances of the named service, including this
-// node's own, nearest first: the local node, then by estimated round-trip
+// node's own (nil after Close), nearest first: the local node, then by estimated round-trip
 // time, nodes without an estimate last, ties by node name.
 func (m *Membership) Lookup(name string) []Instance {
 	return m.lookup(watchKey{name: name})
@@ -461,18 +467,19 @@ func (m *Membership) LookupStream(stream string) []Instance {
 
 func (m *Membership) lookup(k watchKey) []Instance {
 	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
 	var out []Instance
 	for node, nv := range m.view {
 		if inst, ok := nv.instance(node, k); ok {
 			out = append(out, inst)
 		}
 	}
-	closed := m.closed
 	m.mu.Unlock()
-	if !closed {
-		for i := range out {
-			out[i].RTT = m.rtt(out[i].Node)
-		}
+	for i := range out {
+		out[i].RTT = m.rtt(out[i].Node)
 	}
 	m.sortInstances(out)
 	return out
