@@ -39,6 +39,23 @@ func TestConvergeAndAdvertise(t *testing.T) {
 		}
 		return false
 	})
+	// A watcher nobody reads must not stall gossip: many updates later,
+	// Lookup on the same node still sees the latest.
+	stalled, err := nodes[0].Watch(t.Context(), "jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = stalled
+	for i := range 50 {
+		svc.Endpoints = []string{"tcp://127.0.0.1:" + itoa(30000+i)}
+		if err := nodes[2].Advertise(svc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "latest update despite stalled watcher", waitLong, func() bool {
+		got := nodes[0].Lookup("jobs")
+		return len(got) == 1 && got[0].Service.Endpoints[0] == "tcp://127.0.0.1:30049"
+	})
 	// RTT estimates appear from serf coordinates.
 	waitFor(t, "rtt estimate", waitLong, func() bool {
 		got := nodes[0].Lookup("jobs")
