@@ -352,5 +352,3 @@ func DecodeBatches(data []byte, from uint64, maxBatchBytes int, fn func(Record) 
 	}
 	return nil
 }
-
-func crc32UpdateTable(c uint32, b []byte) uint32 { return crc32.Update(c, castagnoli, b) }

@@ -1,7 +1,6 @@
 package spool
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -77,12 +76,7 @@ type scanResult struct {
 // checksum; otherwise it reads headers only.
 func scanSegment(f *os.File, name string, pos, size int64, next uint64, full bool, maxBatch int) (scanResult, error) {
 	res := scanResult{end: pos, next: next}
-	if pos >= size {
-		return res, nil
-	}
-	br := bufio.NewReaderSize(io.NewSectionReader(f, pos, size-pos), 64<<10)
-	var hb [batchHeaderLen]byte
-	var payload []byte
+	w := window{f: f, size: size}
 	for pos < size {
 		bad := func(reason string) (scanResult, error) {
 			res.bad = &CorruptError{Segment: name, Pos: pos, Offset: next, Reason: reason}
@@ -91,13 +85,14 @@ func scanSegment(f *os.File, name string, pos, size int64, next uint64, full boo
 		if size-pos < batchHeaderLen {
 			return bad(fmt.Sprintf("truncated batch header (%d bytes)", size-pos))
 		}
-		if _, err := io.ReadFull(br, hb[:]); err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		hb, err := w.at(pos, batchHeaderLen)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
 				return bad("file shrank while reading")
 			}
 			return res, fmt.Errorf("spool: read segment %s: %w", name, err)
 		}
-		h := parseBatchHeader(hb[:])
+		h := parseBatchHeader(hb)
 		if r := checkBatchHeader(h, maxBatch); r != "" {
 			return bad(r)
 		}
@@ -107,27 +102,17 @@ func scanSegment(f *os.File, name string, pos, size int64, next uint64, full boo
 		if h.Base != next {
 			return bad(fmt.Sprintf("batch base offset %d, expected %d", h.Base, next))
 		}
-		plen := int(h.Len) - batchHeaderLen
 		if full {
-			if cap(payload) < plen {
-				payload = make([]byte, plen)
-			}
-			payload = payload[:plen]
-			if _, err := io.ReadFull(br, payload); err != nil {
-				if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			b, err := w.at(pos, int(h.Len))
+			if err != nil {
+				if errors.Is(err, io.EOF) {
 					return bad("file shrank while reading")
 				}
 				return res, fmt.Errorf("spool: read segment %s: %w", name, err)
 			}
-			c := crc32Update(crc(hb[8:]), payload)
-			if c != h.CRC {
+			if crc(b[8:]) != h.CRC {
 				return bad("batch checksum mismatch")
 			}
-		} else if _, err := br.Discard(plen); err != nil {
-			if errors.Is(err, io.EOF) {
-				return bad("file shrank while reading")
-			}
-			return res, fmt.Errorf("spool: read segment %s: %w", name, err)
 		}
 		res.batches = append(res.batches, batchIdx{base: h.Base, pos: pos, size: h.Len, count: h.Count,
 			minTs: h.MinTime, maxTs: h.MaxTime, codec: h.Codec})
@@ -136,6 +121,40 @@ func scanSegment(f *os.File, name string, pos, size int64, next uint64, full boo
 		res.end, res.next = pos, next
 	}
 	return res, nil
+}
+
+// window reads a file through a buffer of at least 64 KiB, so that scanning
+// small batches takes few reads and skipping big ones reads only their headers.
+type window struct {
+	f     *os.File
+	size  int64
+	buf   []byte
+	start int64 // file position of buf[0]
+}
+
+// at returns n bytes at file position pos; the slice is valid until the next call.
+func (w *window) at(pos int64, n int) ([]byte, error) {
+	if pos >= w.start && pos+int64(n) <= w.start+int64(len(w.buf)) {
+		return w.buf[pos-w.start : pos-w.start+int64(n)], nil
+	}
+	want := max(n, 64<<10)
+	if rest := w.size - pos; int64(want) > rest {
+		want = int(max(rest, int64(n)))
+	}
+	if cap(w.buf) < want {
+		w.buf = make([]byte, want)
+	}
+	w.buf = w.buf[:want]
+	m, err := w.f.ReadAt(w.buf, pos)
+	w.start = pos
+	w.buf = w.buf[:m]
+	if m < n {
+		if err == nil || errors.Is(err, io.EOF) {
+			return nil, io.EOF
+		}
+		return nil, err
+	}
+	return w.buf[:n], nil
 }
 
 // findValidAfter looks for a valid batch (plausible header, matching
@@ -165,10 +184,6 @@ func findValidAfter(f *os.File, from, size int64, expect uint64, maxBatch int) (
 		}
 	}
 	return 0, false, nil
-}
-
-func crc32Update(c uint32, b []byte) uint32 {
-	return crc32UpdateTable(c, b)
 }
 
 // fsyncDir fsyncs a directory so that creates, renames and deletes in it are durable.
