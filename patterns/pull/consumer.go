@@ -91,6 +91,9 @@ type ConsumerConfig struct {
 	Publishers map[string]string
 	// MaxBytes asks for at most this many bytes per fetch. Default 1 MiB.
 	MaxBytes int
+	// MaxBatchBytes caps the decompressed size of one fetched batch; it
+	// must be at least the publishers' spool MaxBatchBytes. Default 8 MiB.
+	MaxBatchBytes int
 	// MaxWait is how long a fetch at the tail waits at the publisher.
 	// Default 2s.
 	MaxWait time.Duration
@@ -121,6 +124,13 @@ type Message struct {
 	Time      time.Time
 	Headers   []spool.Header
 	Value     []byte
+	// Reset marks the first record after the consumer's position on this
+	// publisher was moved because it was out of range (below retention,
+	// or beyond the end of a publisher log that was replaced). Offsets of
+	// the publisher may go backwards at a Reset.
+	Reset bool
+
+	epoch uint64 // the publisher position epoch the record belongs to
 }
 
 // PublisherStats are a consumer's counters for one publisher.
@@ -188,6 +198,8 @@ type pubState struct {
 	resets   uint64
 	errors   uint64
 	running  bool
+	epoch    uint64 // incremented by every reset; acks of older epochs are ignored
+	badData  int    // consecutive undecodable replies
 }
 
 type fetcher struct {
@@ -211,6 +223,9 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	}
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = 2 * time.Second
+	}
+	if cfg.MaxBatchBytes <= 0 {
+		cfg.MaxBatchBytes = 8 << 20
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 3 * time.Second
@@ -284,8 +299,8 @@ func (c *Consumer) Ack(m Message) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ps := c.pubs[m.Publisher]
-	if ps == nil || m.Offset < ps.ackNext {
-		return
+	if ps == nil || m.epoch != ps.epoch || m.Offset < ps.ackNext {
+		return // unknown, from before a reset, or already acknowledged
 	}
 	if m.Offset == ps.ackNext {
 		ps.ackNext++
@@ -486,6 +501,9 @@ func (c *Consumer) fetch(ctx context.Context, f *fetcher) {
 	defer func() {
 		c.mu.Lock()
 		f.ps.running = false
+		if c.fetchers[f.ps.name] == f {
+			delete(c.fetchers, f.ps.name) // a later discovery event starts a new one
+		}
 		c.mu.Unlock()
 	}()
 	lg := c.log.With("peer", f.ps.name, "endpoint", f.endpoint)
@@ -514,6 +532,7 @@ func (c *Consumer) fetch(ctx context.Context, f *fetcher) {
 	}
 	// One fetch is always in flight: the next is sent before the records of
 	// the current reply are delivered.
+	resetPending := false
 	id := pc.sendFetch(ctx, pos)
 	for {
 		rep, err := pc.await(ctx, id)
@@ -529,21 +548,18 @@ func (c *Consumer) fetch(ctx context.Context, f *fetcher) {
 		case StatusOK:
 		case StatusOutOfRange:
 			if c.cfg.OnOutOfRange == StopPublisher {
-				err := fmt.Errorf("pull: %s/%s: offset %d out of range (oldest %d, next %d): %s", f.ps.name, c.cfg.Stream, pos, rep.Oldest, rep.High, rep.Data)
 				lg.Error("offset out of range", "offset", pos, "oldest", rep.Oldest, "next", rep.High)
-				c.mu.Lock()
-				if c.err == nil {
-					c.err = err
-				}
-				c.mu.Unlock()
+				c.stopWith(fmt.Errorf("pull: %s/%s: offset %d out of range (oldest %d, next %d): %s", f.ps.name, c.cfg.Stream, pos, rep.Oldest, rep.High, rep.Data))
 				return
 			}
 			lg.Warn("offset out of range, moving to the oldest", "offset", pos, "oldest", rep.Oldest, "next", rep.High)
 			c.mu.Lock()
 			f.ps.resets++
-			f.ps.ackNext, f.ps.ooo = rep.Oldest, nil
+			f.ps.epoch++
+			f.ps.ackNext, f.ps.ooo, f.ps.fetchPos = rep.Oldest, nil, rep.Oldest
 			c.mu.Unlock()
 			pos = rep.Oldest
+			resetPending = true
 			id = pc.sendFetch(ctx, pos)
 			continue
 		default:
@@ -562,22 +578,28 @@ func (c *Consumer) fetch(ctx context.Context, f *fetcher) {
 			id = pc.sendFetch(ctx, pos)
 			continue
 		}
-		msgs := make([]Message, 0, rep.Next-pos)
-		err = spool.DecodeBatches(rep.Data, pos, 0, func(r spool.Record) error {
-			msgs = append(msgs, Message{
-				Publisher: f.ps.name, Stream: c.cfg.Stream, Offset: r.Offset,
-				ID: r.ID, Time: r.Time, Headers: r.Headers, Value: r.Value,
-			})
-			return nil
-		})
+		c.mu.Lock()
+		epoch := f.ps.epoch
+		c.mu.Unlock()
+		msgs, err := decodeReply(rep, pos, c.cfg.MaxBatchBytes, f.ps.name, c.cfg.Stream, epoch)
 		if err != nil {
 			c.countError(f.ps)
-			lg.Error("decode fetched batches", "offset", pos, "err", err)
-			if !sleepCtx(ctx, time.Second) {
+			f.ps.badData++
+			lg.Error("bad fetched data", "offset", pos, "err", err)
+			if f.ps.badData >= maxBadReplies {
+				c.stopWith(fmt.Errorf("pull: %s/%s: %d bad replies in a row at offset %d, last: %w", f.ps.name, c.cfg.Stream, f.ps.badData, pos, err))
+				return
+			}
+			if !sleepCtx(ctx, 200*time.Millisecond) {
 				return
 			}
 			id = pc.sendFetch(ctx, pos)
 			continue
+		}
+		f.ps.badData = 0
+		if resetPending && len(msgs) > 0 {
+			msgs[0].Reset = true
+			resetPending = false
 		}
 		pos = rep.Next
 		id = pc.sendFetch(ctx, pos)
@@ -623,11 +645,9 @@ func (c *Consumer) startPosition(ctx context.Context, pc *pullConn, ps *pubState
 	}
 	if !committed {
 		switch c.cfg.Start.Kind {
-		case StartEarliest:
-			pos = 0
 		case StartOffset:
 			pos = c.cfg.Start.Offset
-		case StartLatest, StartTime:
+		default:
 			op, arg := OpMeta, uint64(0)
 			if c.cfg.Start.Kind == StartTime {
 				op, arg = OpSeekTime, uint64(c.cfg.Start.Time.UnixNano())
@@ -636,7 +656,10 @@ func (c *Consumer) startPosition(ctx context.Context, pc *pullConn, ps *pubState
 				id := pc.send(ctx, op, arg)
 				rep, err := pc.await(ctx, id)
 				if err == nil && rep.Status == StatusOK {
-					pos = rep.Next
+					pos = rep.Next // the next offset (latest) or the time's offset
+					if c.cfg.Start.Kind == StartEarliest {
+						pos = rep.Oldest
+					}
 					break
 				}
 				if ctx.Err() != nil {
@@ -723,4 +746,50 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// maxBadReplies is how many undecodable replies in a row stop a publisher's
+// fetcher: damage on the publisher's disk is reported, never skipped.
+const maxBadReplies = 5
+
+// errBadReply reports a reply whose records do not match what it claims.
+var errBadReply = errors.New("pull: reply does not match its header")
+
+// decodeReply decodes the records of a fetch reply from pos on and checks
+// them against the reply's header: offsets dense from pos up to rep.Next.
+func decodeReply(rep Reply, pos uint64, maxBatch int, publisher, stream string, epoch uint64) ([]Message, error) {
+	if rep.Next < pos || rep.Next > rep.High {
+		return nil, fmt.Errorf("%w: next %d for a fetch at %d with high %d", errBadReply, rep.Next, pos, rep.High)
+	}
+	// Every stored record takes more than 16 bytes: bound the allocation by
+	// what the data can hold, not by what the header claims.
+	msgs := make([]Message, 0, min(rep.Next-pos, uint64(len(rep.Data))/16+1))
+	want := pos
+	err := spool.DecodeBatches(rep.Data, pos, maxBatch, func(r spool.Record) error {
+		if r.Offset != want || r.Offset >= rep.Next {
+			return fmt.Errorf("%w: record at offset %d, expected %d (next %d)", errBadReply, r.Offset, want, rep.Next)
+		}
+		want++
+		msgs = append(msgs, Message{
+			Publisher: publisher, Stream: stream, Offset: r.Offset,
+			ID: r.ID, Time: r.Time, Headers: r.Headers, Value: r.Value, epoch: epoch,
+		})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if want != rep.Next {
+		return nil, fmt.Errorf("%w: records end at %d, header says %d", errBadReply, want, rep.Next)
+	}
+	return msgs, nil
+}
+
+// stopWith records the first error that stopped a fetcher.
+func (c *Consumer) stopWith(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	c.mu.Unlock()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -243,6 +244,10 @@ func TestStartPositions(t *testing.T) {
 		})
 	}
 	t.Run("latest", func(t *testing.T) {
+		// A server of its own: parked fetches of the consumers above must
+		// not satisfy the wait below.
+		srv := startServer(t, map[string]*spool.Log{"s": l})
+		eps := map[string]string{"p": srv.Endpoints()[0]}
 		c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Publishers: eps, Start: pull.Latest(), MaxWait: 20 * time.Second})
 		waitFor(t, "a parked fetch", func() bool { return srv.Stats().Parked > 0 })
 		appendN(t, l, "z", 150, 1)
@@ -360,5 +365,103 @@ func TestOffsetBeyondEndResets(t *testing.T) {
 	}
 	if st := c.Stats(); st[0].Resets != 1 {
 		t.Fatalf("resets %d, want 1", st[0].Resets)
+	}
+}
+
+// TestConsumerSurvivesLyingPublisher points a consumer at a fake publisher
+// whose replies claim impossible offsets and carry garbage: the consumer
+// must not panic or deliver anything, and must report the publisher.
+func TestConsumerSurvivesLyingPublisher(t *testing.T) {
+	r, err := socket.New(socket.Router, socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ep, err := r.Bind("tcp://127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			m, err := r.Recv(ctx)
+			if err != nil {
+				return
+			}
+			req, err := pull.DecodeRequest(m.Frames[1:])
+			if err != nil {
+				continue
+			}
+			rep := pull.Reply{Status: pull.StatusOK, ID: req.ID, Next: 1 << 62, Oldest: 0, High: 1<<62 + 1, Data: []byte("not a batch at all")}
+			if req.Op == pull.OpMeta {
+				rep = pull.Reply{Status: pull.StatusOK, ID: req.ID, Next: 0, High: 10}
+			} else if i%2 == 1 {
+				rep.Next = 3 // a plausible header over garbage
+			}
+			r.Send(ctx, socket.Msg{Frames: append(m.Frames[:1:1], pull.EncodeReply(&rep)...)})
+		}
+	}()
+	c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Publishers: map[string]string{"liar": ep}})
+	waitFor(t, "the consumer to give up on the publisher", func() bool { return c.Err() != nil })
+	if !strings.Contains(c.Err().Error(), "bad replies") {
+		t.Fatalf("error %q", c.Err())
+	}
+	nctx, ncancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer ncancel()
+	if m, err := c.Next(nctx); err == nil {
+		t.Fatalf("delivered %+v from a lying publisher", m)
+	}
+	c.Close()
+	cancel()
+	r.Close()
+	<-done
+}
+
+// TestReplacedPublisherLog swaps a publisher's spool for a shorter one:
+// the consumer resets to the new log, marks the first record Reset, and
+// acknowledgements of records from the old log no longer count.
+func TestReplacedPublisherLog(t *testing.T) {
+	oldLog := openSpool(t, spool.Config{})
+	appendN(t, oldLog, "old", 0, 200)
+	newLog := openSpool(t, spool.Config{})
+	appendN(t, newLog, "new", 0, 50)
+	var cur atomic.Pointer[spool.Log]
+	cur.Store(oldLog)
+	srv, err := pull.NewServer(pull.ServerConfig{Lookup: func(string) (*spool.Log, bool) { return cur.Load(), true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Publishers: map[string]string{"p": srv.Endpoints()[0]}, MaxWait: 100 * time.Millisecond})
+	var held []pull.Message
+	for i := 0; i < 200; i++ {
+		m := next(t, c)
+		if i < 100 {
+			c.Ack(m)
+		} else {
+			held = append(held, m)
+		}
+	}
+	cur.Store(newLog) // the next fetch, after the parked one expires, finds the new log
+	first := next(t, c)
+	if first.Offset != 0 || string(first.Value) != "new-0" || !first.Reset {
+		t.Fatalf("first after the swap: %q@%d reset=%v", first.Value, first.Offset, first.Reset)
+	}
+	for _, m := range held {
+		c.Ack(m) // from the old log: must not move the new log's position
+	}
+	c.Ack(first)
+	for i := 1; i < 50; i++ {
+		m := next(t, c)
+		if m.Reset {
+			t.Fatalf("offset %d marked reset", m.Offset)
+		}
+		c.Ack(m)
+	}
+	if st := c.Stats(); st[0].Acked != 50 || st[0].Resets != 1 {
+		t.Fatalf("acked %d resets %d, want 50 and 1", st[0].Acked, st[0].Resets)
 	}
 }

@@ -46,7 +46,7 @@ type ServerStats struct {
 	RecordsServed  uint64 // records in the batches sent, counted from the requested offset
 	Parked         int    // fetches currently waiting for data
 	SendsFailed    uint64 // replies that could not be sent
-	OutOfRange     uint64 // fetches below the oldest retained offset
+	OutOfRange     uint64 // fetches below the oldest retained offset or beyond the end
 	UnknownStreams uint64 // fetches for streams this publisher does not have
 }
 
@@ -71,6 +71,9 @@ type Server struct {
 
 	mu       sync.Mutex
 	parked   map[string][]*parkedFetch // by stream
+	perPeer  map[string]int            // parked fetches by ROUTER identity
+	nParked  int
+	earliest time.Time // earliest deadline the expiry loop is waiting for
 	watching map[string]bool
 	wakeExp  chan struct{}
 	closed   bool
@@ -118,6 +121,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		log:      lg,
 		sock:     sock,
 		parked:   make(map[string][]*parkedFetch),
+		perPeer:  make(map[string]int),
 		watching: make(map[string]bool),
 		wakeExp:  make(chan struct{}, 1),
 	}
@@ -144,10 +148,7 @@ func (s *Server) Endpoints() []string { return append([]string(nil), s.eps...) }
 // Stats returns the server's counters.
 func (s *Server) Stats() ServerStats {
 	s.mu.Lock()
-	n := 0
-	for _, p := range s.parked {
-		n += len(p)
-	}
+	n := s.nParked
 	s.mu.Unlock()
 	return ServerStats{
 		Requests: s.requests.Load(), BadRequests: s.bad.Load(), Replies: s.replies.Load(),
@@ -169,6 +170,7 @@ func (s *Server) Close() error {
 	parked := s.parked
 	s.parked = map[string][]*parkedFetch{}
 	s.mu.Unlock()
+	s.cancel()
 	for _, list := range parked {
 		for _, p := range list {
 			s.reply(p.env, &Reply{Status: StatusUnavailable, ID: p.req.ID, Data: []byte("server closing")})
@@ -287,7 +289,14 @@ func (s *Server) reply(env [][]byte, r *Reply) {
 	msg := socket.Msg{Frames: make([][]byte, 0, len(env)+len(frames))}
 	msg.Frames = append(msg.Frames, env...)
 	msg.Frames = append(msg.Frames, frames...)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// A reply waits at most a short while for room in the peer's queue:
+	// one slow peer must not hold up the others. After Close began, it
+	// does not wait at all.
+	timeout := 5 * time.Second
+	if s.ctx.Err() != nil {
+		timeout = 50 * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	s.sendMu.Lock()
 	err := s.sock.Send(ctx, msg)
 	s.sendMu.Unlock()
@@ -303,24 +312,39 @@ func (s *Server) reply(env [][]byte, r *Reply) {
 }
 
 func (s *Server) park(l *spool.Log, env [][]byte, req Request, deadline time.Time) {
+	peer := string(env[0])
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return
 	}
+	if s.perPeer[peer] >= maxParkedPerPeer || s.nParked >= maxParked {
+		s.mu.Unlock()
+		// Bounded memory whatever the peers do: answer at once, empty.
+		s.serve(l, env, Request{Op: req.Op, ID: req.ID, Offset: req.Offset, MaxBytes: req.MaxBytes, Stream: req.Stream})
+		return
+	}
+	s.perPeer[peer]++
+	s.nParked++
 	s.parked[req.Stream] = append(s.parked[req.Stream], &parkedFetch{env: env, req: req, deadline: deadline})
 	start := !s.watching[req.Stream]
 	if start {
 		s.watching[req.Stream] = true
 		s.wg.Add(1)
 	}
+	signal := s.earliest.IsZero() || deadline.Before(s.earliest)
+	if signal {
+		s.earliest = deadline
+	}
 	s.mu.Unlock()
 	if start {
 		go s.watch(req.Stream, l)
 	}
-	select {
-	case s.wakeExp <- struct{}{}:
-	default:
+	if signal {
+		select {
+		case s.wakeExp <- struct{}{}:
+		default:
+		}
 	}
 	// Data may have arrived between the check and the park.
 	if l.NextOffset() > req.Offset {
@@ -328,15 +352,41 @@ func (s *Server) park(l *spool.Log, env [][]byte, req Request, deadline time.Tim
 	}
 }
 
+// Limits on parked fetches, so that no peer can make the server hold
+// unbounded state. Past them, a fetch at the tail is answered at once.
+const (
+	maxParkedPerPeer = 64
+	maxParked        = 65536
+)
+
+// unparkLocked updates the counters for a fetch leaving the parked set.
+func (s *Server) unparkLocked(p *parkedFetch) {
+	peer := string(p.env[0])
+	if s.perPeer[peer]--; s.perPeer[peer] <= 0 {
+		delete(s.perPeer, peer)
+	}
+	s.nParked--
+}
+
 // watch waits on one stream's tail and answers parked fetches as it grows.
 // One goroutine per stream with parked fetches; it ends with the server.
 func (s *Server) watch(stream string, l *spool.Log) {
 	defer s.wg.Done()
+	// Read the position before serving, so an append that lands while
+	// wake runs is seen by the next Wait.
+	seen := l.NextOffset()
+	s.wake(stream, l)
 	for {
-		next := l.NextOffset()
-		if err := l.Wait(s.ctx, next); err != nil {
+		if err := l.Wait(s.ctx, seen); err != nil {
+			s.mu.Lock()
+			delete(s.watching, stream) // a later park starts a new watcher
+			s.mu.Unlock()
+			if s.ctx.Err() == nil {
+				s.log.Warn("stop watching stream", "topic", stream, "err", err)
+			}
 			return
 		}
+		seen = l.NextOffset()
 		s.wake(stream, l)
 	}
 }
@@ -351,6 +401,7 @@ func (s *Server) wake(stream string, l *spool.Log) {
 	for _, p := range list {
 		if p.req.Offset < next {
 			ready = append(ready, p)
+			s.unparkLocked(p)
 		} else {
 			keep = append(keep, p)
 		}
@@ -360,6 +411,9 @@ func (s *Server) wake(stream string, l *spool.Log) {
 	}
 	s.parked[stream] = keep
 	s.mu.Unlock()
+	if cur, ok := s.cfg.Lookup(stream); ok {
+		l = cur // the stream's log now, should it have been replaced
+	}
 	for _, p := range ready {
 		s.serve(l, p.env, p.req)
 	}
@@ -380,6 +434,7 @@ func (s *Server) expiryLoop() {
 			for _, p := range list {
 				if !p.deadline.After(now) {
 					expired = append(expired, p)
+					s.unparkLocked(p)
 					continue
 				}
 				if p.deadline.Before(earliest) {
@@ -392,6 +447,7 @@ func (s *Server) expiryLoop() {
 			}
 			s.parked[stream] = keep
 		}
+		s.earliest = earliest
 		s.mu.Unlock()
 		for _, p := range expired {
 			if l, ok := s.cfg.Lookup(p.req.Stream); ok {
