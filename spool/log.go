@@ -937,6 +937,9 @@ func (l *Log) syncer() {
 	}
 }
 
+// slowFsync: fsyncs that take longer are logged.
+const slowFsync = 500 * time.Millisecond
+
 // commit fsyncs (if doSync) the segments written by batch, publishes the
 // batches and acknowledges the appends.
 func (l *Log) commit(batch []*pendingWrite, doSync bool) {
@@ -952,6 +955,12 @@ func (l *Log) commit(batch []*pendingWrite, doSync bool) {
 		}
 		l.syncAvg += (bytes - l.syncAvg) / 8
 		l.smallSyncs.Store(l.syncAvg < largeSyncBytes)
+		t0 := time.Now()
+		defer func() {
+			if d := time.Since(t0); d > slowFsync && err == nil {
+				l.log.Warn("slow fsync", "duration", d, "bytes", bytes)
+			}
+		}()
 		var last *segment
 	syncs:
 		for _, pw := range batch {
