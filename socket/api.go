@@ -48,8 +48,8 @@ type Config struct {
 	// (ZMQ_ROUTING_ID), at most 255 bytes, not starting with a zero byte.
 	// Empty means the peer generates one.
 	Identity []byte
-	// SendHWM and RecvHWM bound the per-peer outgoing queue and the
-	// socket's incoming queue, in messages; 0 means 1000.
+	// SendHWM and RecvHWM bound each peer's outgoing and incoming queues,
+	// in messages; 0 means 1000.
 	SendHWM, RecvHWM int
 	// MaxMsgSize is the maximum total size of one incoming message; a peer
 	// that sends more is disconnected. 0 means 64 MiB, <0 unlimited. With

@@ -8,11 +8,11 @@
 // Each connection has one reader and one writer goroutine. The writer
 // drains a bounded per-peer queue (Config.SendHWM messages) into a buffered
 // stream and flushes only when the queue is empty, so bursts cost one
-// system call per batch. Incoming messages of all peers go to one bounded
-// queue (Config.RecvHWM messages) that Recv reads; a reader that finds it
-// full stops reading its connection, so TCP flow control pushes back on
-// the sender. Frame sizes are checked against Config.MaxMsgSize before
-// memory is allocated.
+// system call per batch. Each connection's reader fills a bounded
+// incoming queue (Config.RecvHWM messages); Recv takes from the queues in
+// turn (fair queueing), and a reader whose queue is full stops reading its
+// connection, so flow control pushes back on that sender only. Frame sizes
+// are checked against Config.MaxMsgSize before memory is allocated.
 //
 // The ZMTP handshake runs in the connection's own goroutine under
 // Config.HandshakeTimeout: a silent or malformed peer costs one goroutine

@@ -132,7 +132,7 @@ func TestSlowSubscriberIsolation(t *testing.T) {
 			_, err2 := slow.Recv(withTimeout(ctx, 20))
 			return err1 == nil && err2 == nil
 		})
-		for len(fast.in) > 0 {
+		for fast.queued() > 0 {
 			mustRecv(t, ctx, fast)
 		}
 		payload := bytes.Repeat([]byte("p"), 16<<10)

@@ -142,3 +142,12 @@ func withTimeout(ctx context.Context, ms int) context.Context {
 }
 
 func runtimeGosched() { runtime.Gosched() }
+
+// queued returns how many received messages wait for Recv.
+func (s *Socket) queued() int {
+	n := int(s.leftN.Load())
+	for _, p := range *s.peers.Load() {
+		n += len(p.in)
+	}
+	return n
+}

@@ -52,7 +52,7 @@ func TestPubSub(t *testing.T) {
 			_, err := sub.Recv(withTimeout(ctx, 20))
 			return err == nil
 		})
-		for len(sub.in) > 0 { // drain extra probes
+		for sub.queued() > 0 { // drain extra probes
 			mustRecv(t, ctx, sub)
 		}
 		mustSend(t, ctx, pub, "b.no", "x")
@@ -69,7 +69,7 @@ func TestPubSub(t *testing.T) {
 			_, err := sub.Recv(withTimeout(ctx, 20))
 			return err == nil
 		})
-		for len(sub.in) > 0 {
+		for sub.queued() > 0 {
 			mustRecv(t, ctx, sub)
 		}
 		mustSend(t, ctx, pub, "a.no")
@@ -186,10 +186,10 @@ func TestRoundRobinAndFairQueue(t *testing.T) {
 				mustRecv(t, ctx, p)
 			}
 		}
-		// Fair queue: one PULL, three PUSHes each sending 20; with the
-		// receiver slower than the senders, every sender's messages keep
-		// arriving interleaved rather than one sender monopolising.
-		pull := mk(t, Pull, Config{RecvHWM: 1})
+		// Fair queue: one PULL, three PUSHes each sending 20. Once all
+		// messages are queued at the receiver, Recv takes them from the
+		// three connections in turn rather than draining one first.
+		pull := mk(t, Pull, Config{RecvHWM: 20})
 		addr := bind(t, pull, ep())
 		var pushes []*Socket
 		for range 3 {
@@ -203,14 +203,20 @@ func TestRoundRobinAndFairQueue(t *testing.T) {
 				mustSend(t, ctx, s, fmt.Sprint(i), fmt.Sprint(j))
 			}
 		}
-		counts := map[string]int{}
-		for range 60 {
-			got := mustRecv(t, ctx, pull)
-			counts[got[0]]++
-		}
-		for i := range 3 {
-			if counts[fmt.Sprint(i)] != 20 {
-				t.Fatalf("counts %v", counts)
+		waitFor(t, "all messages queued", func() bool { return pull.queued() == 60 })
+		next := map[string]int{}
+		for round := range 20 {
+			seen := map[string]bool{}
+			for range 3 {
+				got := mustRecv(t, ctx, pull)
+				if seen[got[0]] {
+					t.Fatalf("round %d: sender %s twice", round, got[0])
+				}
+				seen[got[0]] = true
+				if got[1] != fmt.Sprint(next[got[0]]) {
+					t.Fatalf("sender %s: got message %s, want %d", got[0], got[1], next[got[0]])
+				}
+				next[got[0]]++
 			}
 		}
 	})

@@ -25,6 +25,7 @@ type peer struct {
 	w        *zmtp.Writer
 
 	out    chan Msg
+	in     chan Msg
 	ctrl   chan zmtp.Command
 	replay []Msg // subscriptions to announce first (SUB/XSUB)
 
@@ -79,6 +80,7 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 		r:        zmtp.NewReader(c, 0),
 		w:        zmtp.NewWriter(c, 0),
 		out:      make(chan Msg, s.cfg.SendHWM),
+		in:       make(chan Msg, s.cfg.RecvHWM),
 		ctrl:     make(chan zmtp.Command, 16),
 		quit:     make(chan struct{}),
 	}
@@ -218,23 +220,27 @@ func (p *peer) readLoop() error {
 	}
 }
 
-// deliver queues an incoming message for Recv, blocking while the receive
-// queue is full.
+// deliver queues an incoming message for Recv, blocking while this peer's
+// receive queue is full.
 func (p *peer) deliver(m Msg) {
-	im := inMsg{p: p, m: m}
+	s := p.s
 	select {
-	case p.s.in <- im:
-		return
+	case p.in <- m:
 	default:
+		select {
+		case p.in <- m:
+		case <-p.quit:
+			return
+		case <-s.closing:
+			return
+		}
+		// We may have stopped reading for a while: do not mistake that
+		// for a dead peer.
+		p.extendDeadline()
 	}
-	select {
-	case p.s.in <- im:
-	case <-p.quit:
-	case <-p.s.closing:
+	if s.rwaiters.Load() > 0 {
+		s.wakeRecv()
 	}
-	// We may have stopped reading for a while: do not mistake that for a
-	// dead peer.
-	p.extendDeadline()
 }
 
 func (p *peer) command(cmd zmtp.Command) error {
@@ -298,11 +304,7 @@ func (s *Socket) xpubUpdate(p *peer, topic []byte, add, leaving bool) {
 	}
 	m := subMsg(add, topic)
 	if leaving {
-		select {
-		case s.in <- inMsg{m: m}:
-		default:
-			s.st.dropped.Add(1)
-		}
+		s.pushLeft(inMsg{m: m})
 		return
 	}
 	p.deliver(m)

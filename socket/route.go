@@ -274,25 +274,59 @@ func (s *Socket) Recv(ctx context.Context) (Msg, error) {
 	return m, err
 }
 
+// recvIn takes the next incoming message, visiting the peers' queues
+// round-robin (fair queueing).
 func (s *Socket) recvIn(ctx context.Context) (inMsg, error) {
 	if s.closed.Load() {
 		return inMsg{}, ErrClosed
 	}
-	select {
-	case im := <-s.in:
+	if im, ok := s.tryRecv(); ok {
 		return im, nil
-	default:
 	}
 	ctx, cancel := ctxFor(ctx, s.cfg.RecvTimeout)
 	defer cancel()
-	select {
-	case im := <-s.in:
-		return im, nil
-	case <-ctx.Done():
-		return inMsg{}, ctxErr(ctx)
-	case <-s.closing:
-		return inMsg{}, ErrClosed
+	for {
+		s.rwaiters.Add(1)
+		im, ok := s.tryRecv()
+		if !ok {
+			select {
+			case <-s.inReady:
+			case <-ctx.Done():
+				s.rwaiters.Add(-1)
+				return inMsg{}, ctxErr(ctx)
+			case <-s.closing:
+				s.rwaiters.Add(-1)
+				return inMsg{}, ErrClosed
+			}
+		}
+		if s.rwaiters.Add(-1) > 0 {
+			s.wakeRecv() // pass the wake-up on to the next blocked receiver
+		}
+		if ok {
+			return im, nil
+		}
 	}
+}
+
+func (s *Socket) tryRecv() (inMsg, bool) {
+	if im, ok := s.popLeft(); ok {
+		return im, true
+	}
+	ps := *s.peers.Load()
+	n := uint32(len(ps))
+	if n == 0 {
+		return inMsg{}, false
+	}
+	start := s.rrIn.Add(1)
+	for i := uint32(0); i < n; i++ {
+		p := ps[(start+i)%n]
+		select {
+		case m := <-p.in:
+			return inMsg{p: p, m: m}, true
+		default:
+		}
+	}
+	return inMsg{}, false
 }
 
 func (s *Socket) recvReq(ctx context.Context) (Msg, error) {

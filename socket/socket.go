@@ -46,8 +46,18 @@ type Socket struct {
 	rr      atomic.Uint32
 	waiters atomic.Int32
 	room    chan struct{}
-	in      chan inMsg
 	nextID  atomic.Uint32
+
+	// Incoming side: each peer has its own bounded queue (peer.in); Recv
+	// visits them round-robin. Messages not tied to a live peer (left in
+	// the queue of a peer that went away, XPUB unsubscriptions) wait in
+	// left.
+	rrIn     atomic.Uint32
+	rwaiters atomic.Int32
+	inReady  chan struct{}
+	leftN    atomic.Int32
+	leftMu   sync.Mutex
+	left     []inMsg
 
 	evMu     sync.Mutex
 	evClosed bool
@@ -110,7 +120,7 @@ func New(kind Kind, cfg Config) (*Socket, error) {
 		pending:   make(map[net.Conn]struct{}),
 		byID:      make(map[string]*peer),
 		room:      make(chan struct{}, 1),
-		in:        make(chan inMsg, c.RecvHWM),
+		inReady:   make(chan struct{}, 1),
 		events:    make(chan Event, 256),
 	}
 	s.hs = zmtp.Config{
@@ -471,12 +481,53 @@ func (s *Socket) removePeer(p *peer) {
 		delete(s.byID, p.id)
 	}
 	s.peersMu.Unlock()
+	// Keep what the peer sent before it went away.
+	for {
+		select {
+		case m := <-p.in:
+			s.pushLeft(inMsg{p: p, m: m})
+			continue
+		default:
+		}
+		break
+	}
 	if s.kind == XPub {
 		for _, t := range p.subs.Load().topics() {
 			s.xpubUpdate(p, t, false, true)
 		}
 	}
 	s.wake()
+}
+
+func (s *Socket) pushLeft(im inMsg) {
+	s.leftMu.Lock()
+	s.left = append(s.left, im)
+	s.leftN.Add(1)
+	s.leftMu.Unlock()
+	s.wakeRecv()
+}
+
+func (s *Socket) popLeft() (inMsg, bool) {
+	if s.leftN.Load() == 0 {
+		return inMsg{}, false
+	}
+	s.leftMu.Lock()
+	defer s.leftMu.Unlock()
+	if len(s.left) == 0 {
+		return inMsg{}, false
+	}
+	im := s.left[0]
+	s.left[0] = inMsg{}
+	s.left = s.left[1:]
+	s.leftN.Add(-1)
+	return im, true
+}
+
+func (s *Socket) wakeRecv() {
+	select {
+	case s.inReady <- struct{}{}:
+	default:
+	}
 }
 
 func (s *Socket) wake() {
