@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,11 +86,15 @@ type outFile struct {
 	next  uint64 // next offset after the last written line
 	saved uint64 // next offset recorded in the .pos file
 	dirty bool
+	fresh bool // nothing synced yet: start per Config.Start
 }
 
 type posFile struct {
 	Next uint64 `json:"next"`
 	Size int64  `json:"size"`
+	// Fresh marks a file to which nothing was synced yet: its position is
+	// not a real one, and the consumer's Start applies.
+	Fresh bool `json:"fresh,omitempty"`
 }
 
 // New opens the output directory, restores recorded positions (truncating
@@ -133,12 +138,12 @@ func New(cfg Config) (*Collector, error) {
 	return c, nil
 }
 
-// fileName maps a publisher name to a safe file name.
+// fileName maps a publisher name to a file name: distinct names give
+// distinct files, and no name escapes the directory.
 func fileName(publisher string) string {
-	r := strings.NewReplacer("/", "_", "\\", "_", "\x00", "_")
-	name := r.Replace(publisher)
+	name := url.PathEscape(publisher)
 	if strings.HasPrefix(name, ".") {
-		name = "_" + name
+		name = "%2E" + name[1:]
 	}
 	return name + ".log"
 }
@@ -158,7 +163,7 @@ func (c *Collector) resume(publisher string) (uint64, bool) {
 		return 0, false
 	}
 	c.files[publisher] = of
-	return of.next, ok
+	return of.next, ok && !of.fresh
 }
 
 func (c *Collector) open(publisher string) (*outFile, bool, error) {
@@ -201,13 +206,22 @@ func (c *Collector) open(publisher string) (*outFile, bool, error) {
 		f.Close()
 		return nil, false, err
 	}
-	return &outFile{f: f, w: bufio.NewWriterSize(f, 256<<10), path: path, size: size, next: pos.Next, saved: pos.Next}, recorded, nil
+	if !recorded {
+		// Record the empty start before anything is written, so a crash
+		// before the first sync leaves a file that can be truncated back.
+		b, _ := json.Marshal(posFile{Next: 0, Size: 0, Fresh: true})
+		if err := writeAtomic(path+".pos", b); err != nil {
+			f.Close()
+			return nil, false, err
+		}
+	}
+	return &outFile{f: f, w: bufio.NewWriterSize(f, 256<<10), path: path, size: size, next: pos.Next, saved: pos.Next, fresh: !recorded || pos.Fresh}, recorded, nil
 }
 
 // Run pulls and writes until ctx ends. It always returns a non-nil error:
 // ctx.Err() after a clean stop, with everything written synced.
 func (c *Collector) Run(ctx context.Context) error {
-	var pending []pull.Message
+	pending := 0
 	lastFlush := time.Now()
 	for {
 		wctx, cancel := context.WithDeadline(ctx, lastFlush.Add(c.cfg.FlushInterval))
@@ -215,22 +229,27 @@ func (c *Collector) Run(ctx context.Context) error {
 		cancel()
 		if err == nil {
 			if err := c.write(m); err != nil {
-				return err
+				return errors.Join(err, c.sync())
 			}
-			pending = append(pending, m)
+			// The collector's own position files, not the consumer's
+			// offsets, say what is done; Ack only keeps its stats.
+			c.cons.Ack(m)
+			pending++
 		}
 		if err != nil && ctx.Err() != nil {
-			ferr := c.sync(pending)
-			return errors.Join(ctx.Err(), ferr)
+			return errors.Join(ctx.Err(), c.sync())
 		}
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			return errors.Join(err, c.sync(pending))
+			return errors.Join(err, c.sync())
 		}
-		if len(pending) >= c.cfg.MaxBatch || time.Since(lastFlush) >= c.cfg.FlushInterval {
-			if err := c.sync(pending); err != nil {
+		if cerr := c.cons.Err(); cerr != nil {
+			return errors.Join(cerr, c.sync())
+		}
+		if pending >= c.cfg.MaxBatch || time.Since(lastFlush) >= c.cfg.FlushInterval {
+			if err := c.sync(); err != nil {
 				return err
 			}
-			pending = pending[:0]
+			pending = 0
 			lastFlush = time.Now()
 		}
 	}
@@ -246,7 +265,19 @@ func (c *Collector) write(m pull.Message) error {
 		}
 		return fmt.Errorf("collect: record from %s before its file was opened", m.Publisher)
 	}
-	if m.Offset < of.next {
+	if m.Reset {
+		if m.Offset < of.next {
+			// The publisher's log was replaced: its offsets start again.
+			// Keep what was collected under another name and start a new
+			// file, rather than drop the new log's first records.
+			if err := c.rotate(m.Publisher, of); err != nil {
+				return err
+			}
+			of = c.files[m.Publisher]
+		} else if m.Offset > of.next {
+			c.log.Error("records lost to the publisher's retention", "peer", m.Publisher, "offset", of.next, "resumed", m.Offset)
+		}
+	} else if m.Offset < of.next {
 		return nil // already written (a re-fetch after a reconnect)
 	}
 	of.w.Write(m.Value)
@@ -258,12 +289,44 @@ func (c *Collector) write(m pull.Message) error {
 	return nil
 }
 
-// sync flushes and syncs every dirty file, records its position, then
-// acknowledges the written messages.
-func (c *Collector) sync(written []pull.Message) error {
+// rotate moves a publisher's file and position aside (to NAME.log.N) and
+// opens a new, empty one. Called with c.mu held.
+func (c *Collector) rotate(publisher string, of *outFile) error {
+	if err := of.w.Flush(); err != nil {
+		return fmt.Errorf("collect: write %s: %w", of.path, err)
+	}
+	if err := of.f.Sync(); err != nil {
+		return fmt.Errorf("collect: sync %s: %w", of.path, err)
+	}
+	of.f.Close()
+	var aside string
+	for i := 1; ; i++ {
+		aside = fmt.Sprintf("%s.%d", of.path, i)
+		if _, err := os.Stat(aside); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+	}
+	if err := os.Rename(of.path, aside); err != nil {
+		return fmt.Errorf("collect: rotate %s: %w", of.path, err)
+	}
+	if err := os.Rename(of.path+".pos", aside+".pos"); err != nil {
+		return fmt.Errorf("collect: rotate %s: %w", of.path, err)
+	}
+	c.log.Warn("publisher log was replaced, output rotated", "peer", publisher, "segment", aside)
+	nf, _, err := c.open(publisher)
+	if err != nil {
+		return err
+	}
+	nf.fresh = false
+	c.files[publisher] = nf
+	return nil
+}
+
+// sync flushes and syncs every dirty file and records its position.
+func (c *Collector) sync() error {
 	c.mu.Lock()
 	var errs []error
-	for pub, of := range c.files {
+	for _, of := range c.files {
 		if !of.dirty {
 			continue
 		}
@@ -282,13 +345,10 @@ func (c *Collector) sync(written []pull.Message) error {
 		}
 		of.saved = of.next
 		of.dirty = false
-		_ = pub
+		of.fresh = false
 	}
 	c.flush++
 	c.mu.Unlock()
-	for _, m := range written {
-		c.cons.Ack(m)
-	}
 	return errors.Join(errs...)
 }
 
@@ -317,7 +377,7 @@ func (c *Collector) Close() error {
 	c.closed = true
 	c.mu.Unlock()
 	err := c.cons.Close()
-	serr := c.sync(nil)
+	serr := c.sync()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var errs []error

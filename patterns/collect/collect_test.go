@@ -163,3 +163,45 @@ func TestRefusesDamagedState(t *testing.T) {
 		t.Fatalf("existing file changed to %q", b)
 	}
 }
+
+// TestCrashBeforeFirstSync: a collector killed after its buffer spilled
+// into a new file but before the first sync leaves data and a fresh
+// position; the next start truncates it and collects from the start.
+func TestCrashBeforeFirstSync(t *testing.T) {
+	p := newPublisher(t, 20)
+	out := t.TempDir()
+	f := filepath.Join(out, "h.log")
+	if err := os.WriteFile(f, []byte("line 0\nline 1\npartial"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f+".pos", []byte(`{"next":0,"size":0,"fresh":true}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, collect.Config{Dir: out, Stream: "logs", Publishers: map[string]string{"h": p.srv.Endpoints()[0]}}, map[string]int{"h": 20})
+	checkFile(t, f, 20)
+}
+
+// TestPublisherNamesMapToDistinctFiles checks that names that a naive
+// mapping would merge, or that try to leave the directory, stay apart.
+func TestPublisherNamesMapToDistinctFiles(t *testing.T) {
+	a, b, c := newPublisher(t, 3), newPublisher(t, 4), newPublisher(t, 5)
+	out := t.TempDir()
+	pubs := map[string]string{"a/b": a.srv.Endpoints()[0], "a_b": b.srv.Endpoints()[0], "../up": c.srv.Endpoints()[0]}
+	run(t, collect.Config{Dir: out, Stream: "logs", Publishers: pubs}, map[string]int{"a/b": 3, "a_b": 4, "../up": 5})
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := 0
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".log") {
+			logs++
+		}
+	}
+	if logs != 3 {
+		t.Fatalf("%d log files for 3 publishers: %v", logs, entries)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(out), "up.log")); err == nil {
+		t.Fatal("a publisher name escaped the output directory")
+	}
+}
