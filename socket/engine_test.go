@@ -692,3 +692,55 @@ func TestSoakChurn(t *testing.T) {
 	}
 	t.Logf("received %d", received.Load())
 }
+
+func TestCloseWithStuckPeer(t *testing.T) {
+	// A peer that completes the handshake and never reads: once kernel
+	// buffers fill, our writer blocks in write. Close must still return
+	// after the linger time.
+	ctx := tctx(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	done, stop := make(chan struct{}), make(chan struct{})
+	defer func() { close(stop); <-done }()
+	go func() {
+		defer close(done)
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		r, w := zmtp.NewReader(c, 0), zmtp.NewWriter(c, 0)
+		if _, err := zmtp.Handshake(r, w, zmtp.Config{SocketType: "PULL"}); err != nil {
+			return
+		}
+		<-stop // never read again
+	}()
+	push, err := New(Push, Config{SendHWM: 1, Linger: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	connect(t, push, "tcp://"+l.Addr().String())
+	waitPeers(t, push, 1)
+	big := make([]byte, 1<<20)
+	for i := 0; i < 1000; i++ {
+		c, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		err := push.Send(c, NewMsg(big))
+		cancel()
+		if err != nil {
+			break
+		}
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- push.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Close hung on a peer that does not read")
+	}
+}

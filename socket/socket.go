@@ -404,6 +404,16 @@ func (s *Socket) Close() error {
 		c.Close()
 	}
 	s.mu.Unlock()
+	// A writer blocked on a peer that stopped reading must give up when
+	// the linger time is over.
+	deadline := time.Now().Add(s.cfg.Linger)
+	for _, p := range *s.peers.Load() {
+		if s.cfg.Linger < 0 {
+			p.shutdown(ErrClosed)
+		} else {
+			_ = p.conn.SetWriteDeadline(deadline)
+		}
+	}
 	s.wg.Wait()
 	s.evMu.Lock()
 	s.evClosed = true
