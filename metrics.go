@@ -3,6 +3,7 @@ package fastmq
 import (
 	"encoding/json"
 	"net/http"
+	"sort"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,16 +55,24 @@ func (n *Node) Status() Status {
 		st.Streams = append(st.Streams, StreamStatus{Name: name, Oldest: l.OldestOffset(), Next: l.NextOffset()})
 	}
 	type cinfo struct {
-		c    *pull.Consumer
-		name string
+		c   *pull.Consumer
+		key consumerKey
 	}
 	var cs []cinfo
-	for c, name := range n.consumers {
-		cs = append(cs, cinfo{c, name})
+	for c, k := range n.consumers {
+		if c != nil {
+			cs = append(cs, cinfo{c, k})
+		}
 	}
 	n.mu.Unlock()
+	sort.Slice(cs, func(i, j int) bool {
+		if cs[i].key.name != cs[j].key.name {
+			return cs[i].key.name < cs[j].key.name
+		}
+		return cs[i].key.stream < cs[j].key.stream
+	})
 	for _, ci := range cs {
-		st.Consumers = append(st.Consumers, ConsumerStatus{Name: ci.name, Stream: ci.c.Stream(), Publishers: ci.c.Stats()})
+		st.Consumers = append(st.Consumers, ConsumerStatus{Name: ci.key.name, Stream: ci.key.stream, Publishers: ci.c.Stats()})
 	}
 	for _, m := range n.members.Members() {
 		st.Members = append(st.Members, MemberStatus{Name: m.Name, Addr: m.Addr, Status: m.Status.String(), RTT: m.RTT})
@@ -98,7 +107,7 @@ func (n *Node) Handler() http.Handler {
 }
 
 var (
-	descAppended    = prometheus.NewDesc("fastmq_stream_next_offset", "Next offset of a local stream (records appended since its start).", []string{"stream"}, nil)
+	descAppended    = prometheus.NewDesc("fastmq_stream_next_offset", "Next offset of a local stream: the records appended to it over its life.", []string{"stream"}, nil)
 	descOldest      = prometheus.NewDesc("fastmq_stream_oldest_offset", "Oldest retained offset of a local stream.", []string{"stream"}, nil)
 	descServedRecs  = prometheus.NewDesc("fastmq_server_records_served_total", "Records served to consumers.", nil, nil)
 	descServedBytes = prometheus.NewDesc("fastmq_server_bytes_served_total", "Raw batch bytes served to consumers.", nil, nil)
@@ -125,7 +134,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	st := c.n.Status()
 	for _, s := range st.Streams {
-		ch <- prometheus.MustNewConstMetric(descAppended, prometheus.CounterValue, float64(s.Next), s.Name)
+		ch <- prometheus.MustNewConstMetric(descAppended, prometheus.GaugeValue, float64(s.Next), s.Name)
 		ch <- prometheus.MustNewConstMetric(descOldest, prometheus.GaugeValue, float64(s.Oldest), s.Name)
 	}
 	ch <- prometheus.MustNewConstMetric(descServedRecs, prometheus.CounterValue, float64(st.Server.RecordsServed))

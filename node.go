@@ -22,6 +22,10 @@ import (
 // ErrClosed is returned by calls on a closed Node.
 var ErrClosed = errors.New("fastmq: closed")
 
+// ErrConsumerExists reports a second live consumer with the same name and
+// stream on one node: the two would overwrite each other's offsets.
+var ErrConsumerExists = errors.New("fastmq: consumer exists")
+
 // ErrBadStreamName reports a stream name that cannot be used.
 var ErrBadStreamName = errors.New("fastmq: bad stream name")
 
@@ -79,9 +83,10 @@ type Node struct {
 	server  *pull.Server
 	spoolEP string
 
-	mu        sync.Mutex
+	openMu    sync.Mutex // serialises opening streams (disk and gossip work)
+	mu        sync.Mutex // guards the maps below; never held across I/O
 	streams   map[string]*spool.Log
-	consumers map[*pull.Consumer]string
+	consumers map[*pull.Consumer]consumerKey
 	offsets   map[string]*spool.OffsetStore
 	sockets   map[*socket.Socket]context.CancelFunc
 	closed    bool
@@ -110,7 +115,7 @@ func New(cfg Config) (*Node, error) {
 		cfg:       cfg,
 		log:       lg.With("component", "node", "node", cfg.Name),
 		streams:   make(map[string]*spool.Log),
-		consumers: make(map[*pull.Consumer]string),
+		consumers: make(map[*pull.Consumer]consumerKey),
 		offsets:   make(map[string]*spool.OffsetStore),
 		sockets:   make(map[*socket.Socket]context.CancelFunc),
 	}
@@ -156,7 +161,11 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.members = m
 	// Streams already on disk are served and advertised from the start.
-	entries, _ := os.ReadDir(filepath.Join(cfg.DataDir, "streams"))
+	entries, err := os.ReadDir(filepath.Join(cfg.DataDir, "streams"))
+	if err != nil {
+		n.Close()
+		return nil, fmt.Errorf("fastmq: list streams: %w", err)
+	}
 	for _, e := range entries {
 		if e.IsDir() && streamNameRE.MatchString(e.Name()) {
 			if _, err := n.Stream(e.Name()); err != nil {
@@ -210,11 +219,28 @@ func (n *Node) Stream(name string) (*spool.Log, error) {
 		return nil, fmt.Errorf("%w: %q (want 1-128 of letters, digits, '.', '_', '-')", ErrBadStreamName, name)
 	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed {
+	l, ok := n.streams[name]
+	closed := n.closed
+	n.mu.Unlock()
+	if closed {
 		return nil, ErrClosed
 	}
-	if l, ok := n.streams[name]; ok {
+	if ok {
+		return l, nil
+	}
+	// Opening recovers the spool and re-advertises: slow work done
+	// outside n.mu, so serving other streams goes on meanwhile.
+	n.openMu.Lock()
+	defer n.openMu.Unlock()
+	n.mu.Lock()
+	closed = n.closed
+	l, ok = n.streams[name]
+	names := n.streamNamesLocked()
+	n.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if ok {
 		return l, nil
 	}
 	scfg := n.cfg.Spool
@@ -226,12 +252,20 @@ func (n *Node) Stream(name string) (*spool.Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fastmq: open stream %q: %w", name, err)
 	}
-	n.streams[name] = l
-	if err := n.members.AdvertiseSpool(n.spoolEP, n.streamNamesLocked()); err != nil {
-		delete(n.streams, name)
+	names = append(names, name)
+	sort.Strings(names)
+	if err := n.members.AdvertiseSpool(n.spoolEP, names); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("fastmq: advertise stream %q: %w", name, err)
 	}
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		l.Close()
+		return nil, ErrClosed
+	}
+	n.streams[name] = l
+	n.mu.Unlock()
 	n.log.Info("stream open", "topic", name, "offset", l.NextOffset())
 	return l, nil
 }
@@ -314,7 +348,23 @@ func (n *Node) Consume(cfg ConsumerConfig) (*pull.Consumer, error) {
 		}
 		n.offsets[cfg.Name] = store
 	}
+	key := consumerKey{cfg.Name, cfg.Stream}
+	for _, k := range n.consumers {
+		if k == key {
+			n.mu.Unlock()
+			return nil, fmt.Errorf("%w: %q already consumes %q on this node", ErrConsumerExists, cfg.Name, cfg.Stream)
+		}
+	}
+	n.consumers[nil] = key // reserve the name while the consumer starts
 	n.mu.Unlock()
+	var c *pull.Consumer
+	onClose := func() {
+		n.mu.Lock()
+		delete(n.consumers, c)
+		n.mu.Unlock()
+	}
+	scfg := n.cfg.Socket
+	scfg.Identity = nil // each consumer socket gets its own identity
 	c, err := pull.NewConsumer(pull.ConsumerConfig{
 		Stream:         cfg.Stream,
 		Name:           cfg.Name,
@@ -326,21 +376,28 @@ func (n *Node) Consume(cfg ConsumerConfig) (*pull.Consumer, error) {
 		MaxWait:        cfg.MaxWait,
 		CommitInterval: cfg.CommitInterval,
 		Buffer:         cfg.Buffer,
-		Socket:         n.cfg.Socket,
+		Socket:         scfg,
 		Logger:         n.cfg.Logger,
+		OnClose:        func() { onClose() },
 	})
+	n.mu.Lock()
+	delete(n.consumers, nil)
 	if err != nil {
+		n.mu.Unlock()
 		return nil, err
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
 	if n.closed {
+		n.mu.Unlock()
 		c.Close()
 		return nil, ErrClosed
 	}
-	n.consumers[c] = cfg.Name
+	n.consumers[c] = key
+	n.mu.Unlock()
 	return c, nil
 }
+
+// consumerKey names a consumer: one live consumer per name and stream.
+type consumerKey struct{ name, stream string }
 
 // Serve makes a socket of kind, binds it to endpoint and advertises it in
 // the mesh as service. The node closes the socket on Close.
@@ -490,6 +547,9 @@ func (n *Node) Close() error {
 	}
 	n.wg.Wait()
 	for c := range cons {
+		if c == nil {
+			continue
+		}
 		if err := c.Close(); err != nil {
 			errs = append(errs, err)
 		}

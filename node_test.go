@@ -201,9 +201,29 @@ func TestNodeRejectsBadInput(t *testing.T) {
 			t.Fatalf("stream %q: got %v, want ErrBadStreamName", bad, err)
 		}
 	}
+	if _, err := n.Publish(context.Background(), "open", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	c, err := n.Consume(fastmq.ConsumerConfig{Stream: "open", Name: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Consume(fastmq.ConsumerConfig{Stream: "open", Name: "c"}); !errors.Is(err, fastmq.ErrConsumerExists) {
+		t.Fatalf("second live consumer with the same name: %v", err)
+	}
+	c.Close()
+	_, err = n.Consume(fastmq.ConsumerConfig{Stream: "open", Name: "c"}) // the name is free again
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := n.Status(); len(st.Consumers) != 1 {
+		t.Fatalf("status lists %d consumers, want 1", len(st.Consumers))
+	}
 	n.Close()
-	if _, err := n.Publish(context.Background(), "s", []byte("x")); !errors.Is(err, fastmq.ErrClosed) {
-		t.Fatalf("publish after close: %v", err)
+	for _, s := range []string{"open", "new"} {
+		if _, err := n.Publish(context.Background(), s, []byte("x")); !errors.Is(err, fastmq.ErrClosed) {
+			t.Fatalf("publish to %q after close: %v", s, err)
+		}
 	}
 }
 

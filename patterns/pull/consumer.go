@@ -113,6 +113,8 @@ type ConsumerConfig struct {
 	Socket socket.Config
 	// Logger receives the consumer's logs; nil discards them.
 	Logger *slog.Logger
+	// OnClose, if set, is called once by Close after the consumer stopped.
+	OnClose func()
 }
 
 // Message is one record delivered by a Consumer. The caller owns it.
@@ -402,7 +404,11 @@ func (c *Consumer) Close() error {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
-	return c.Commit()
+	err := c.Commit()
+	if c.cfg.OnClose != nil {
+		c.cfg.OnClose()
+	}
+	return err
 }
 
 func (c *Consumer) discoverLoop(events <-chan discovery.Event) {
