@@ -195,3 +195,18 @@ func TestCLINodeCommandsRejectNonsense(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIPublishStopsOnInterrupt checks that SIGINT stops publish cleanly
+// while its stdin is still open.
+func TestCLIPublishStopsOnInterrupt(t *testing.T) {
+	dir := t.TempDir()
+	p := startCLI(t, "publish", "--name", "p", "--data", dir, "--stream", "s", "--ack")
+	p.feed("one")
+	if got := p.line(); got != "0" {
+		t.Fatalf("ack: %q", got)
+	}
+	p.cmd.Process.Signal(os.Interrupt)
+	if _, err := p.wait(); err != nil {
+		t.Fatalf("publish after SIGINT: %v\n%s", err, p.stderr())
+	}
+}

@@ -84,9 +84,20 @@ func appendLines(ctx context.Context, l *spool.Log, r io.Reader, acked func(firs
 	}()
 	batch := make([]spool.Record, 0, 1024)
 	for {
-		line, ok := <-lines
+		var line []byte
+		var ok bool
+		select {
+		case line, ok = <-lines:
+		case <-ctx.Done():
+			// Stopped while stdin is still open: what was acknowledged is
+			// durable; the reader goroutine ends with the process.
+			return nil
+		}
 		if !ok {
-			return <-errc
+			if err := <-errc; err != nil && ctx.Err() == nil {
+				return err
+			}
+			return nil
 		}
 		batch = append(batch[:0], spool.Record{Value: line})
 	fill:
@@ -103,6 +114,9 @@ func appendLines(ctx context.Context, l *spool.Log, r io.Reader, acked func(firs
 		}
 		first, err := l.Append(ctx, batch...)
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil // interrupted: this batch was not acknowledged
+			}
 			return fmt.Errorf("append: %w", err)
 		}
 		if err := acked(first, len(batch)); err != nil {

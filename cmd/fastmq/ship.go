@@ -110,11 +110,18 @@ func shipFiles(ctx context.Context, n *fastmq.Node, stream string, files []strin
 		if _, err := l.Append(ctx, recs...); err != nil {
 			return fmt.Errorf("append to stream %q: %w", stream, err)
 		}
-		// Persist the positions of the batches handled before this one;
-		// this batch's positions are persisted on the next call or on exit.
+		// Persist the positions of the batches handled before this one
+		// (this batch's are persisted on the next call or on exit). They
+		// are durable in the spool: Sync covers --sync none as well.
+		if err := l.Sync(); err != nil {
+			return fmt.Errorf("sync stream %q: %w", stream, err)
+		}
 		return t.Commit()
 	})
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		if err := l.Sync(); err != nil {
+			return err
+		}
 		return t.Commit()
 	}
 	return err
