@@ -146,7 +146,8 @@ type Log struct {
 	raw        []byte
 	idRand     *mrand.ChaCha8 // random UUIDs, seeded from crypto/rand
 
-	watch *os.File // read-only: inotify
+	watch  *os.File      // read-only: inotify (Linux)
+	roStop chan struct{} // read-only: closed by Close
 }
 
 // Ack is the pending result of AppendAsync. Its methods are safe for
@@ -237,6 +238,7 @@ func open(cfg Config, ro bool) (*Log, error) {
 		return nil, err
 	}
 	if ro {
+		l.roStop = make(chan struct{})
 		if err := l.startWatch(); err != nil {
 			l.closeFiles()
 			return nil, err
@@ -1320,8 +1322,11 @@ func (l *Log) Close() error {
 			close(l.reqCh)
 			l.closeMu.Unlock()
 			close(l.stopCh)
-		} else if l.watch != nil {
-			l.watch.Close()
+		} else {
+			close(l.roStop)
+			if l.watch != nil {
+				l.watch.Close()
+			}
 		}
 		l.wg.Wait()
 		var err error

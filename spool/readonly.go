@@ -3,36 +3,7 @@ package spool
 import (
 	"fmt"
 	"os"
-	"syscall"
 )
-
-// startWatch starts the inotify watch that wakes Wait on a read-only Log.
-func (l *Log) startWatch() error {
-	fd, err := syscall.InotifyInit1(syscall.IN_NONBLOCK | syscall.IN_CLOEXEC)
-	if err != nil {
-		return fmt.Errorf("spool: inotify: %w", err)
-	}
-	mask := uint32(syscall.IN_MODIFY | syscall.IN_CREATE | syscall.IN_MOVED_TO | syscall.IN_DELETE | syscall.IN_CLOSE_WRITE)
-	if _, err := syscall.InotifyAddWatch(fd, l.cfg.Dir, mask); err != nil {
-		syscall.Close(fd)
-		return fmt.Errorf("spool: inotify watch: %w", err)
-	}
-	l.watch = os.NewFile(uintptr(fd), "inotify")
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		buf := make([]byte, 64<<10)
-		for {
-			if _, err := l.watch.Read(buf); err != nil {
-				return // closed
-			}
-			if err := l.refresh(); err != nil {
-				l.log.Debug("refresh failed", "err", err)
-			}
-		}
-	}()
-	return nil
-}
 
 // refresh picks up batches and segments that the writer added since the last
 // look, and drops segments that retention deleted. Read-only Logs only.

@@ -203,16 +203,10 @@ func fsyncDir(dir string) error {
 }
 
 func fdatasync(f *os.File) error {
-	for {
-		err := syscall.Fdatasync(int(f.Fd()))
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("spool: fdatasync %s: %w", filepath.Base(f.Name()), err)
-		}
-		return nil
+	if err := datasync(f); err != nil {
+		return fmt.Errorf("spool: fdatasync %s: %w", filepath.Base(f.Name()), err)
 	}
+	return nil
 }
 
 // lockFile takes an exclusive, non-blocking flock on path and writes our pid.

@@ -1,0 +1,32 @@
+//go:build unix && !linux
+
+package spool
+
+import (
+	"os"
+	"time"
+)
+
+func datasync(f *os.File) error { return f.Sync() }
+
+// startWatch, where inotify is missing, refreshes a read-only Log every
+// 100ms while it is open (the only polling in the package).
+func (l *Log) startWatch() error {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-l.roStop:
+				return
+			case <-t.C:
+				if err := l.refresh(); err != nil {
+					l.log.Debug("refresh failed", "err", err)
+				}
+			}
+		}
+	}()
+	return nil
+}
