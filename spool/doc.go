@@ -25,8 +25,9 @@
 //	<base>.seg                   segment files; <base> is the offset of the first
 //	                             record, zero-padded to 20 decimal digits, so
 //	                             sorting the names sorts the log
-//	quarantine/                  tails cut by recovery (<segment>.torn-<pos>),
-//	                             segments moved aside by Repair, and gap markers
+//	quarantine/                  tails cut by recovery (<segment>.torn-<pos>-<ns>),
+//	                             segments moved aside by Repair
+//	                             (<segment>.damaged-<ns>), and gap markers
 //	                             <from>-<to>.gap (20 digits each) naming offsets
 //	                             [from, to) that Repair removed
 //
