@@ -1,5 +1,3 @@
-// Package sockettest helps test code built on package socket: it runs a
-// test once per transport and hands out endpoints to bind.
 package sockettest
 
 import (
