@@ -21,11 +21,11 @@ func TestDemoLosesNothing(t *testing.T) {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	err := runDemo(ctx, demoOptions{Duration: 5 * time.Second, Rate: 2000, Dir: t.TempDir()}, &out)
+	err := runDemo(ctx, demoOptions{Duration: 6 * time.Second, Rate: 2000, Dir: t.TempDir(), childEnv: []string{cliEnv + "=1"}}, &out)
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"killing shipper-2", "restarted the collector", "duplicates 0, lost 0"} {
+	for _, want := range []string{"kill -9 shipper-2", "restarted the collector", "duplicates 0, lost 0"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("demo output lacks %q:\n%s", want, out.String())
 		}

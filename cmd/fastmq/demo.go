@@ -4,22 +4,22 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fastmq/fastmq"
-	"github.com/fastmq/fastmq/patterns/collect"
-	"github.com/fastmq/fastmq/patterns/pull"
-	"github.com/fastmq/fastmq/spool"
 )
 
 // demoOptions are the demo's settings.
@@ -28,6 +28,9 @@ type demoOptions struct {
 	Rate     int // lines per second per shipper
 	Dir      string
 	Keep     bool
+	// childEnv is added to the environment of the shipper and collector
+	// processes (tests use it to make the test binary act as fastmq).
+	childEnv []string
 }
 
 func init() {
@@ -36,10 +39,11 @@ func init() {
 		Use:   "demo",
 		Short: "Run a small log-shipping mesh on loopback and show that nothing is lost",
 		Long: `demo runs the main job on nothing but loopback and a temporary directory:
-three shipper nodes follow access logs that are being written, a collector and
-an independent consumer find them by gossip and pull. Midway one shipper and
-then the collector are killed and restarted. At the end the output is checked
-line by line: every produced line collected exactly once.`,
+three shipper processes follow access logs that are being written, a collector
+process and an independent consumer find them by gossip and pull. Midway one
+shipper and then the collector are killed with SIGKILL and restarted. At the
+end the output is checked line by line: every produced line collected exactly
+once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Duration <= 0 {
@@ -60,19 +64,6 @@ line by line: every produced line collected exactly once.`,
 
 const demoStream = "access-log"
 
-// demoShipper is one shipper: a log writer and a node that ships the log.
-type demoShipper struct {
-	name    string
-	logPath string
-	data    string
-	written atomic.Uint64
-
-	mu     sync.Mutex
-	node   *fastmq.Node
-	cancel context.CancelFunc
-	done   chan error
-}
-
 // demoSummary is what the demo proves at the end.
 type demoSummary struct {
 	Produced, Collected, Duplicates, Lost, ConsumerSeen uint64
@@ -89,17 +80,69 @@ func runDemo(ctx context.Context, opts demoOptions, w io.Writer) (err error) {
 			defer os.RemoveAll(dir)
 		}
 	}
-	fmt.Fprintf(w, "fastmq demo: 3 shippers, 1 collector, 1 independent consumer on loopback; working directory %s\n", dir)
+	fmt.Fprintf(w, "fastmq demo: 3 shipper processes, 1 collector process, 1 independent consumer, on loopback\n")
+	fmt.Fprintf(w, "working directory %s (process logs in *.stderr)\n\n", dir)
 	sum, err := demoRun(ctx, opts, dir, w)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\nsummary: produced %d, collected %d, duplicates %d, lost %d; independent consumer saw %d\n",
 		sum.Produced, sum.Collected, sum.Duplicates, sum.Lost, sum.ConsumerSeen)
-	if sum.Lost != 0 || sum.Duplicates != 0 {
-		return fmt.Errorf("demo: %d lines lost, %d duplicated", sum.Lost, sum.Duplicates)
+	if sum.Lost != 0 || sum.Duplicates != 0 || sum.ConsumerSeen != sum.Produced {
+		return fmt.Errorf("demo: %d lines lost, %d duplicated, consumer saw %d of %d", sum.Lost, sum.Duplicates, sum.ConsumerSeen, sum.Produced)
 	}
 	return nil
+}
+
+// demoProc is a fastmq child process that the demo can kill and restart.
+type demoProc struct {
+	name string
+	args []string
+	env  []string
+	log  string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (p *demoProc) start() error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(exe, p.args...)
+	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", p.name, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		logf.Close()
+		close(done)
+	}()
+	p.cmd, p.done = cmd, done
+	return nil
+}
+
+// stop sends sig and waits for the process to end (SIGKILL after 10s).
+func (p *demoProc) stop(sig syscall.Signal) {
+	if p.cmd == nil {
+		return
+	}
+	p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+	p.cmd = nil
 }
 
 func demoRun(ctx context.Context, opts demoOptions, dir string, w io.Writer) (demoSummary, error) {
@@ -107,92 +150,110 @@ func demoRun(ctx context.Context, opts demoOptions, dir string, w io.Writer) (de
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	shippers := make([]*demoShipper, 3)
-	var seeds []string
-	for i := range shippers {
-		s := &demoShipper{
-			name:    fmt.Sprintf("shipper-%d", i+1),
-			logPath: filepath.Join(dir, fmt.Sprintf("shipper-%d-access.log", i+1)),
-			data:    filepath.Join(dir, fmt.Sprintf("shipper-%d", i+1)),
-		}
-		shippers[i] = s
-		if err := s.start(seeds); err != nil {
-			return sum, err
-		}
-		defer s.stop()
-		seeds = append(seeds, s.gossip())
-	}
-
-	// The generators write access logs while the shippers follow them.
-	genCtx, stopGen := context.WithTimeout(ctx, opts.Duration)
-	defer stopGen()
-	var gen sync.WaitGroup
-	genErr := make(chan error, len(shippers))
-	for _, s := range shippers {
-		gen.Add(1)
-		go func() {
-			defer gen.Done()
-			if err := s.generate(genCtx, opts.Rate); err != nil {
-				genErr <- err
-			}
-		}()
-	}
-	defer gen.Wait()
-
-	col := &demoCollector{out: filepath.Join(dir, "collected"), data: filepath.Join(dir, "collector")}
-	if err := col.start(seeds); err != nil {
-		return sum, err
-	}
-	defer col.stop()
-
-	// An independent consumer: gets every record too, with its own offsets.
-	auditNode, err := fastmq.New(fastmq.Config{Name: "auditor", DataDir: filepath.Join(dir, "auditor"), Seeds: seeds})
+	// The independent consumer's node is also the gossip seed.
+	auditNode, err := fastmq.New(fastmq.Config{Name: "auditor", DataDir: filepath.Join(dir, "auditor")})
 	if err != nil {
 		return sum, err
 	}
 	defer auditNode.Close()
+	seed := auditNode.GossipAddr()
 	audit, err := auditNode.Consume(fastmq.ConsumerConfig{Stream: demoStream, Name: "audit"})
 	if err != nil {
 		return sum, err
 	}
 	var auditSeen atomic.Uint64
-	auditSet := make(map[string]struct{})
 	var auditWG sync.WaitGroup
 	auditWG.Add(1)
 	go func() {
 		defer auditWG.Done()
+		seen := make(map[string]struct{})
 		for {
 			m, err := audit.Next(ctx)
 			if err != nil {
 				return
 			}
-			auditSet[string(seqOf(m.Value))] = struct{}{}
-			auditSeen.Store(uint64(len(auditSet)))
+			seen[string(seqOf(m.Value))] = struct{}{}
+			auditSeen.Store(uint64(len(seen)))
 			audit.Ack(m)
 		}
 	}()
 	defer auditWG.Wait()
 	defer cancel()
 
+	gens := make([]*demoGenerator, 3)
+	shippers := make([]*demoProc, 3)
+	for i := range shippers {
+		name := fmt.Sprintf("shipper-%d", i+1)
+		gens[i] = &demoGenerator{name: name, path: filepath.Join(dir, name+"-access.log")}
+		shippers[i] = &demoProc{
+			name: name,
+			args: []string{"ship", "--name", name, "--data", filepath.Join(dir, name), "--join", seed,
+				"--stream", demoStream, "--file", gens[i].path},
+			env: opts.childEnv,
+			log: filepath.Join(dir, name+".stderr"),
+		}
+		if err := shippers[i].start(); err != nil {
+			return sum, err
+		}
+		defer shippers[i].stop(syscall.SIGTERM)
+	}
+	out := filepath.Join(dir, "collected")
+	col := &demoProc{
+		name: "collector",
+		args: []string{"collect", "--name", "collector", "--data", filepath.Join(dir, "collector"), "--join", seed,
+			"--stream", demoStream, "--out", out},
+		env: opts.childEnv,
+		log: filepath.Join(dir, "collector.stderr"),
+	}
+	if err := col.start(); err != nil {
+		return sum, err
+	}
+	defer col.stop(syscall.SIGTERM)
+
+	// The generators write access logs while the shippers follow them.
+	genCtx, stopGen := context.WithTimeout(ctx, opts.Duration)
+	defer stopGen()
+	var gen sync.WaitGroup
+	genErr := make(chan error, len(gens))
+	for _, g := range gens {
+		gen.Add(1)
+		go func() {
+			defer gen.Done()
+			if err := g.run(genCtx, opts.Rate); err != nil {
+				genErr <- err
+			}
+		}()
+	}
+	defer gen.Wait()
+
+	produced := func() uint64 {
+		var n uint64
+		for _, g := range gens {
+			n += g.written.Load()
+		}
+		return n
+	}
+	spooled := func() uint64 {
+		var n uint64
+		for _, st := range audit.Stats() {
+			n += st.High
+		}
+		return n
+	}
 	start := time.Now()
+	var lastCollected uint64
+	fmt.Fprintf(w, "%6s %10s %10s %10s %10s %8s\n", "time", "produced", "spooled", "collected", "consumer", "lines/s")
+	report := func() {
+		collected := collectedLines(out)
+		rate := int64(collected) - int64(lastCollected)
+		fmt.Fprintf(w, "%5.0fs %10d %10d %10d %10d %8d\n", time.Since(start).Seconds(), produced(), spooled(), collected, auditSeen.Load(), max(rate, 0))
+		lastCollected = collected
+	}
 	killShipperAt := opts.Duration * 3 / 10
 	killCollectorAt := opts.Duration * 55 / 100
 	var shipperKilled, collectorKilled bool
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	var lastCollected uint64
-	fmt.Fprintf(w, "%6s %10s %10s %10s %10s %8s\n", "time", "produced", "spooled", "collected", "consumer", "rec/s")
-	report := func() {
-		var produced, spooled uint64
-		for _, s := range shippers {
-			produced += s.written.Load()
-			spooled += s.spooled()
-		}
-		collected := col.lines()
-		rate := int64(collected) - int64(lastCollected)
-		fmt.Fprintf(w, "%5.0fs %10d %10d %10d %10d %8d\n", time.Since(start).Seconds(), produced, spooled, collected, auditSeen.Load(), max(rate, 0))
-		lastCollected = collected
-	}
 	for genCtx.Err() == nil {
 		select {
 		case <-ctx.Done():
@@ -205,20 +266,25 @@ func demoRun(ctx context.Context, opts demoOptions, dir string, w io.Writer) (de
 			el := time.Since(start)
 			if !shipperKilled && el >= killShipperAt {
 				shipperKilled = true
-				fmt.Fprintf(w, "-- killing %s (its log keeps growing while it is down)\n", shippers[1].name)
-				shippers[1].kill()
-				time.Sleep(time.Second)
-				if err := shippers[1].start(seeds); err != nil {
+				victim := shippers[1]
+				fmt.Fprintf(w, "-- kill -9 %s (pid %d); its log keeps growing while it is down\n", victim.name, victim.cmd.Process.Pid)
+				victim.stop(syscall.SIGKILL)
+				if !sleepOrDone(ctx, 500*time.Millisecond+time.Duration(rand.IntN(500))*time.Millisecond) {
+					return sum, ctx.Err()
+				}
+				if err := victim.start(); err != nil {
 					return sum, err
 				}
-				fmt.Fprintf(w, "-- restarted %s\n", shippers[1].name)
+				fmt.Fprintf(w, "-- restarted %s\n", victim.name)
 			}
 			if !collectorKilled && el >= killCollectorAt {
 				collectorKilled = true
-				fmt.Fprintln(w, "-- killing the collector")
-				col.kill()
-				time.Sleep(time.Second)
-				if err := col.start(seeds); err != nil {
+				fmt.Fprintf(w, "-- kill -9 collector (pid %d)\n", col.cmd.Process.Pid)
+				col.stop(syscall.SIGKILL)
+				if !sleepOrDone(ctx, 500*time.Millisecond) {
+					return sum, ctx.Err()
+				}
+				if err := col.start(); err != nil {
 					return sum, err
 				}
 				fmt.Fprintln(w, "-- restarted the collector")
@@ -226,25 +292,23 @@ func demoRun(ctx context.Context, opts demoOptions, dir string, w io.Writer) (de
 		}
 	}
 	gen.Wait()
-	for _, s := range shippers {
-		sum.Produced += s.written.Load()
-	}
+	sum.Produced = produced()
 	fmt.Fprintf(w, "-- producers stopped after %d lines; draining\n", sum.Produced)
-	drainCtx, drainCancel := context.WithTimeout(ctx, 30*time.Second)
+	drainCtx, drainCancel := context.WithTimeout(ctx, 60*time.Second)
 	defer drainCancel()
-	for col.lines() < sum.Produced || auditSeen.Load() < sum.Produced {
+drain:
+	for collectedLines(out) < sum.Produced || auditSeen.Load() < sum.Produced {
 		select {
 		case <-drainCtx.Done():
 			fmt.Fprintln(w, "-- drain timed out")
-			goto done
+			break drain
 		case <-tick.C:
 			report()
 		}
 	}
 	report()
-done:
-	col.stop()
-	collected, dups, err := countCollected(col.out)
+	col.stop(syscall.SIGTERM)
+	collected, dups, err := countCollected(out)
 	if err != nil {
 		return sum, err
 	}
@@ -256,95 +320,60 @@ done:
 	return sum, nil
 }
 
-func (s *demoShipper) start(seeds []string) error {
-	n, err := fastmq.New(fastmq.Config{
-		Name: s.name, DataDir: s.data, Seeds: seeds, RetryJoin: true,
-		Spool: spool.Config{Codec: spool.CodecS2},
-	})
-	if err != nil {
-		return fmt.Errorf("start %s: %w", s.name, err)
+func sleepOrDone(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
-	if _, err := n.Stream(demoStream); err != nil {
-		n.Close()
-		return err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- shipFiles(ctx, n, demoStream, []string{s.logPath}, false) }()
-	s.mu.Lock()
-	s.node, s.cancel, s.done = n, cancel, done
-	s.mu.Unlock()
-	return nil
 }
 
-func (s *demoShipper) gossip() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.node.GossipAddr()
+// collectedLines sums the positions the collector recorded: the lines it
+// synced to its files.
+func collectedLines(dir string) uint64 {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.log.pos"))
+	var n uint64
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var p struct {
+			Next uint64 `json:"next"`
+		}
+		if json.Unmarshal(b, &p) == nil {
+			n += p.Next
+		}
+	}
+	return n
 }
 
-func (s *demoShipper) spooled() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.node == nil {
-		return 0
-	}
-	l, err := s.node.Stream(demoStream)
-	if err != nil {
-		return 0
-	}
-	return l.NextOffset()
-}
-
-// kill stops the shipper abruptly: no graceful leave, so the mesh sees it
-// fail.
-func (s *demoShipper) kill() {
-	s.mu.Lock()
-	n, cancel, done := s.node, s.cancel, s.done
-	s.node = nil
-	s.mu.Unlock()
-	if n == nil {
-		return
-	}
-	cancel()
-	<-done
-	n.Close()
-}
-
-func (s *demoShipper) stop() {
-	s.mu.Lock()
-	n, cancel, done := s.node, s.cancel, s.done
-	s.node = nil
-	s.mu.Unlock()
-	if n == nil {
-		return
-	}
-	cancel()
-	<-done
-	ctx, c := context.WithTimeout(context.Background(), 5*time.Second)
-	defer c()
-	n.Shutdown(ctx)
+// demoGenerator appends access-log lines to a file.
+type demoGenerator struct {
+	name    string
+	path    string
+	written atomic.Uint64
 }
 
 var demoPaths = []string{"/", "/index.html", "/api/items", "/api/items/42", "/api/cart", "/login", "/static/app.js", "/static/style.css", "/healthz"}
 var demoAgents = []string{"curl/8.5.0", "Mozilla/5.0 (X11; Linux x86_64)", "Go-http-client/1.1", "Prometheus/2.53"}
 
-// generate appends access-log lines to the shipper's log at rate lines/s
-// until ctx ends. Every line ends with a unique sequence tag.
-func (s *demoShipper) generate(ctx context.Context, rate int) error {
-	f, err := os.OpenFile(s.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+// run appends access-log lines at rate lines/s until ctx ends. Every line
+// ends with a unique sequence tag.
+func (g *demoGenerator) run(ctx context.Context, rate int) error {
+	f, err := os.OpenFile(g.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	bw := bufio.NewWriterSize(f, 64<<10)
-	perTick := rate / 100
-	if perTick < 1 {
-		perTick = 1
-	}
+	perTick := max(rate/100, 1)
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
-	rng := rand.New(rand.NewPCG(uint64(len(s.name)), uint64(time.Now().UnixNano())))
+	rng := rand.New(rand.NewPCG(uint64(len(g.name)), uint64(time.Now().UnixNano())))
 	var seq uint64
 	for {
 		select {
@@ -359,84 +388,14 @@ func (s *demoShipper) generate(ctx context.Context, rate int) error {
 				}
 				fmt.Fprintf(bw, "10.%d.%d.%d - - [%s] \"GET %s HTTP/1.1\" %d %d \"-\" \"%s\" seq=%s:%d\n",
 					rng.IntN(256), rng.IntN(256), rng.IntN(256), now.Format("02/Jan/2006:15:04:05 -0700"),
-					demoPaths[rng.IntN(len(demoPaths))], status, 200+rng.IntN(5000), demoAgents[rng.IntN(len(demoAgents))], s.name, seq)
+					demoPaths[rng.IntN(len(demoPaths))], status, 200+rng.IntN(5000), demoAgents[rng.IntN(len(demoAgents))], g.name, seq)
 			}
 			if err := bw.Flush(); err != nil {
 				return err
 			}
-			s.written.Store(seq)
+			g.written.Store(seq)
 		}
 	}
-}
-
-// demoCollector is the collector node.
-type demoCollector struct {
-	out, data string
-	mu        sync.Mutex
-	node      *fastmq.Node
-	col       *collect.Collector
-	cancel    context.CancelFunc
-	done      chan error
-	base      uint64
-}
-
-func (c *demoCollector) start(seeds []string) error {
-	n, err := fastmq.New(fastmq.Config{Name: "collector", DataDir: c.data, Seeds: seeds, RetryJoin: true})
-	if err != nil {
-		return err
-	}
-	col, err := collect.New(collect.Config{Dir: c.out, Stream: demoStream, Discovery: n.Membership(), Start: pull.Earliest()})
-	if err != nil {
-		n.Close()
-		return err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- col.Run(ctx) }()
-	c.mu.Lock()
-	c.node, c.col, c.cancel, c.done = n, col, cancel, done
-	c.mu.Unlock()
-	return nil
-}
-
-// lines returns the lines collected so far, across restarts.
-func (c *demoCollector) lines() uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.col == nil {
-		return c.base
-	}
-	var n uint64
-	for _, next := range c.col.Stats().Files {
-		n += next
-	}
-	// A restarted collector knows a publisher's position once it pulls
-	// from it again; until then show what was collected before.
-	return max(n, c.base)
-}
-
-func (c *demoCollector) kill() { c.halt(false) }
-func (c *demoCollector) stop() { c.halt(true) }
-
-func (c *demoCollector) halt(graceful bool) {
-	base := c.lines()
-	c.mu.Lock()
-	n, col, cancel, done := c.node, c.col, c.cancel, c.done
-	c.node, c.col, c.base = nil, nil, base
-	c.mu.Unlock()
-	if n == nil {
-		return
-	}
-	cancel()
-	<-done
-	col.Close()
-	if graceful {
-		ctx, cl := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cl()
-		n.Shutdown(ctx)
-		return
-	}
-	n.Close()
 }
 
 // seqOf returns the "seq=..." tag of a demo line.
