@@ -81,10 +81,15 @@ func benchPull(ctx context.Context, cmd *cobra.Command, count, size, rate int, c
 	errc := make(chan error, 1)
 	start := time.Now()
 	go func() { errc <- produce(ctx, l, value, count, rate) }()
-	lat := make([]time.Duration, 0, count)
+	var lat []time.Duration
+	if rate > 0 {
+		lat = make([]time.Duration, 0, count)
+	}
 	for i := 0; i < count; i++ {
 		m, err := c.Next(ctx)
 		if err != nil {
+			cancel()
+			<-errc // the producer ends before the spool closes
 			return err
 		}
 		if rate > 0 {
@@ -127,8 +132,10 @@ func produce(ctx context.Context, l *spool.Log, value []byte, count, rate int) e
 			done <- nil
 		}()
 		for i := 0; i < count; i++ {
-			if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
-				time.Sleep(d)
+			if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 && !sleepOrDone(ctx, d) {
+				close(acks)
+				<-done
+				return ctx.Err()
 			}
 			a, err := l.AppendAsync(ctx, spool.Record{Value: value, Time: time.Now()})
 			if err != nil {
