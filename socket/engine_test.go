@@ -744,3 +744,43 @@ func TestCloseWithStuckPeer(t *testing.T) {
 		t.Fatal("Close hung on a peer that does not read")
 	}
 }
+
+func TestHeartbeatLiveness(t *testing.T) {
+	ctx := tctx(t)
+	pull := mk(t, Pull, Config{HeartbeatInterval: 10 * time.Millisecond, HeartbeatTimeout: 200 * time.Millisecond})
+	addr := bind(t, pull, "tcp://127.0.0.1:0")
+
+	// A ZMTP 3.0 peer knows no PING: it is neither pinged nor timed out.
+	old := rawDial(t, addr)
+	_ = old.c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := zmtp.Handshake(old.r, old.w, zmtp.Config{SocketType: "PUSH", ZMTP30: true}); err != nil {
+		t.Fatal(err)
+	}
+	_ = old.c.SetDeadline(time.Time{})
+
+	// A 3.1 peer that never answers PINGs but keeps sending data stays:
+	// any traffic counts.
+	busy := rawConnect(t, addr, "PUSH")
+	waitPeers(t, pull, 2)
+	for i := range 30 {
+		if err := busy.w.WriteMessage([][]byte{[]byte(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+		if err := busy.w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		// Paced: 30 messages over about three heartbeat timeouts.
+		eq(t, mustRecv(t, ctx, pull), fmt.Sprint(i))
+		if _, err := pull.Recv(withTimeout(ctx, 20)); !isTimeout(err) {
+			t.Fatalf("unexpected: %v", err)
+		}
+	}
+	if st := pull.Stats(); st.Disconnects != 0 || st.Peers != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	// The 3.0 peer got no PING: nothing is readable.
+	_ = old.c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	if _, _, err := old.r.Next(nil); err == nil {
+		t.Fatal("ZMTP 3.0 peer received traffic")
+	}
+}

@@ -37,7 +37,8 @@ type peer struct {
 	subs     atomic.Pointer[subList] // PUB/XPUB: what this peer subscribed to
 	lastDrop atomic.Int64            // unix nanos of the last EventDropped
 
-	peerTTL time.Duration // from the peer's PINGs (reader only)
+	peerTTL   time.Duration // from the peer's PINGs (reader only)
+	lastAlive time.Time     // last read deadline extension (reader only)
 }
 
 func (p *peer) shutdown(err error) {
@@ -153,11 +154,12 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 	return true
 }
 
-// hbDeadline returns how long the reader may go without a heartbeat before
-// the peer is declared dead (0 = no limit).
+// hbDeadline returns how long the peer may stay silent before it is
+// declared dead (0 = no limit): our interval plus timeout (only for ZMTP
+// 3.1 peers, which answer PINGs), or the TTL the peer announced.
 func (p *peer) hbDeadline() time.Duration {
 	var d time.Duration
-	if iv := p.s.cfg.HeartbeatInterval; iv > 0 {
+	if iv := p.s.cfg.HeartbeatInterval; iv > 0 && p.minor >= 1 {
 		d = iv + p.s.cfg.HeartbeatTimeout
 	}
 	if p.peerTTL > d {
@@ -166,17 +168,27 @@ func (p *peer) hbDeadline() time.Duration {
 	return d
 }
 
-func (p *peer) extendDeadline() {
-	if d := p.hbDeadline(); d > 0 {
-		_ = p.conn.SetReadDeadline(time.Now().Add(d))
+// alive records traffic from the peer (any traffic counts, as in libzmq)
+// by pushing the read deadline out. Unless forced, it does so at most every
+// quarter of the allowed silence, to keep the cost per message low.
+func (p *peer) alive(force bool) {
+	d := p.hbDeadline()
+	if d <= 0 || p.s.closed.Load() {
+		return // no heartbeating, or Close owns the deadline now
 	}
+	now := time.Now()
+	if !force && now.Sub(p.lastAlive) < d/4 {
+		return
+	}
+	p.lastAlive = now
+	_ = p.conn.SetReadDeadline(now.Add(d))
 }
 
 var errHeartbeat = errors.New("socket: heartbeat timeout")
 
 func (p *peer) readLoop() error {
 	s := p.s
-	p.extendDeadline()
+	p.alive(true)
 	for {
 		frames, cmd, err := p.r.Next(nil)
 		if err != nil {
@@ -189,6 +201,7 @@ func (p *peer) readLoop() error {
 			}
 			return err
 		}
+		p.alive(false)
 		if frames == nil {
 			if err := p.command(cmd); err != nil {
 				return err
@@ -236,7 +249,7 @@ func (p *peer) deliver(m Msg) {
 		}
 		// We may have stopped reading for a while: do not mistake that
 		// for a dead peer.
-		p.extendDeadline()
+		p.alive(true)
 	}
 	if s.rwaiters.Load() > 0 {
 		s.wakeRecv()
@@ -255,9 +268,9 @@ func (p *peer) command(cmd zmtp.Command) error {
 		case p.ctrl <- zmtp.Command{Name: zmtp.CmdPong, Body: ctx}:
 		default:
 		}
-		p.extendDeadline()
+		p.alive(true)
 	case zmtp.CmdPong:
-		p.extendDeadline()
+		// Any traffic counts as liveness; alive already ran.
 	case zmtp.CmdSubscribe, zmtp.CmdCancel:
 		if p.s.kind == Pub || p.s.kind == XPub {
 			p.subscription(cmd.Name == zmtp.CmdSubscribe, cmd.Body)
@@ -313,7 +326,7 @@ func (s *Socket) xpubUpdate(p *peer, topic []byte, add, leaving bool) {
 func (p *peer) writeLoop() {
 	s := p.s
 	var tick <-chan time.Time
-	if s.cfg.HeartbeatInterval > 0 {
+	if s.cfg.HeartbeatInterval > 0 && p.minor >= 1 { // ZMTP 3.0 has no PING
 		t := time.NewTicker(s.cfg.HeartbeatInterval)
 		defer t.Stop()
 		tick = t.C

@@ -16,9 +16,9 @@ type Config struct {
 	// Auth makes this side a PLAIN server: a client's HELLO is accepted
 	// only if Auth returns true.
 	Auth func(username, password string) bool
-	// Minor is the minor version announced in the greeting; 0 means 1
-	// (ZMTP 3.1). Tests use it to imitate 3.0 peers.
-	Minor uint8
+	// ZMTP30 announces version 3.0 instead of 3.1 (to imitate older
+	// peers in tests).
+	ZMTP30 bool
 }
 
 // Mechanism returns the security mechanism cfg selects.
@@ -44,9 +44,9 @@ type PeerInfo struct {
 func Handshake(r *Reader, w *Writer, cfg Config) (PeerInfo, error) {
 	var info PeerInfo
 	mech := cfg.Mechanism()
-	minor := cfg.Minor
-	if minor == 0 {
-		minor = VersionMinor
+	minor := uint8(VersionMinor)
+	if cfg.ZMTP30 {
+		minor = 0
 	}
 	if err := w.WriteGreeting(Greeting{Major: VersionMajor, Minor: minor, Mechanism: mech, AsServer: cfg.Auth != nil}); err != nil {
 		return info, fmt.Errorf("zmtp: write greeting: %w", err)
