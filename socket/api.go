@@ -70,7 +70,8 @@ type Config struct {
 	// (ZMQ_HEARTBEAT_IVL); 0 disables heartbeats.
 	HeartbeatInterval time.Duration
 	// HeartbeatTimeout is how long to wait for traffic after a PING before
-	// the peer is declared dead (ZMQ_HEARTBEAT_TIMEOUT); 0 means
+	// the peer is declared dead (ZMQ_HEARTBEAT_TIMEOUT): a peer silent for
+	// HeartbeatInterval + HeartbeatTimeout is disconnected. 0 means
 	// HeartbeatInterval.
 	HeartbeatTimeout time.Duration
 	// HeartbeatTTL is sent in PINGs to tell the peer how long to wait for

@@ -35,10 +35,12 @@
 // greeting, and also filters what it receives.
 //
 // Heartbeats follow ZMQ_HEARTBEAT_IVL/TIMEOUT/TTL: with
-// Config.HeartbeatInterval set, a PING goes to each peer every interval
-// and a peer that sends neither PING nor PONG within interval + timeout is
-// disconnected; a peer's advertised TTL is honoured likewise. PINGs are
-// always answered and never reach the application.
+// Config.HeartbeatInterval set, a PING goes to each ZMTP 3.1 peer every
+// interval and a peer that sends nothing at all (no PONG, no message)
+// within interval + timeout is disconnected; the TTL a peer announces in
+// its PINGs is honoured likewise. ZMTP 3.0 peers know no PING and are
+// neither pinged nor timed out. PINGs are always answered and never reach
+// the application.
 //
 // # Security
 //
