@@ -498,6 +498,13 @@ func TestIPCStaleFile(t *testing.T) {
 	}
 	s := mk(t, Pull, Config{})
 	bind(t, s, "ipc://"+path)
+	if err := s.Unbind("ipc://" + path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("socket file left after Unbind: %v", err)
+	}
+	bind(t, s, "ipc://"+path)
 	// Now someone listens: a second bind must fail, not steal the path.
 	s2 := mk(t, Pull, Config{})
 	if _, err := s2.Bind("ipc://" + path); err == nil {
