@@ -17,6 +17,7 @@ import (
 func init() {
 	var count, size, rate int
 	var codec, syncPol string
+	var groupInterval time.Duration
 	cmd := &cobra.Command{
 		Use:   "pull",
 		Short: "End to end: append to a spool, serve it over tcp loopback, consume it",
@@ -40,7 +41,7 @@ percentiles.`,
 			if err != nil {
 				return fmt.Errorf("--sync: %w", err)
 			}
-			return benchPull(cmd.Context(), cmd, count, size, rate, c, sp)
+			return benchPull(cmd.Context(), cmd, count, size, rate, spool.Config{Codec: c, Sync: sp, GroupInterval: groupInterval})
 		},
 	}
 	cmd.Flags().IntVar(&count, "count", 1_000_000, "records to pass end to end")
@@ -48,16 +49,18 @@ percentiles.`,
 	cmd.Flags().IntVar(&rate, "rate", 0, "append this many records per second and report latency (0: as fast as possible)")
 	cmd.Flags().StringVar(&codec, "codec", "s2", "batch codec: none, s2 or zstd")
 	cmd.Flags().StringVar(&syncPol, "sync", "group", "sync policy: each, group or none")
+	cmd.Flags().DurationVar(&groupInterval, "group-interval", 0, "group commit: longest wait for more records before an fsync (0: the spool default)")
 	benchCmd.AddCommand(cmd)
 }
 
-func benchPull(ctx context.Context, cmd *cobra.Command, count, size, rate int, codec spool.Codec, sp spool.SyncPolicy) error {
+func benchPull(ctx context.Context, cmd *cobra.Command, count, size, rate int, scfg spool.Config) error {
 	dir, err := os.MkdirTemp("", "fastmq-bench-pull-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	l, err := spool.Open(spool.Config{Dir: dir, Codec: codec, Sync: sp})
+	scfg.Dir = dir
+	l, err := spool.Open(scfg)
 	if err != nil {
 		return err
 	}
@@ -102,7 +105,7 @@ func benchPull(ctx context.Context, cmd *cobra.Command, count, size, rate int, c
 		return err
 	}
 	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "pull end to end: %d records of %d B, codec %s, sync %s, tcp loopback\n", count, size, codec, sp)
+	fmt.Fprintf(out, "pull end to end: %d records of %d B, codec %s, sync %s, tcp loopback\n", count, size, scfg.Codec, scfg.Sync)
 	fmt.Fprintf(out, "  %.0f records/s, %.1f MB/s, %.2fs\n", float64(count)/el.Seconds(), float64(count*size)/el.Seconds()/1e6, el.Seconds())
 	if rate > 0 {
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
