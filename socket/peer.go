@@ -60,8 +60,8 @@ func (p *peer) cause() error {
 // serveConn handshakes on c and, if that succeeds, runs the peer until the
 // connection ends. It reports whether the handshake succeeded.
 func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
-	remote := ep
-	if a := c.RemoteAddr(); a != nil && a.Network() != "pipe" && a.String() != "" {
+	remote := ep // unix and inproc peers have no useful address
+	if a := c.RemoteAddr(); a != nil && a.Network() == "tcp" {
 		remote = a.String()
 	}
 	s.mu.Lock()
