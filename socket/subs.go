@@ -1,25 +1,60 @@
 package socket
 
-import "bytes"
+import (
+	"bytes"
+	"slices"
+)
 
 // subList is an immutable set of subscription prefixes with reference
 // counts; changes produce a new list (copy on write) so readers need no
-// lock.
+// lock. Matching costs one map lookup per distinct prefix length, so many
+// subscriptions of similar length stay cheap.
 type subList struct {
 	prefixes [][]byte
 	counts   []int
+	set      map[string]struct{} // the prefixes
+	lens     []int               // distinct prefix lengths, ascending
 }
 
 func (l *subList) match(b []byte) bool {
 	if l == nil {
 		return false
 	}
-	for _, p := range l.prefixes {
-		if bytes.HasPrefix(b, p) {
+	if len(l.prefixes) <= 8 {
+		for _, p := range l.prefixes {
+			if bytes.HasPrefix(b, p) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, n := range l.lens {
+		if n > len(b) {
+			return false
+		}
+		if _, ok := l.set[string(b[:n])]; ok {
 			return true
 		}
 	}
 	return false
+}
+
+// build fills in the lookup structures of a new list.
+func (l *subList) build() *subList {
+	if len(l.prefixes) <= 8 {
+		return l
+	}
+	l.set = make(map[string]struct{}, len(l.prefixes))
+	seen := make(map[int]bool)
+	for _, p := range l.prefixes {
+		l.set[string(p)] = struct{}{}
+		if !seen[len(p)] {
+			seen[len(p)] = true
+			l.lens = append(l.lens, len(p))
+		}
+	}
+	slices.Sort(l.lens)
+	return l
 }
 
 func (l *subList) index(topic []byte) int {
@@ -44,11 +79,11 @@ func (l *subList) add(topic []byte) (*subList, bool) {
 	}
 	if i := n.index(topic); i >= 0 {
 		n.counts[i]++
-		return n, false
+		return n.build(), false
 	}
 	n.prefixes = append(n.prefixes, bytes.Clone(topic))
 	n.counts = append(n.counts, 1)
-	return n, true
+	return n.build(), true
 }
 
 // remove returns the list with topic's count decremented and whether the
@@ -64,11 +99,11 @@ func (l *subList) remove(topic []byte) (*subList, bool) {
 	}
 	n.counts[i]--
 	if n.counts[i] > 0 {
-		return n, false
+		return n.build(), false
 	}
 	n.prefixes = append(n.prefixes[:i], n.prefixes[i+1:]...)
 	n.counts = append(n.counts[:i], n.counts[i+1:]...)
-	return n, true
+	return n.build(), true
 }
 
 func (l *subList) topics() [][]byte {
