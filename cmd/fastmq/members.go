@@ -34,12 +34,16 @@ func formatMember(m discovery.Member) string {
 	return b.String()
 }
 
-// memberLines lists the mesh without the observer itself, keyed by name.
+// observerTag marks the short-lived nodes of "fastmq members", so that the
+// command does not list its own or earlier runs' observers.
+const observerTag = "fastmq-observer"
+
+// memberLines lists the mesh without observers, keyed by name.
 // RTT is left out so that --watch reports changes of state only.
 func memberLines(m *discovery.Membership) map[string]string {
 	out := map[string]string{}
 	for _, mem := range m.Members() {
-		if mem.Name == m.Name() {
+		if mem.Name == m.Name() || mem.Tags[observerTag] != "" {
 			continue
 		}
 		mem.RTT = 0
@@ -114,8 +118,9 @@ func init() {
 		Long: "Join the mesh as a short-lived observer node, print every member " +
 			"(name, gossip address, status alive/leaving/left/failed, advertised services " +
 			"and spool), then leave. With --watch keep printing members whose state " +
-			"changes until SIGINT/SIGTERM. The observer itself is not listed; it stays " +
-			"in the others' lists as left until serf's tombstone timeout.",
+			"changes until SIGINT/SIGTERM. Observers (this command's own nodes, tagged " +
+			observerTag + ") are not listed; they stay in serf's member lists as left " +
+			"until its tombstone timeout.",
 		Example: "  fastmq members --join 127.0.0.1:7946\n  fastmq members --join 10.0.0.5:7946 --key $KEY --watch",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -136,6 +141,7 @@ func init() {
 			if err != nil {
 				return err
 			}
+			cfg.Tags = map[string]string{observerTag: "1"}
 			return runMembers(cmd.Context(), cfg, watch, cmd.OutOrStdout())
 		},
 	}
