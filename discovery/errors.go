@@ -32,6 +32,7 @@ type TagsTooLargeError struct {
 	Limit int // the budget, in bytes (512)
 }
 
+// Error reports the encoded size and the limit.
 func (e *TagsTooLargeError) Error() string {
 	return fmt.Sprintf("discovery: advertisement too large for gossip tags: %d bytes encoded, limit %d", e.Size, e.Limit)
 }
@@ -49,6 +50,7 @@ type KeyError struct {
 	Messages map[string]string // node name -> error message
 }
 
+// Error summarises the answers and lists the failures.
 func (e *KeyError) Error() string {
 	return fmt.Sprintf("discovery: key %s: %d of %d nodes answered, %d failed: %v", e.Op, e.NumResp, e.NumNodes, e.NumErr, e.Messages)
 }
