@@ -210,3 +210,47 @@ func TestCLIPublishStopsOnInterrupt(t *testing.T) {
 		t.Fatalf("publish after SIGINT: %v\n%s", err, p.stderr())
 	}
 }
+
+// TestCLIAgentsAndMembers runs two agents, lists the mesh with members,
+// and stops one agent with SIGTERM: it leaves gracefully and exits 0.
+func TestCLIAgentsAndMembers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	dir := t.TempDir()
+	g1, g2 := freePort(t), freePort(t)
+	a1 := startCLI(t, "agent", "--name", "a1", "--data", filepath.Join(dir, "a1"), "--gossip", g1)
+	if got := a1.line(); !strings.HasPrefix(got, "node a1 gossip "+g1) {
+		t.Fatalf("agent a1 said %q", got)
+	}
+	a2 := startCLI(t, "agent", "--name", "a2", "--data", filepath.Join(dir, "a2"), "--gossip", g2, "--join", g1)
+	if got := a2.line(); !strings.HasPrefix(got, "node a2") {
+		t.Fatalf("agent a2 said %q", got)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out := strings.Join(startCLI(t, "members", "--join", g1).mustSucceed(), "\n")
+		if strings.Contains(out, "a1\t"+g1+"\talive") && strings.Contains(out, "a2\t"+g2+"\talive") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("members never listed both agents alive:\n%s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	a2.cmd.Process.Signal(syscall.SIGTERM)
+	if _, err := a2.wait(); err != nil {
+		t.Fatalf("agent a2 after SIGTERM: %v\n%s", err, a2.stderr())
+	}
+	if !strings.Contains(a2.stderr(), "left cluster") {
+		t.Fatalf("agent a2 did not leave gracefully:\n%s", a2.stderr())
+	}
+	a1.cmd.Process.Signal(syscall.SIGTERM)
+	if _, err := a1.wait(); err != nil {
+		t.Fatalf("agent a1 after SIGTERM: %v", err)
+	}
+	bad := startCLI(t, "members", "--join", g1, "--key", "AAAA")
+	if _, err := bad.wait(); err == nil {
+		t.Fatal("members with a nonsense key succeeded")
+	}
+}
