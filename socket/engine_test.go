@@ -791,3 +791,31 @@ func TestHeartbeatLiveness(t *testing.T) {
 		t.Fatal("ZMTP 3.0 peer received traffic")
 	}
 }
+
+func TestConnectBeforeBind(t *testing.T) {
+	matrix(t, func(t *testing.T, ep func() string) {
+		ctx := tctx(t)
+		addr := ep()
+		if strings.HasPrefix(addr, "tcp://") {
+			// Reserve a port, then free it so that nothing listens there.
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr = "tcp://" + l.Addr().String()
+			l.Close()
+		}
+		push := mk(t, Push, Config{ReconnectInterval: 5 * time.Millisecond, ReconnectIntervalMax: 20 * time.Millisecond})
+		connect(t, push, addr)
+		waitEv(t, push, EventConnectRetried)
+		waitEv(t, push, EventConnectRetried)
+		if push.Stats().ConnectRetries < 2 {
+			t.Fatalf("stats %+v", push.Stats())
+		}
+		pull := mk(t, Pull, Config{})
+		bind(t, pull, addr)
+		waitEv(t, push, EventConnected)
+		mustSend(t, ctx, push, "late")
+		eq(t, mustRecv(t, ctx, pull), "late")
+	})
+}
