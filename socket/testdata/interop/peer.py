@@ -202,7 +202,13 @@ def main():
             for i in range(n):
                 out(fmt(s.recv_multipart()))
     elif r == "authfail":
-        s.send(b"should-not-arrive")
+        # Never block here: if the server rejects the handshake first,
+        # libzmq tears the pipe down and a blocking send waits for the
+        # timeout. The monitor below is what decides.
+        try:
+            s.send(b"should-not-arrive", zmq.NOBLOCK)
+        except zmq.Again:
+            pass
         failed = (zmq.EVENT_HANDSHAKE_FAILED_AUTH |
                   zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL |
                   zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
