@@ -25,6 +25,7 @@ type Damage struct {
 	Tail    bool // nothing valid follows it in the last segment: a torn tail, which Open truncates
 }
 
+// String describes the damage with its segment, byte position and offset.
 func (d Damage) String() string {
 	s := fmt.Sprintf("segment %s byte %d offset %d: %s", d.Segment, d.Pos, d.Offset, d.Reason)
 	if d.Tail {

@@ -38,6 +38,7 @@ type StateError struct {
 	Err     error
 }
 
+// Error describes the bad state file and what was done with it.
 func (e *StateError) Error() string {
 	if e.MovedTo != "" {
 		return fmt.Sprintf("%v (state file %s, moved to %s)", e.Err, e.File, e.MovedTo)

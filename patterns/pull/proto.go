@@ -38,6 +38,7 @@ const (
 	StatusUnavailable Status = 6 // the server is shutting down
 )
 
+// String returns the status in words.
 func (s Status) String() string {
 	switch s {
 	case StatusOK:
