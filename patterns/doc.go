@@ -5,6 +5,8 @@
 //     requests over a ROUTER socket; a consumer discovers every publisher of a
 //     stream, pulls from each with long polling, delivers in per-publisher
 //     order and records its own offsets.
+//   - collect: the collector half of log shipping, writing each publisher's
+//     records to its own file exactly once across restarts.
 //
 // The packages socket, spool and discovery never import patterns.
 package patterns
