@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/fastmq/fastmq/internal/fsutil"
 )
 
 // batchIdx is the in-memory index entry of one stored batch.
@@ -188,16 +190,8 @@ func findValidAfter(f *os.File, from, size int64, expect uint64, maxBatch int) (
 
 // fsyncDir fsyncs a directory so that creates, renames and deletes in it are durable.
 func fsyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("spool: fsync directory: %w", err)
+	if err := fsutil.SyncDir(dir); err != nil {
+		return fmt.Errorf("spool: %w", err)
 	}
 	return nil
 }

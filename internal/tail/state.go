@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
+
+	"github.com/fastmq/fastmq/internal/fsutil"
 )
 
 // State file limits, enforced by the decoder before anything is trusted.
@@ -159,45 +159,11 @@ func decodeState(data []byte) ([]pathState, error) {
 	return out, nil
 }
 
-// writeFileAtomic replaces name with data crash-safely: write a temporary
-// file in the same directory, fsync it, rename it over name, fsync the
-// directory.
-func writeFileAtomic(name string, data []byte) (err error) {
-	dir := filepath.Dir(name)
-	tmp, err := os.CreateTemp(dir, filepath.Base(name)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("tail: create temporary state file: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(data); err != nil {
-		return fmt.Errorf("tail: write temporary state file: %w", err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("tail: fsync temporary state file: %w", err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("tail: close temporary state file: %w", err)
-	}
-	if err = os.Rename(tmp.Name(), name); err != nil {
-		return fmt.Errorf("tail: rename state file into place: %w", err)
-	}
-	return syncDir(dir)
-}
-
-// syncDir fsyncs a directory so that a rename or create in it is durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("tail: open directory for fsync: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("tail: fsync directory %s: %w", dir, err)
+// writeFileAtomic replaces name with data crash-safely (temporary file,
+// fsync, rename, directory fsync).
+func writeFileAtomic(name string, data []byte) error {
+	if err := fsutil.WriteFileAtomic(name, data, 0o644); err != nil {
+		return fmt.Errorf("tail: save state: %w", err)
 	}
 	return nil
 }

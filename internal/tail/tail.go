@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fastmq/fastmq/internal/fsutil"
 )
 
 // Sentinel errors. Callers test them with errors.Is.
@@ -277,7 +279,7 @@ func (t *Tailer) loadState() (map[string]pathState, error) {
 		if rerr := os.Rename(t.cfg.StateFile, aside); rerr != nil {
 			return nil, fmt.Errorf("tail: move unusable state file aside: %w (it was unusable: %v)", rerr, err)
 		}
-		if serr := syncDir(filepath.Dir(aside)); serr != nil {
+		if serr := fsutil.SyncDir(filepath.Dir(aside)); serr != nil {
 			return nil, serr
 		}
 		se.MovedTo = aside

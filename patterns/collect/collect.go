@@ -27,6 +27,8 @@ import (
 
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/socket"
+
+	"github.com/fastmq/fastmq/internal/fsutil"
 )
 
 // Config configures a Collector.
@@ -391,28 +393,8 @@ func (c *Collector) Close() error {
 
 // writeAtomic replaces name with data crash-safely.
 func writeAtomic(name string, data []byte) error {
-	tmp := name + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
+	if err := fsutil.WriteFileAtomic(name, data, 0o644); err != nil {
 		return fmt.Errorf("collect: %w", err)
-	}
-	_, werr := f.Write(data)
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("collect: write %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, name); err != nil {
-		return fmt.Errorf("collect: %w", err)
-	}
-	d, err := os.Open(filepath.Dir(name))
-	if err != nil {
-		return fmt.Errorf("collect: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("collect: sync directory of %s: %w", name, err)
 	}
 	return nil
 }
