@@ -60,7 +60,10 @@ type Config struct {
 	// differs from the first bound endpoint (for example a bind on 0.0.0.0).
 	SpoolAdvertise string
 	// Spool is the template for every stream's spool; Dir is set per
-	// stream.
+	// stream. A zero Spool.GroupInterval means adaptive group commit here
+	// (spool's negative interval): every fsync takes the records written
+	// during the previous one, which keeps latency at one fsync at low rates
+	// and still batches under load.
 	Spool spool.Config
 	// Socket configures the spool server's and consumers' sockets.
 	Socket socket.Config
@@ -245,6 +248,9 @@ func (n *Node) Stream(name string) (*spool.Log, error) {
 	}
 	scfg := n.cfg.Spool
 	scfg.Dir = filepath.Join(n.cfg.DataDir, "streams", name)
+	if scfg.GroupInterval == 0 {
+		scfg.GroupInterval = -1
+	}
 	if scfg.Logger == nil {
 		scfg.Logger = n.cfg.Logger
 	}

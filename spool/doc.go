@@ -96,7 +96,9 @@
 // acknowledged. [SyncEach] fsyncs every group before acknowledging it (so
 // concurrent appenders share fsyncs); [SyncGroup] waits until
 // [Config.GroupRecords] records are written or [Config.GroupInterval] has
-// passed since the first unsynced one; [SyncNone] acknowledges once written to
+// passed since the first unsynced one (with a negative GroupInterval it
+// waits for nothing: each fsync takes what was written during the previous
+// one); [SyncNone] acknowledges once written to
 // the OS (it survives the process, not the machine). [Log.AppendAsync] lets one
 // goroutine keep several appends in flight. New segments are created as a
 // temporary file (header and zeros), fsynced and renamed into place. The

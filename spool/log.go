@@ -30,7 +30,10 @@ type Config struct {
 	// GroupRecords: with SyncGroup, fsync as soon as this many records wait (0 = 1024).
 	GroupRecords int
 	// GroupInterval: with SyncGroup, fsync at most this long after the first
-	// unsynced record was written (0 = 1ms).
+	// unsynced record was written (0 = 1ms). Negative means no added wait:
+	// fsync as soon as the previous fsync is done, so the records that
+	// arrive during one fsync form the next group (the lowest latency;
+	// groups still grow with the load).
 	GroupInterval time.Duration
 	// Codec compresses each stored batch (default CodecNone).
 	Codec Codec
@@ -61,7 +64,7 @@ func (c Config) normalize() (Config, error) {
 	if c.GroupRecords <= 0 {
 		c.GroupRecords = 1024
 	}
-	if c.GroupInterval <= 0 {
+	if c.GroupInterval == 0 {
 		c.GroupInterval = time.Millisecond
 	}
 	if c.SegmentBytes <= 0 {
@@ -913,7 +916,7 @@ func (l *Log) syncer() {
 				break more
 			}
 		}
-		if l.cfg.Sync == SyncGroup && !force && open && records < l.cfg.GroupRecords {
+		if l.cfg.Sync == SyncGroup && l.cfg.GroupInterval > 0 && !force && open && records < l.cfg.GroupRecords {
 			timer.Reset(l.cfg.GroupInterval)
 		wait:
 			for records < l.cfg.GroupRecords && !force {

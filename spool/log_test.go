@@ -542,3 +542,18 @@ func TestAppendCanceled(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestGroupWithoutWait checks that a negative GroupInterval syncs without
+// waiting for more records: with GroupRecords out of reach, a positive
+// interval of an hour would hold this Append for that hour.
+func TestGroupWithoutWait(t *testing.T) {
+	l := openT(t, Config{Dir: t.TempDir(), GroupInterval: -1, GroupRecords: 1 << 20})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := 0; i < 3; i++ {
+		off, err := l.Append(ctx, Record{Value: []byte("x")})
+		if err != nil || off != uint64(i) {
+			t.Fatalf("append %d: offset %d, %v", i, off, err)
+		}
+	}
+}

@@ -49,7 +49,7 @@ percentiles.`,
 	cmd.Flags().IntVar(&rate, "rate", 0, "append this many records per second and report latency (0: as fast as possible)")
 	cmd.Flags().StringVar(&codec, "codec", "s2", "batch codec: none, s2 or zstd")
 	cmd.Flags().StringVar(&syncPol, "sync", "group", "sync policy: each, group or none")
-	cmd.Flags().DurationVar(&groupInterval, "group-interval", 0, "group commit: longest wait for more records before an fsync (0: the spool default)")
+	cmd.Flags().DurationVar(&groupInterval, "group-interval", -1, "group commit: longest wait for more records before an fsync (negative: none, as a node's streams; 0: the spool default of 1ms)")
 	benchCmd.AddCommand(cmd)
 }
 
