@@ -19,6 +19,9 @@ var (
 	ErrCorrupt = errors.New("spool: corrupt data")
 	// ErrTooLarge is returned when a record or batch exceeds the configured limits.
 	ErrTooLarge = errors.New("spool: too large")
+	// ErrInvalidRecord is returned by Append for a record it cannot store,
+	// such as one with a time before 1970 or after 2116.
+	ErrInvalidRecord = errors.New("spool: invalid record")
 	// ErrUnsupportedVersion matches *VersionError.
 	ErrUnsupportedVersion = errors.New("spool: unsupported format version")
 )

@@ -236,7 +236,9 @@ func decodeRecord(p []byte, minTime int64, r *Record) (int, string) {
 		b = b[1:]
 	} else {
 		nh, k := binary.Uvarint(b)
-		if k <= 0 || nh > uint64(len(b)) {
+		// Each header takes at least two bytes (two length varints), so a
+		// count above len(b)/2 is a lie; never allocate on its word.
+		if k <= 0 || nh > uint64(len(b)-k)/2 {
 			return 0, "bad header count"
 		}
 		b = b[k:]

@@ -575,6 +575,12 @@ func (l *Log) AppendAsync(ctx context.Context, recs ...Record) (*Ack, error) {
 		if n := recordBodyLen(&recs[i], 1<<62); n > l.cfg.MaxRecordBytes {
 			return nil, fmt.Errorf("%w: record %d is %d bytes, limit %d", ErrTooLarge, i, n, l.cfg.MaxRecordBytes)
 		}
+		// Times within a batch are stored as offsets of up to 2^62 ns from
+		// its first; keeping every time in [1970, 2116) keeps any mix of
+		// records in one batch decodable.
+		if t := recs[i].Time; !t.IsZero() && (t.UnixNano() < 0 || t.UnixNano() >= 1<<62 || t.Before(minRecordTime)) {
+			return nil, fmt.Errorf("%w: record %d has time %s, outside %s to %s", ErrInvalidRecord, i, t.UTC().Format(time.RFC3339), minRecordTime.Format(time.RFC3339), maxRecordTime.Format(time.RFC3339))
+		}
 	}
 	a := &Ack{recs: recs, now: time.Now().UnixNano(), encoded: make(chan struct{}), done: make(chan struct{})}
 	if len(recs) == 0 {
@@ -942,6 +948,12 @@ func (l *Log) syncer() {
 	}
 }
 
+// The range of record times a spool stores (see AppendAsync).
+var (
+	minRecordTime = time.Unix(0, 0).UTC()
+	maxRecordTime = time.Unix(0, 1<<62).UTC()
+)
+
 // slowFsync: fsyncs that take longer are logged.
 const slowFsync = 500 * time.Millisecond
 
@@ -949,7 +961,12 @@ const slowFsync = 500 * time.Millisecond
 // batches and acknowledges the appends.
 func (l *Log) commit(batch []*pendingWrite, doSync bool) {
 	var err error
-	if doSync && l.failure() == nil {
+	if doSync {
+		// After a failed write or fsync nothing more is acknowledged: the
+		// groups written before the failure was known were never synced.
+		err = l.failure()
+	}
+	if doSync && err == nil {
 		var bytes int64
 		for _, pw := range batch {
 			for _, c := range pw.chunks {

@@ -557,3 +557,51 @@ func TestGroupWithoutWait(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordTimeRange checks that times a batch could not store are
+// refused before anything is written, and that extreme valid times mixed in
+// one batch read back.
+func TestRecordTimeRange(t *testing.T) {
+	l := openT(t, Config{Dir: t.TempDir()})
+	ctx := context.Background()
+	for _, bad := range []time.Time{time.Date(1880, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		if _, err := l.Append(ctx, Record{Value: []byte("x"), Time: bad}); !errors.Is(err, ErrInvalidRecord) {
+			t.Fatalf("time %v: got %v, want ErrInvalidRecord", bad, err)
+		}
+	}
+	lo, hi := time.Unix(0, 1), time.Unix(0, 1<<62-1)
+	if _, err := l.Append(ctx, Record{Value: []byte("lo"), Time: lo}, Record{Value: []byte("hi"), Time: hi}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := l.NewReader(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, want := range []time.Time{lo, hi} {
+		rec, err := r.Next(ctx)
+		if err != nil || !rec.Time.Equal(want) {
+			t.Fatalf("read %v, %v; want time %v", rec.Time, err, want)
+		}
+	}
+}
+
+// TestOffsetsFileNull checks that an offsets file holding JSON null is
+// read as empty and committed to, not a crash.
+func TestOffsetsFileNull(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, offsetsFile), []byte("null"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenOffsets(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Commit("p", "s", 5); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := s.Get("p", "s"); !ok || v != 5 {
+		t.Fatalf("got %d %v", v, ok)
+	}
+}

@@ -46,6 +46,14 @@ func OpenOffsets(dir string) (*OffsetStore, error) {
 			lock.Close()
 			return nil, fmt.Errorf("%w: offsets file: %v", ErrCorrupt, err)
 		}
+		if s.m == nil { // the file said null
+			s.m = map[string]map[string]uint64{}
+		}
+		for src, m := range s.m {
+			if m == nil {
+				delete(s.m, src)
+			}
+		}
 	}
 	return s, nil
 }
@@ -63,7 +71,12 @@ func (s *OffsetStore) Commit(source, stream string, next uint64) error {
 		s.m[source] = map[string]uint64{}
 	}
 	s.m[source][stream] = next
-	if err := s.writeLocked(); err != nil {
+	if renamed, err := s.writeLocked(); err != nil {
+		if renamed {
+			// The new file is in place; only its directory entry may not
+			// be durable yet. Memory keeps what the file says.
+			return err
+		}
 		if had {
 			s.m[source][stream] = old
 		} else {
@@ -74,19 +87,21 @@ func (s *OffsetStore) Commit(source, stream string, next uint64) error {
 	return nil
 }
 
-func (s *OffsetStore) writeLocked() error {
+// writeLocked replaces the offsets file; renamed reports whether the new
+// file was renamed into place (even if the directory fsync then failed).
+func (s *OffsetStore) writeLocked() (renamed bool, err error) {
 	b, err := json.Marshal(s.m)
 	if err != nil {
-		return fmt.Errorf("spool: encode offsets: %w", err)
+		return false, fmt.Errorf("spool: encode offsets: %w", err)
 	}
 	tmp := filepath.Join(s.dir, offsetsFile+".tmp")
 	if err := writeSynced(tmp, b); err != nil {
-		return err
+		return false, err
 	}
 	if err := os.Rename(tmp, filepath.Join(s.dir, offsetsFile)); err != nil {
-		return fmt.Errorf("spool: commit offsets: %w", err)
+		return false, fmt.Errorf("spool: commit offsets: %w", err)
 	}
-	return fsyncDir(s.dir)
+	return true, fsyncDir(s.dir)
 }
 
 // Get returns the committed next offset for (source, stream).

@@ -386,3 +386,55 @@ func TestTornSegmentCreation(t *testing.T) {
 		t.Fatalf("append: %d %v", first, err)
 	}
 }
+
+// TestTornTailHoldingABatch tears the last batch of a log whose last record
+// carries a whole valid batch as its value (a relayed ReadRaw): recovery
+// must see a torn tail, not a valid batch after damage.
+func TestTornTailHoldingABatch(t *testing.T) {
+	src := openT(t, Config{Dir: t.TempDir()})
+	ctx := context.Background()
+	// Two batches, so that the embedded one has base offset 1: exactly
+	// where the torn batch's records would continue.
+	for _, v := range []string{"inner-0", "inner-1"} {
+		if _, err := src.Append(ctx, Record{Value: []byte(v)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, _, err := src.ReadRaw(1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	l, err := Open(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(ctx, Record{Value: []byte("first")}); err != nil {
+		t.Fatal(err)
+	}
+	payload := append(append([]byte{}, raw...), make([]byte, 64)...)
+	if _, err := l.Append(ctx, Record{Value: payload}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seg := filepath.Join(dir, segName(0))
+	fi, err := os.Stat(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Lose the last 32 bytes: the end of the second batch, after the
+	// embedded one.
+	if err := os.Truncate(seg, fi.Size()-32); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := Open(Config{Dir: dir})
+	if err != nil {
+		t.Fatalf("open after a torn tail: %v", err)
+	}
+	defer l2.Close()
+	if l2.NextOffset() != 1 {
+		t.Fatalf("next offset %d after recovery, want 1 (the torn batch cut)", l2.NextOffset())
+	}
+}

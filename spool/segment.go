@@ -163,6 +163,21 @@ func (w *window) at(pos int64, n int) ([]byte, error) {
 // checksum, base offset at or after expect) starting after position from. It
 // tells torn tails (nothing valid follows) from damage in the middle.
 func findValidAfter(f *os.File, from, size int64, expect uint64, maxBatch int) (int64, bool, error) {
+	// When the damaged batch's own header is sound, its payload is not
+	// searched: a record value may well hold a whole valid batch (a relayed
+	// ReadRaw, say). Whatever follows must start after its claimed end.
+	if size-from >= batchHeaderLen {
+		hb := make([]byte, batchHeaderLen)
+		if _, err := f.ReadAt(hb, from); err == nil {
+			if h := parseBatchHeader(hb); h.Base == expect && checkBatchHeader(h, maxBatch) == "" {
+				end := from + int64(h.Len)
+				if end >= size {
+					return 0, false, nil // it runs to the end of the file: a torn tail
+				}
+				from, expect = end-1, expect+uint64(h.Count)
+			}
+		}
+	}
 	if size-from-1 < batchHeaderLen {
 		return 0, false, nil
 	}
