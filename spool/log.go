@@ -1180,8 +1180,15 @@ func (l *Log) SeekTime(t time.Time) (uint64, error) {
 		return 0, ErrClosed
 	}
 	i := sort.Search(len(l.segs), func(i int) bool {
-		s := l.segs[i]
-		return len(s.batches) > 0 && s.batches[len(s.batches)-1].cumMax >= tn
+		// The running maximum time up to the end of segment i: an empty
+		// segment (left by a repair or a crash after a roll) carries the
+		// maximum of the segments before it, keeping the predicate monotonic.
+		for k := i; k >= 0; k-- {
+			if s := l.segs[k]; len(s.batches) > 0 {
+				return s.batches[len(s.batches)-1].cumMax >= tn
+			}
+		}
+		return false
 	})
 	for ; i < len(l.segs); i++ {
 		s := l.segs[i]
