@@ -159,7 +159,10 @@ func (c Config) normalized() (Config, error) {
 
 // Msg is one (possibly multipart) message. A Msg passed to Send belongs to
 // the socket afterwards: do not modify its frames. A Msg returned by Recv
-// belongs to the caller.
+// belongs to the caller; to save allocations, the frames of successive
+// received messages may share backing arrays, but each frame is capped at
+// its own length and the socket never writes to or reuses them, so the
+// caller may modify, append to and keep them freely.
 type Msg struct {
 	Frames [][]byte
 }

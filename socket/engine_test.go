@@ -819,3 +819,37 @@ func TestConnectBeforeBind(t *testing.T) {
 		eq(t, mustRecv(t, ctx, pull), "late")
 	})
 }
+
+// The receive queue is filled in batches and its reader resumes only once
+// it has drained to half: it must still never hold more than RecvHWM
+// messages, and lose or reorder none.
+func TestRecvHWMBatches(t *testing.T) {
+	matrix(t, func(t *testing.T, ep func() string) {
+		ctx := tctx(t)
+		const hwm, n = 10, 500
+		pull := mk(t, Pull, Config{RecvHWM: hwm})
+		push := mk(t, Push, Config{})
+		connect(t, push, bind(t, pull, ep()))
+		waitPeers(t, push, 1)
+		sent := make(chan error, 1)
+		go func() {
+			for i := range n {
+				if err := push.Send(ctx, NewMsgString(fmt.Sprint(i), "x")); err != nil {
+					sent <- err
+					return
+				}
+			}
+			sent <- nil
+		}()
+		waitFor(t, "queue full", func() bool { return pull.queued() == hwm })
+		for i := range n {
+			if q := pull.queued(); q > hwm {
+				t.Fatalf("%d messages queued, RecvHWM %d", q, hwm)
+			}
+			eq(t, mustRecv(t, ctx, pull), fmt.Sprint(i), "x")
+		}
+		if err := <-sent; err != nil {
+			t.Fatal(err)
+		}
+	})
+}

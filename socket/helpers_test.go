@@ -147,7 +147,7 @@ func runtimeGosched() { runtime.Gosched() }
 func (s *Socket) queued() int {
 	n := int(s.leftN.Load())
 	for _, p := range *s.peers.Load() {
-		n += len(p.in)
+		n += p.inq.len()
 	}
 	return n
 }

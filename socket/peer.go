@@ -25,7 +25,7 @@ type peer struct {
 	w        *zmtp.Writer
 
 	out    chan Msg
-	in     chan Msg
+	inq    *inQueue
 	ctrl   chan zmtp.Command
 	replay []Msg // subscriptions to announce first (SUB/XSUB)
 
@@ -39,7 +39,17 @@ type peer struct {
 
 	peerTTL   time.Duration // from the peer's PINGs (reader only)
 	lastAlive time.Time     // last read deadline extension (reader only)
+
+	// Reader only: decoded messages not yet in inq, the room inq had
+	// when last seen, and a block to carve frame slices from.
+	batch  []Msg
+	inRoom int
+	fbuf   [][]byte
 }
+
+// maxBatch bounds the messages the reader decodes before handing them to
+// the receive queue.
+const maxBatch = 256
 
 func (p *peer) shutdown(err error) {
 	p.quitOnce.Do(func() {
@@ -81,7 +91,8 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 		r:        zmtp.NewReader(c, 0),
 		w:        zmtp.NewWriter(c, 0),
 		out:      make(chan Msg, s.cfg.SendHWM),
-		in:       make(chan Msg, s.cfg.RecvHWM),
+		inq:      newInQueue(s.cfg.RecvHWM),
+		inRoom:   s.cfg.RecvHWM,
 		ctrl:     make(chan zmtp.Command, 16),
 		quit:     make(chan struct{}),
 	}
@@ -190,8 +201,15 @@ func (p *peer) readLoop() error {
 	s := p.s
 	p.alive(true)
 	for {
-		frames, cmd, err := p.r.Next(nil)
+		if !p.r.Complete() {
+			// The next read may block: hand over what we have first, and
+			// count the traffic we had as a sign of life.
+			p.flushIn()
+			p.alive(false)
+		}
+		frames, cmd, err := p.r.Next(p.frameBuf())
 		if err != nil {
+			p.flushIn()
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() && !s.closed.Load() {
 				return errHeartbeat
@@ -201,13 +219,14 @@ func (p *peer) readLoop() error {
 			}
 			return err
 		}
-		p.alive(false)
 		if frames == nil {
 			if err := p.command(cmd); err != nil {
+				p.flushIn()
 				return err
 			}
 			continue
 		}
+		frames = p.tookFrames(frames)
 		if s.closed.Load() {
 			continue // lingering: discard input
 		}
@@ -233,27 +252,67 @@ func (p *peer) readLoop() error {
 	}
 }
 
-// deliver queues an incoming message for Recv, blocking while this peer's
-// receive queue is full.
+// frameBuf returns an empty slice for Next to append frames to, carved
+// from a shared block. Messages handed to Recv keep their frame slices;
+// the block is never reused, only replaced.
+func (p *peer) frameBuf() [][]byte {
+	if cap(p.fbuf) < 4 {
+		p.fbuf = make([][]byte, 0, 256)
+	}
+	return p.fbuf[:0]
+}
+
+// tookFrames accounts for the frames Next stored in the block returned by
+// frameBuf, capping the message's slice so appending to it cannot touch
+// the next message's frames.
+func (p *peer) tookFrames(frames [][]byte) [][]byte {
+	n := len(frames)
+	if n == 0 || n > cap(p.fbuf) || &frames[0] != &p.fbuf[:1][0] {
+		return frames // Next had to allocate its own
+	}
+	p.fbuf = p.fbuf[n:n:cap(p.fbuf)]
+	return frames[:n:n]
+}
+
+// deliver queues an incoming message for Recv (reader goroutine only). It
+// is batched with the messages already decoded and handed over when the
+// batch is full, the receive queue may not have room for more, or the
+// reader is about to wait for input.
 func (p *peer) deliver(m Msg) {
+	p.batch = append(p.batch, m)
+	if len(p.batch) >= maxBatch || len(p.batch) >= p.inRoom {
+		p.flushIn()
+	}
+}
+
+// flushIn moves the batch into the receive queue, blocking while the queue
+// is full. Closing the peer or the socket discards what is left.
+func (p *peer) flushIn() {
 	s := p.s
-	select {
-	case p.in <- m:
-	default:
+	b := p.batch
+	for len(b) > 0 {
+		k, room := p.inq.push(b)
+		b = b[k:]
+		p.inRoom = room
+		if k > 0 && s.rwaiters.Load() > 0 {
+			s.wakeRecv()
+		}
+		if len(b) == 0 {
+			break
+		}
 		select {
-		case p.in <- m:
+		case <-p.inq.room:
 		case <-p.quit:
-			return
+			b = nil
 		case <-s.closing:
-			return
+			b = nil
 		}
 		// We may have stopped reading for a while: do not mistake that
 		// for a dead peer.
 		p.alive(true)
 	}
-	if s.rwaiters.Load() > 0 {
-		s.wakeRecv()
-	}
+	clear(p.batch)
+	p.batch = p.batch[:0]
 }
 
 func (p *peer) command(cmd zmtp.Command) error {

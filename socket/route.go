@@ -244,7 +244,7 @@ func (s *Socket) sendRep(ctx context.Context, m Msg) error {
 // Config.RecvTimeout passes. ROUTER prepends the sender's identity as
 // Frames[0]; REQ and REP strip the envelope. PUB and PUSH return
 // ErrNotSupported; XPUB returns subscription changes (\x01topic,
-// \x00topic). The returned frames belong to the caller.
+// \x00topic). The returned frames belong to the caller (see Msg).
 func (s *Socket) Recv(ctx context.Context) (Msg, error) {
 	if !s.kind.canRecv() {
 		return Msg{}, fmt.Errorf("%w: Recv on %s", ErrNotSupported, s.kind)
@@ -320,10 +320,8 @@ func (s *Socket) tryRecv() (inMsg, bool) {
 	start := s.rrIn.Add(1)
 	for i := uint32(0); i < n; i++ {
 		p := ps[(start+i)%n]
-		select {
-		case m := <-p.in:
+		if m, ok := p.inq.pop(); ok {
 			return inMsg{p: p, m: m}, true
-		default:
 		}
 	}
 	return inMsg{}, false

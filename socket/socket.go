@@ -48,7 +48,7 @@ type Socket struct {
 	room    chan struct{}
 	nextID  atomic.Uint32
 
-	// Incoming side: each peer has its own bounded queue (peer.in); Recv
+	// Incoming side: each peer has its own bounded queue (peer.inq); Recv
 	// visits them round-robin. Messages not tied to a live peer (left in
 	// the queue of a peer that went away, XPUB unsubscriptions) wait in
 	// left.
@@ -493,13 +493,11 @@ func (s *Socket) removePeer(p *peer) {
 	s.peersMu.Unlock()
 	// Keep what the peer sent before it went away.
 	for {
-		select {
-		case m := <-p.in:
-			s.pushLeft(inMsg{p: p, m: m})
-			continue
-		default:
+		m, ok := p.inq.pop()
+		if !ok {
+			break
 		}
-		break
+		s.pushLeft(inMsg{p: p, m: m})
 	}
 	if s.kind == XPub {
 		for _, t := range p.subs.Load().topics() {

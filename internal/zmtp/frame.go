@@ -20,6 +20,13 @@ const (
 // have actually arrived; bigger bodies grow as data is read.
 const chunk = 1 << 20
 
+// Small frame bodies (up to arenaMax bytes) are carved out of shared
+// arenaSize blocks: one allocation per block instead of one per frame.
+const (
+	arenaSize = 64 << 10
+	arenaMax  = 4 << 10
+)
+
 // Command is one decoded command frame.
 type Command struct {
 	Name string
@@ -40,6 +47,7 @@ type Reader struct {
 	// MaxMsgSize does not see.
 	MaxFrames int
 	hdr       [8]byte
+	arena     []byte // unused rest of the current block for small bodies
 }
 
 // NewReader returns a Reader with a read buffer of size bytes (0 = 64 KiB).
@@ -96,7 +104,7 @@ func unexpected(err error) error {
 // data arrives so a lying length cannot make us allocate memory up front.
 func (r *Reader) body(n uint64) ([]byte, error) {
 	if n <= chunk {
-		b := make([]byte, n)
+		b := r.alloc(int(n))
 		if _, err := io.ReadFull(r.br, b); err != nil {
 			return nil, unexpected(err)
 		}
@@ -120,9 +128,60 @@ func (r *Reader) body(n uint64) ([]byte, error) {
 	return b, nil
 }
 
+// alloc returns a zeroed slice of n bytes (n <= chunk). Small slices share
+// a larger block with their neighbours; each is capped at its own length,
+// and no part of a block is ever handed out twice.
+func (r *Reader) alloc(n int) []byte {
+	switch {
+	case n == 0:
+		return []byte{}
+	case n > arenaMax:
+		return make([]byte, n)
+	case n > len(r.arena):
+		r.arena = make([]byte, arenaSize)
+	}
+	b := r.arena[:n:n]
+	r.arena = r.arena[n:]
+	return b
+}
+
+// Complete reports whether a whole message or command is already buffered,
+// so that the next call to Next returns without reading from the
+// underlying stream. It returns true as well when the buffered bytes are
+// already known to be malformed.
+func (r *Reader) Complete() bool {
+	b, _ := r.br.Peek(r.br.Buffered())
+	for {
+		if len(b) < 2 {
+			return false
+		}
+		flags := b[0]
+		var size uint64
+		h := 2
+		if flags&FlagLong != 0 {
+			if len(b) < 9 {
+				return false
+			}
+			size, h = binary.BigEndian.Uint64(b[1:9]), 9
+		} else {
+			size = uint64(b[1])
+		}
+		if uint64(len(b)-h) < size {
+			return false
+		}
+		b = b[h+int(size):]
+		if flags&FlagMore == 0 || flags&FlagCommand != 0 || flags&^flagsMask != 0 {
+			return true
+		}
+	}
+}
+
 // Next reads the next unit of traffic: either one command (cmd.Name != "")
 // or one complete message whose frames are appended to frames[:0] and
-// returned. The frame bodies are freshly allocated and owned by the caller.
+// returned. The frame bodies are owned by the caller and never reused by
+// the Reader; small bodies of successive frames may share one backing
+// array (each slice is capped at its own length, so appending to one
+// cannot overwrite another).
 func (r *Reader) Next(frames [][]byte) ([][]byte, Command, error) {
 	frames = frames[:0]
 	var total uint64

@@ -253,3 +253,98 @@ func TestHandshake(t *testing.T) {
 		t.Fatal("compatibility table")
 	}
 }
+
+// byteFeeder hands out one byte per Read, so that every prefix of a stream
+// is seen as the buffered state at some point.
+type byteFeeder struct{ b []byte }
+
+func (f *byteFeeder) Read(p []byte) (int, error) {
+	if len(f.b) == 0 {
+		return 0, io.EOF
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	p[0] = f.b[0]
+	f.b = f.b[1:]
+	return 1, nil
+}
+
+func TestCompleteAndSharedBodies(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf, 0)
+	msgs := [][][]byte{
+		{[]byte("a")},
+		{[]byte("bb"), {}, bytes.Repeat([]byte("c"), 300)},
+		{bytes.Repeat([]byte("d"), 5000)},
+		{[]byte("e")},
+	}
+	for _, m := range msgs {
+		if err := w.WriteMessage(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.WriteCommand(CmdPing, []byte{0, 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	stream := buf.Bytes()
+
+	// Complete must be false on every strict prefix of a unit and true
+	// once the unit is whole.
+	var ends []int
+	r := NewReader(bytes.NewReader(stream), 0)
+	for {
+		_, _, err := r.Next(nil)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends = append(ends, len(stream)-r.Buffered())
+	}
+	if len(ends) != len(msgs)+1 {
+		t.Fatalf("%d units, want %d", len(ends), len(msgs)+1)
+	}
+	start := 0
+	for _, end := range ends {
+		for n := start; n <= end; n++ {
+			r := NewReader(bytes.NewReader(stream[start:n]), 0)
+			r.br.Peek(n - start) // fill the buffer
+			if got, want := r.Complete(), n == end; got != want {
+				t.Fatalf("unit [%d,%d), %d bytes buffered: Complete=%v, want %v", start, end, n-start, got, want)
+			}
+		}
+		start = end
+	}
+
+	// Bodies may share a block, but each is capped: appending to one
+	// must not change the next.
+	r = NewReader(&byteFeeder{b: stream}, 0)
+	var got [][][]byte
+	for range msgs {
+		f, _, err := r.Next(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, f)
+	}
+	for _, f := range got {
+		for _, b := range f {
+			_ = append(b, 'X')
+		}
+	}
+	for i, m := range msgs {
+		if len(got[i]) != len(m) {
+			t.Fatalf("message %d: %d frames, want %d", i, len(got[i]), len(m))
+		}
+		for j := range m {
+			if !bytes.Equal(got[i][j], m[j]) || got[i][j] == nil {
+				t.Fatalf("message %d frame %d: %q, want %q", i, j, got[i][j], m[j])
+			}
+		}
+	}
+}
