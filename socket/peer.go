@@ -254,10 +254,12 @@ func (p *peer) readLoop() error {
 
 // frameBuf returns an empty slice for Next to append frames to, carved
 // from a shared block. Messages handed to Recv keep their frame slices;
-// the block is never reused, only replaced.
+// the block is never reused, only replaced. The block is kept small
+// because a message the application holds on to keeps the whole block,
+// and through it the other messages' bodies, alive.
 func (p *peer) frameBuf() [][]byte {
 	if cap(p.fbuf) < 4 {
-		p.fbuf = make([][]byte, 0, 256)
+		p.fbuf = make([][]byte, 0, 64)
 	}
 	return p.fbuf[:0]
 }
