@@ -660,8 +660,10 @@ func runLibzmqPerf(ctx context.Context, pattern string, o *benchOpts) (libzmqFig
 		kind = "thr"
 	case "reqrep":
 		kind = "lat"
+	case "pubsub":
+		kind = "pub"
 	default:
-		return libzmqFigure{}, fmt.Errorf("no libzmq figure for %s (pushpull and reqrep only)", pattern)
+		return libzmqFigure{}, fmt.Errorf("no libzmq figure for %s", pattern)
 	}
 	tr := o.transport
 	if tr != "tcp" && tr != "ipc" {

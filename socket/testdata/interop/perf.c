@@ -1,7 +1,7 @@
 /* libzmq local_thr/remote_thr/local_lat/remote_lat in one small program.
  * Declares the few libzmq calls it needs itself, so it builds without the
  * libzmq headers: cc -O2 -o perf perf.c /path/to/libzmq.so.5
- * Usage: perf local_thr|remote_thr|local_lat|remote_lat ENDPOINT SIZE COUNT
+ * Usage: perf local_thr|remote_thr|local_lat|remote_lat|local_sub|remote_pub ENDPOINT SIZE COUNT
  * Output matches perf.py's worker modes. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +18,7 @@ int zmq_send(void *, const void *, size_t, int);
 int zmq_recv(void *, void *, size_t, int);
 int zmq_setsockopt(void *, int, const void *, size_t);
 
-enum { REQ = 3, REP = 4, PULL = 7, PUSH = 8, SNDHWM = 23, RCVHWM = 24, LINGER = 17 };
+enum { PUB = 1, SUB = 2, REQ = 3, REP = 4, PULL = 7, PUSH = 8, SUBSCRIBE = 6, SNDHWM = 23, RCVHWM = 24, LINGER = 17 };
 
 static double now(void) {
 	struct timespec ts;
@@ -53,6 +53,30 @@ int main(int argc, char **argv) {
 		for (long i = 0; i < count - 1; i++)
 			if (zmq_recv(s, buf, size, 0) < 0) die("recv");
 		printf("{\"elapsed_s\": %.9f, \"count\": %ld}\n", now() - t0, count - 1);
+		zmq_close(s);
+	} else if (!strcmp(mode, "local_sub")) {
+		void *s = zmq_socket(ctx, SUB);
+		zmq_setsockopt(s, RCVHWM, &zero, sizeof zero);
+		zmq_setsockopt(s, SUBSCRIBE, "", 0);
+		if (zmq_bind(s, ep)) die("bind");
+		printf("READY\n");
+		fflush(stdout);
+		if (zmq_recv(s, buf, size, 0) < 0) die("recv");
+		double t0 = now();
+		for (long i = 0; i < count - 1; i++)
+			if (zmq_recv(s, buf, size, 0) < 0) die("recv");
+		printf("{\"elapsed_s\": %.9f, \"count\": %ld}\n", now() - t0, count - 1);
+		zmq_close(s);
+	} else if (!strcmp(mode, "remote_pub")) {
+		void *s = zmq_socket(ctx, PUB);
+		zmq_setsockopt(s, SNDHWM, &zero, sizeof zero);
+		zmq_setsockopt(s, LINGER, &minus1, sizeof minus1);
+		if (zmq_connect(s, ep)) die("connect");
+		/* Let the subscription arrive first (the slow joiner). */
+		struct timespec wait = {1, 0};
+		nanosleep(&wait, NULL);
+		for (long i = 0; i < count; i++)
+			if (zmq_send(s, buf, size, 0) < 0) die("send");
 		zmq_close(s);
 	} else if (!strcmp(mode, "remote_thr")) {
 		void *s = zmq_socket(ctx, PUSH);

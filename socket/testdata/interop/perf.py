@@ -47,6 +47,27 @@ def worker(mode, endpoint, size, count):
             s.recv()
         el = time.perf_counter() - t0
         print(json.dumps({"elapsed_s": el, "count": count - 1}), flush=True)
+    elif mode == "local_sub":
+        s = ctx.socket(zmq.SUB)
+        s.rcvhwm = 0
+        s.setsockopt(zmq.SUBSCRIBE, b"")
+        s.bind(endpoint)
+        print("READY", flush=True)
+        s.recv()
+        t0 = time.perf_counter()
+        for _ in range(count - 1):
+            s.recv()
+        el = time.perf_counter() - t0
+        print(json.dumps({"elapsed_s": el, "count": count - 1}), flush=True)
+    elif mode == "remote_pub":
+        s = ctx.socket(zmq.PUB)
+        s.sndhwm = 0
+        s.linger = -1
+        s.connect(endpoint)
+        time.sleep(1)  # the slow joiner: let the subscription arrive
+        msg = b"x" * size
+        for _ in range(count):
+            s.send(msg)
     elif mode == "remote_thr":
         s = ctx.socket(zmq.PUSH)
         s.sndhwm = 0
@@ -120,7 +141,8 @@ def drive(kind, transport, size, count, native):
             exe = [native_binary(tmp)]
         else:
             exe = [sys.executable, os.path.abspath(__file__)]
-        local, remote = ("local_thr", "remote_thr") if kind == "thr" else ("local_lat", "remote_lat")
+        local, remote = {"thr": ("local_thr", "remote_thr"), "lat": ("local_lat", "remote_lat"),
+                         "pub": ("local_sub", "remote_pub")}[kind]
         args = [ep, str(size), str(count)]
         lp = subprocess.Popen(exe + [local] + args, stdout=subprocess.PIPE, text=True)
         if lp.stdout.readline().strip() != "READY":
@@ -132,10 +154,10 @@ def drive(kind, transport, size, count, native):
             sys.exit("perf.py: worker failed")
         res = {"impl": "libzmq-native" if native else "libzmq-pyzmq",
                "transport": transport, "size": size, "count": count}
-        if kind == "thr":
+        if kind in ("thr", "pub"):
             r = json.loads(lout)
             rate = r["count"] / r["elapsed_s"] if r["elapsed_s"] > 0 else 0
-            res.update(pattern="pushpull", msgs_per_s=rate,
+            res.update(pattern="pushpull" if kind == "thr" else "pubsub", msgs_per_s=rate,
                        mb_per_s=rate * size / 1e6)
         else:
             lats = sorted(json.loads(rout)["lat_ns"])
@@ -153,12 +175,12 @@ def drive(kind, transport, size, count, native):
 def main():
     signal.alarm(120)
     argv = sys.argv[1:]
-    if len(argv) == 4 and argv[0] in ("local_thr", "remote_thr", "local_lat", "remote_lat"):
+    if len(argv) == 4 and argv[0] in ("local_thr", "remote_thr", "local_lat", "remote_lat", "local_sub", "remote_pub"):
         worker(argv[0], argv[1], int(argv[2]), int(argv[3]))
         return
     import argparse
     ap = argparse.ArgumentParser()
-    ap.add_argument("kind", choices=["thr", "lat"])
+    ap.add_argument("kind", choices=["thr", "lat", "pub"])
     ap.add_argument("--transport", default="tcp")
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--count", type=int, default=0)
