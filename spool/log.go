@@ -644,8 +644,11 @@ func (l *Log) writer() {
 		}
 		group = append(group[:0], req)
 		n := len(req.recs)
+		size := reqBytes(req)
 	drain:
-		for n < 1<<16 {
+		// A group is bounded in records and in bytes, so the write buffer
+		// that holds it stays bounded whatever the appenders send.
+		for n < 1<<16 && size < maxGroupBytes {
 			select {
 			case r, ok := <-l.reqCh:
 				if !ok {
@@ -653,6 +656,7 @@ func (l *Log) writer() {
 				}
 				group = append(group, r)
 				n += len(r.recs)
+				size += reqBytes(r)
 			default:
 				break drain
 			}
@@ -670,6 +674,23 @@ func (l *Log) writer() {
 		}
 		l.syncCh <- pw
 	}
+}
+
+// maxGroupBytes bounds the record bytes the writer gathers into one group
+// (a single Append larger than this is still written whole).
+const maxGroupBytes = 8 << 20
+
+// reqBytes approximates the stored size of an append's records.
+func reqBytes(a *Ack) int {
+	n := 0
+	for i := range a.recs {
+		r := &a.recs[i]
+		n += len(r.Value) + 32
+		for _, h := range r.Headers {
+			n += len(h.Key) + len(h.Value) + 2
+		}
+	}
+	return n
 }
 
 func (l *Log) newID() uuid.UUID {
