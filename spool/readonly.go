@@ -59,7 +59,34 @@ func (l *Log) refresh() error {
 	}
 	for _, b := range newer {
 		if have && b != l.next && !gapRecorded(l.cfg.Dir, l.next, b) {
-			break // not yet contiguous: the previous segment is still being written
+			// The writer creates a segment only after the one before it is
+			// complete: read the rest of that one now. If it still ends
+			// before b, what follows its last valid batch is damage that
+			// will never be completed: report it rather than wait forever.
+			s := l.segs[len(l.segs)-1]
+			fi, err := s.f.Stat()
+			if err != nil {
+				return fmt.Errorf("spool: stat segment: %w", err)
+			}
+			res, err := scanSegment(s.f, s.name, s.size, fi.Size(), s.end, true, l.cfg.MaxBatchBytes)
+			if err != nil {
+				return err
+			}
+			if len(res.batches) > 0 {
+				l.addBatches(s, res.batches)
+				s.size, s.end = res.end, res.next
+				changed = true
+			}
+			if b != l.next {
+				if res.bad != nil {
+					if changed {
+						close(l.notify)
+						l.notify = make(chan struct{})
+					}
+					return res.bad
+				}
+				break // zeros or nothing yet: the segment is still being written
+			}
 		}
 		s, err := l.loadSegment(b, true)
 		if err != nil {

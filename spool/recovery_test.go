@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"time"
 )
 
 type batchPos struct {
@@ -436,5 +438,67 @@ func TestTornTailHoldingABatch(t *testing.T) {
 	defer l2.Close()
 	if l2.NextOffset() != 1 {
 		t.Fatalf("next offset %d after recovery, want 1 (the torn batch cut)", l2.NextOffset())
+	}
+}
+
+// TestReadOnlyReportsDamageBehindTheWriter: a read-only follower reading
+// new data finds a damaged batch, and the writer has since rolled to a new
+// segment, so the batch will never be completed. Wait must return the
+// damage instead of waiting forever.
+func TestReadOnlyReportsDamageBehindTheWriter(t *testing.T) {
+	src := t.TempDir()
+	buildLog(t, src, 40, 2048, CodecNone)
+	segs, err := listSegments(src)
+	if err != nil || len(segs) < 2 {
+		t.Fatalf("want at least 2 segments, have %v (%v)", segs, err)
+	}
+	seg0, err := os.ReadFile(filepath.Join(src, segName(segs[0])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := batchesOf(t, seg0)
+	if len(bs) < 3 {
+		t.Fatalf("segment 0 has %d batches", len(bs))
+	}
+	// The follower first sees segment 0 up to its second batch.
+	dir := t.TempDir()
+	cut := bs[1].pos + bs[1].size
+	if err := os.WriteFile(filepath.Join(dir, segName(segs[0])), seg0[:cut], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := OpenReadOnly(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	next := l.NextOffset()
+	if next != bs[2].base {
+		t.Fatalf("follower at %d, want %d", next, bs[2].base)
+	}
+	// Then the rest of segment 0 arrives with its third batch damaged, and
+	// the writer's next segment appears.
+	rest := append([]byte(nil), seg0[cut:]...)
+	rest[batchHeaderLen+2] ^= 0xff // inside the third batch's payload
+	f, err := os.OpenFile(filepath.Join(dir, segName(segs[0])), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(rest); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	seg1, err := os.ReadFile(filepath.Join(src, segName(segs[1])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, segName(segs[1])), seg1, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = l.Wait(ctx, next)
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.Offset != next {
+		t.Fatalf("Wait returned %v; want a CorruptError at offset %d", err, next)
 	}
 }
