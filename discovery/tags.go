@@ -86,15 +86,19 @@ func validateSpool(endpoint string, streams []string) error {
 }
 
 // compactEndpoint drops the "tcp://" scheme and, when the host is the node's
-// own gossip host, the host too: "tcp://10.0.0.5:5557" on node 10.0.0.5
-// becomes ":5557".
+// own gossip host or a wildcard, the host too: "tcp://10.0.0.5:5557" on node
+// 10.0.0.5, and "tcp://0.0.0.0:5557" anywhere, become ":5557".
 func compactEndpoint(ep, host string) string {
 	rest, ok := strings.CutPrefix(ep, "tcp://")
 	if !ok {
 		return ep
 	}
-	if h, p, err := net.SplitHostPort(rest); err == nil && host != "" && h == host {
-		return ":" + p
+	if h, p, err := net.SplitHostPort(rest); err == nil {
+		// A wildcard bind (0.0.0.0, ::, *) is reachable at the node's own
+		// address: others expand ":port" with the host they gossip with.
+		if ip := net.ParseIP(h); h == "*" || (ip != nil && ip.IsUnspecified()) || (host != "" && h == host) {
+			return ":" + p
+		}
 	}
 	return rest
 }

@@ -33,6 +33,21 @@ func TestEndpointCompaction(t *testing.T) {
 	}
 }
 
+// TestWildcardEndpointsExpandToTheNode checks that a service bound on a
+// wildcard address is advertised so that others reach it at the node's
+// address.
+func TestWildcardEndpointsExpandToTheNode(t *testing.T) {
+	for _, ep := range []string{"tcp://0.0.0.0:5557", "tcp://[::]:5557", "tcp://*:5557"} {
+		c := compactEndpoint(ep, "10.0.0.5")
+		if c != ":5557" {
+			t.Fatalf("compact(%q) = %q, want :5557", ep, c)
+		}
+		if got := expandEndpoint(c, "10.0.0.7"); got != "tcp://10.0.0.7:5557" {
+			t.Fatalf("expanded on another node's address: %q", got)
+		}
+	}
+}
+
 func TestTagsRoundTrip(t *testing.T) {
 	host := "10.0.0.5"
 	svcs := map[string]Service{
