@@ -324,6 +324,9 @@ func TestHostileHandshakes(t *testing.T) {
 		{"huge-command", append(greeting("NULL"), 0x06, 0x40, 0, 0, 0, 0, 0, 0, 0)},
 		{"message-first", append(greeting("NULL"), 0x00, 0x01, 'x')},
 		{"reserved-flags", append(greeting("NULL"), 0xf0, 0x01, 'x')},
+		// Empty data frames before the handshake: refused at the second
+		// frame, not read (and held) up to MaxMsgSize.
+		{"frame-flood-before-handshake", append(greeting("NULL"), bytes.Repeat([]byte{0x01, 0x00}, 1<<15)...)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -852,4 +855,37 @@ func TestRecvHWMBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestPeerTTLCannotLiftOurTimeout: a peer that announces a huge TTL in a
+// PING and then goes silent is still dropped by our own heartbeat timeout.
+func TestPeerTTLCannotLiftOurTimeout(t *testing.T) {
+	pull := mk(t, Pull, Config{HeartbeatInterval: 20 * time.Millisecond, HeartbeatTimeout: 60 * time.Millisecond})
+	addr := bind(t, pull, "tcp://127.0.0.1:0")
+	p := rawConnect(t, addr, "PUSH")
+	waitEv(t, pull, EventAccepted)
+	if err := p.w.WriteCommand(zmtp.CmdPing, zmtp.AppendPing(nil, 65535, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ev := waitEv(t, pull, EventDisconnected)
+	if !errors.Is(ev.Err, errHeartbeat) {
+		t.Fatalf("disconnect reason %v, want heartbeat timeout", ev.Err)
+	}
+}
+
+// TestFrameFloodRefusedAtOnce: data frames before the handshake completes
+// are refused at the second frame (a size error), not read until the
+// handshake timeout while their headers pile up in memory.
+func TestFrameFloodRefusedAtOnce(t *testing.T) {
+	pull := mk(t, Pull, Config{HandshakeTimeout: time.Minute})
+	addr := bind(t, pull, "tcp://127.0.0.1:0")
+	p := rawDial(t, addr)
+	p.write(t, append(greeting("NULL"), bytes.Repeat([]byte{0x01, 0x00}, 1<<15)...))
+	ev := waitEv(t, pull, EventHandshakeFailed)
+	if !errors.Is(ev.Err, zmtp.ErrTooLarge) {
+		t.Fatalf("handshake failed with %v, want a size error", ev.Err)
+	}
 }

@@ -167,13 +167,15 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 
 // hbDeadline returns how long the peer may stay silent before it is
 // declared dead (0 = no limit): our interval plus timeout (only for ZMTP
-// 3.1 peers, which answer PINGs), or the TTL the peer announced.
+// 3.1 peers, which answer PINGs) and the TTL the peer announced, whichever
+// is shorter. As in libzmq each limit holds on its own: a peer cannot lift
+// ours by announcing a long TTL.
 func (p *peer) hbDeadline() time.Duration {
 	var d time.Duration
 	if iv := p.s.cfg.HeartbeatInterval; iv > 0 && p.minor >= 1 {
 		d = iv + p.s.cfg.HeartbeatTimeout
 	}
-	if p.peerTTL > d {
+	if p.peerTTL > 0 && (d == 0 || p.peerTTL < d) {
 		d = p.peerTTL
 	}
 	return d

@@ -62,9 +62,12 @@ func Handshake(r *Reader, w *Writer, cfg Config) (PeerInfo, error) {
 	if g.Mechanism != mech {
 		return info, fmt.Errorf("%w: local %s, peer %s", ErrMechanism, mech, g.Mechanism)
 	}
-	saved := r.MaxCmdSize
-	r.MaxCmdSize = 64 << 10
-	defer func() { r.MaxCmdSize = saved }()
+	// Until the peer is through the handshake it may send commands only:
+	// a data message is refused at its first frame, before anything it
+	// claims is read or allocated.
+	savedCmd, savedMsg, savedFrames := r.MaxCmdSize, r.MaxMsgSize, r.MaxFrames
+	r.MaxCmdSize, r.MaxMsgSize, r.MaxFrames = 64<<10, 1, 1
+	defer func() { r.MaxCmdSize, r.MaxMsgSize, r.MaxFrames = savedCmd, savedMsg, savedFrames }()
 
 	var md []byte
 	md, err = AppendMetadata(md, ourMetadata(cfg))
