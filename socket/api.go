@@ -18,6 +18,10 @@ var (
 	// ErrUnknownPeer is returned by a ROUTER with RouterMandatory set when
 	// the destination identity is not connected.
 	ErrUnknownPeer = errors.New("socket: unknown peer")
+	// ErrIdentityInUse is the reason a ROUTER refuses a connection whose
+	// identity another connection holds (see Config.RouterHandover), or
+	// one that claims an identity reserved for generated ones.
+	ErrIdentityInUse = errors.New("socket: identity in use or reserved")
 	// ErrMsgTooLarge reports a message over Config.MaxMsgSize; the peer
 	// that sent it is disconnected.
 	ErrMsgTooLarge = errors.New("socket: message too large")
@@ -91,6 +95,10 @@ type Config struct {
 	// ErrUnknownPeer and block when that peer's queue is full; otherwise
 	// such messages are dropped and counted in Stats.Dropped.
 	RouterMandatory bool
+	// RouterHandover lets a new connection whose identity is already in use
+	// on a ROUTER take it over (ZMQ_ROUTER_HANDOVER); by default, as in
+	// libzmq, such a connection is refused and the first keeps it.
+	RouterHandover bool
 	// ReqRelaxed lets a REQ send a new request without waiting for the
 	// reply to the previous one (whose reply is then discarded).
 	ReqRelaxed bool

@@ -889,3 +889,55 @@ func TestFrameFloodRefusedAtOnce(t *testing.T) {
 		t.Fatalf("handshake failed with %v, want a size error", ev.Err)
 	}
 }
+
+// TestRouterIdentityInUse: a second connection claiming an identity that a
+// ROUTER peer holds is refused (libzmq's default) and cannot receive that
+// peer's messages; with RouterHandover it takes the identity over. A peer
+// may not claim a generated (zero-prefixed) identity.
+func TestRouterIdentityInUse(t *testing.T) {
+	ctx := tctx(t)
+	for _, handover := range []bool{false, true} {
+		t.Run(fmt.Sprintf("handover=%v", handover), func(t *testing.T) {
+			r := mk(t, Router, Config{RouterHandover: handover, RouterMandatory: true})
+			addr := bind(t, r, "tcp://127.0.0.1:0")
+			alice := mk(t, Dealer, Config{Identity: []byte("alice")})
+			connect(t, alice, addr)
+			mustSend(t, ctx, alice, "hi")
+			eq(t, mustRecv(t, ctx, r), "alice", "hi")
+
+			impostor := rawDial(t, addr)
+			_ = impostor.c.SetDeadline(time.Now().Add(5 * time.Second))
+			_, herr := zmtp.Handshake(impostor.r, impostor.w, zmtp.Config{SocketType: "DEALER", Identity: []byte("alice")})
+			if !handover {
+				ev := waitEv(t, r, EventHandshakeFailed)
+				if !errors.Is(ev.Err, ErrIdentityInUse) {
+					t.Fatalf("impostor refused with %v, want ErrIdentityInUse", ev.Err)
+				}
+				mustSend(t, ctx, r, "alice", "secret")
+				eq(t, mustRecv(t, ctx, alice), "secret")
+				return
+			}
+			if herr != nil {
+				t.Fatalf("handover handshake: %v", herr)
+			}
+			waitEv(t, r, EventAccepted) // alice's
+			waitEv(t, r, EventAccepted) // the new holder's
+			mustSend(t, ctx, r, "alice", "to-new")
+			_ = impostor.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			frames, _, err := impostor.r.Next(nil)
+			if err != nil || len(frames) != 1 || string(frames[0]) != "to-new" {
+				t.Fatalf("new holder read %q, %v", frames, err)
+			}
+		})
+	}
+	t.Run("zero-prefixed", func(t *testing.T) {
+		r := mk(t, Router, Config{})
+		addr := bind(t, r, "tcp://127.0.0.1:0")
+		p := rawDial(t, addr)
+		_ = p.c.SetDeadline(time.Now().Add(5 * time.Second))
+		zmtp.Handshake(p.r, p.w, zmtp.Config{SocketType: "DEALER", Identity: []byte("\x00abcd")})
+		if ev := waitEv(t, r, EventHandshakeFailed); !errors.Is(ev.Err, ErrIdentityInUse) {
+			t.Fatalf("zero-prefixed identity refused with %v", ev.Err)
+		}
+	})
+}

@@ -118,10 +118,17 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 			p.minor = 1
 		}
 		p.id = string(info.Identity)
-		if s.kind == Router && p.id == "" {
+		switch {
+		case s.kind == Router && p.id == "":
 			p.id = s.genID()
+		case s.kind == Router && p.id[0] == 0:
+			// Identities starting with a zero byte are the ones a ROUTER
+			// generates (as in libzmq): a peer may not claim one.
+			err = fmt.Errorf("%w: a peer identity may not start with a zero byte", ErrIdentityInUse)
 		}
-		err = s.addPeer(p)
+		if err == nil {
+			err = s.addPeer(p)
+		}
 	}
 	if err != nil {
 		c.Close()

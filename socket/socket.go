@@ -456,6 +456,9 @@ func (s *Socket) addPeer(p *peer) error {
 	}
 	if s.kind == Router {
 		if prev, ok := s.byID[p.id]; ok {
+			if !s.cfg.RouterHandover {
+				return fmt.Errorf("%w: identity %q is already in use", ErrIdentityInUse, p.id)
+			}
 			// Handover: the newest connection with an identity wins.
 			prev.shutdown(fmt.Errorf("socket: identity taken over by a new connection"))
 		}
