@@ -941,3 +941,41 @@ func TestRouterIdentityInUse(t *testing.T) {
 		}
 	})
 }
+
+// TestDepartedPeersMessagesBounded: messages left by peers that disconnect
+// are kept for Recv only up to RecvHWM, however often a peer reconnects.
+func TestDepartedPeersMessagesBounded(t *testing.T) {
+	pull := mk(t, Pull, Config{RecvHWM: 10})
+	addr := bind(t, pull, "tcp://127.0.0.1:0")
+	for round := 0; round < 5; round++ {
+		p := rawConnect(t, addr, "PUSH")
+		for i := 0; i < 9; i++ {
+			if err := p.w.WriteMessage([][]byte{[]byte(fmt.Sprintf("r%d-%d", round, i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		p.c.Close()
+		waitEv(t, pull, EventDisconnected)
+	}
+	// 45 messages were sent by peers that are gone; at most RecvHWM stay.
+	deadline := time.Now().Add(5 * time.Second)
+	for pull.Stats().Dropped < 35 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	got := 0
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		_, err := pull.Recv(ctx)
+		cancel()
+		if err != nil {
+			break
+		}
+		got++
+	}
+	if got > 10 || got+int(pull.Stats().Dropped) != 45 {
+		t.Fatalf("received %d and dropped %d of 45; want at most 10 kept and the rest counted", got, pull.Stats().Dropped)
+	}
+}

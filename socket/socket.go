@@ -510,8 +510,17 @@ func (s *Socket) removePeer(p *peer) {
 	s.wake()
 }
 
+// pushLeft keeps a message that a departed peer had delivered, for Recv.
+// The kept messages are bounded by RecvHWM like any peer's queue, so a peer
+// that reconnects again and again cannot grow memory past it: beyond it
+// messages are dropped and counted in Stats.Dropped.
 func (s *Socket) pushLeft(im inMsg) {
 	s.leftMu.Lock()
+	if len(s.left) >= s.cfg.RecvHWM {
+		s.leftMu.Unlock()
+		s.st.dropped.Add(1)
+		return
+	}
 	s.left = append(s.left, im)
 	s.leftN.Add(1)
 	s.leftMu.Unlock()
