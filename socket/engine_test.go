@@ -979,3 +979,28 @@ func TestDepartedPeersMessagesBounded(t *testing.T) {
 		t.Fatalf("received %d and dropped %d of 45; want at most 10 kept and the rest counted", got, pull.Stats().Dropped)
 	}
 }
+
+// TestReqRecvNotBlockedBySend: a REQ whose Send waits for a peer does not
+// hold up a concurrent Recv past that Recv's own context.
+func TestReqRecvNotBlockedBySend(t *testing.T) {
+	req := mk(t, Req, Config{})
+	sendCtx, cancelSend := context.WithCancel(context.Background())
+	sent := make(chan error, 1)
+	go func() { sent <- req.Send(sendCtx, NewMsgString("q")) }() // no peer: blocks
+	recvCtx, cancelRecv := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancelRecv()
+	got := make(chan error, 1)
+	go func() { _, err := req.Recv(recvCtx); got <- err }()
+	select {
+	case err := <-got:
+		if err == nil {
+			t.Fatal("Recv returned a message with no request sent")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Recv stayed blocked behind a pending Send")
+	}
+	cancelSend()
+	if err := <-sent; err == nil {
+		t.Fatal("Send without a peer succeeded")
+	}
+}

@@ -202,12 +202,16 @@ func (s *Socket) sendRouter(ctx context.Context, m Msg) error {
 }
 
 func (s *Socket) sendReq(ctx context.Context, m Msg) error {
+	// The state is checked and committed under reqMu, but the lock is not
+	// held while the send blocks: a concurrent Recv keeps its own ctx.
 	s.reqMu.Lock()
-	defer s.reqMu.Unlock()
-	if s.reqWaiting && !s.cfg.ReqRelaxed {
+	if (s.reqWaiting && !s.cfg.ReqRelaxed) || s.reqSending {
+		s.reqMu.Unlock()
 		return fmt.Errorf("%w: REQ must receive the reply before sending again", ErrState)
 	}
+	s.reqSending = true
 	id := s.reqID + 1
+	s.reqMu.Unlock()
 	frames := make([][]byte, 0, len(m.Frames)+2)
 	if s.cfg.ReqCorrelate {
 		frames = append(frames, binary.BigEndian.AppendUint32(nil, id))
@@ -215,6 +219,9 @@ func (s *Socket) sendReq(ctx context.Context, m Msg) error {
 	frames = append(frames, []byte{})
 	frames = append(frames, m.Frames...)
 	p, err := s.sendRR(ctx, Msg{Frames: frames})
+	s.reqMu.Lock()
+	defer s.reqMu.Unlock()
+	s.reqSending = false
 	if err != nil {
 		return err
 	}
@@ -236,7 +243,17 @@ func (s *Socket) sendRep(ctx context.Context, m Msg) error {
 	frames := make([][]byte, 0, len(env)+len(m.Frames))
 	frames = append(frames, env...)
 	frames = append(frames, m.Frames...)
-	return s.sendTo(ctx, p, Msg{Frames: frames})
+	err := s.sendTo(ctx, p, Msg{Frames: frames})
+	if err != nil {
+		// Not sent (a timeout, say): the request is still owed a reply,
+		// so Send may be retried.
+		s.repMu.Lock()
+		if !s.repPending {
+			s.repPending, s.repPeer, s.repEnv = true, p, env
+		}
+		s.repMu.Unlock()
+	}
+	return err
 }
 
 // Recv returns the next message, fair-queued among peers. It blocks until

@@ -66,6 +66,7 @@ type Socket struct {
 	reqMu      sync.Mutex
 	reqPeer    *peer
 	reqWaiting bool
+	reqSending bool // a Send is on its way (reqMu is not held while it blocks)
 	reqID      uint32
 
 	repMu      sync.Mutex
