@@ -1004,3 +1004,44 @@ func TestReqRecvNotBlockedBySend(t *testing.T) {
 		t.Fatal("Send without a peer succeeded")
 	}
 }
+
+// TestSubscriptionFloodDisconnects: a peer that sends more distinct
+// subscriptions than a PUB keeps per peer is disconnected, and the PUB
+// keeps serving its other subscribers.
+func TestSubscriptionFloodDisconnects(t *testing.T) {
+	ctx := tctx(t)
+	pub := mk(t, Pub, Config{})
+	addr := bind(t, pub, "tcp://127.0.0.1:0")
+	good := mk(t, Sub, Config{})
+	if err := good.Subscribe([]byte("")); err != nil {
+		t.Fatal(err)
+	}
+	connect(t, good, addr)
+	waitEv(t, pub, EventAccepted)
+
+	p := rawConnect(t, addr, "SUB")
+	waitEv(t, pub, EventAccepted)
+	for i := 0; i <= maxPeerSubs; i++ {
+		if err := p.w.WriteCommand(zmtp.CmdSubscribe, []byte(fmt.Sprintf("topic-%06d", i))); err != nil {
+			break // the PUB may already have hung up
+		}
+	}
+	p.w.Flush()
+	ev := waitEv(t, pub, EventDisconnected)
+	if !errors.Is(ev.Err, errTooManySubs) {
+		t.Fatalf("flooding peer dropped with %v, want errTooManySubs", ev.Err)
+	}
+	// The well-behaved subscriber still gets messages.
+	for {
+		mustSend(t, ctx, pub, "still-here")
+		rctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		m, err := good.Recv(rctx)
+		cancel()
+		if err == nil {
+			if string(m.Frames[0]) != "still-here" {
+				t.Fatalf("got %q", m.Frames[0])
+			}
+			break
+		}
+	}
+}

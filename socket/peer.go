@@ -244,7 +244,9 @@ func (p *peer) readLoop() error {
 			continue
 		case Pub, XPub:
 			if len(frames) == 1 && len(frames[0]) > 0 && frames[0][0] <= 1 {
-				p.subscription(frames[0][0] == 1, frames[0][1:])
+				if err := p.subscription(frames[0][0] == 1, frames[0][1:]); err != nil {
+					return err
+				}
 				continue
 			}
 			if s.kind == Pub {
@@ -343,7 +345,7 @@ func (p *peer) command(cmd zmtp.Command) error {
 		// Any traffic counts as liveness; alive already ran.
 	case zmtp.CmdSubscribe, zmtp.CmdCancel:
 		if p.s.kind == Pub || p.s.kind == XPub {
-			p.subscription(cmd.Name == zmtp.CmdSubscribe, cmd.Body)
+			return p.subscription(cmd.Name == zmtp.CmdSubscribe, cmd.Body)
 		}
 	case zmtp.CmdError:
 		reason, err := zmtp.ParseError(cmd.Body)
@@ -356,11 +358,22 @@ func (p *peer) command(cmd zmtp.Command) error {
 	return nil
 }
 
+// maxPeerSubs bounds the distinct subscriptions one peer may hold: each
+// change copies the peer's list, so the bound keeps a flood of SUBSCRIBEs
+// from costing unbounded memory and quadratic time.
+const maxPeerSubs = 4096
+
+// errTooManySubs disconnects a peer past maxPeerSubs.
+var errTooManySubs = fmt.Errorf("socket: peer holds more than %d subscriptions", maxPeerSubs)
+
 // subscription applies a peer's SUBSCRIBE or CANCEL (PUB/XPUB).
-func (p *peer) subscription(add bool, topic []byte) {
+func (p *peer) subscription(add bool, topic []byte) error {
 	l := p.subs.Load()
 	var changed bool
 	if add {
+		if l != nil && len(l.prefixes) >= maxPeerSubs && l.index(topic) < 0 {
+			return errTooManySubs
+		}
 		l, changed = l.add(topic)
 	} else {
 		l, changed = l.remove(topic)
@@ -369,6 +382,7 @@ func (p *peer) subscription(add bool, topic []byte) {
 	if p.s.kind == XPub && changed {
 		p.s.xpubUpdate(p, topic, add, false)
 	}
+	return nil
 }
 
 // xpubUpdate keeps the union of subscriptions and passes a change of the

@@ -61,6 +61,11 @@ func (l *subList) index(topic []byte) int {
 	if l == nil {
 		return -1
 	}
+	if l.set != nil {
+		if _, ok := l.set[string(topic)]; !ok {
+			return -1
+		}
+	}
 	for i, p := range l.prefixes {
 		if bytes.Equal(p, topic) {
 			return i
