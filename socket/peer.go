@@ -24,6 +24,11 @@ type peer struct {
 	r        *zmtp.Reader
 	w        *zmtp.Writer
 
+	// lingerDL is the read deadline Close's linger set (Unix ns; 0 = none).
+	// alive restores it if it overwrote it, so a peer cannot keep Close
+	// waiting.
+	lingerDL atomic.Int64
+
 	out    chan Msg
 	inq    *inQueue
 	ctrl   chan zmtp.Command
@@ -202,6 +207,9 @@ func (p *peer) alive(force bool) {
 	}
 	p.lastAlive = now
 	_ = p.conn.SetReadDeadline(now.Add(d))
+	if dl := p.lingerDL.Load(); dl != 0 {
+		_ = p.conn.SetReadDeadline(time.Unix(0, dl))
+	}
 }
 
 var errHeartbeat = errors.New("socket: heartbeat timeout")
@@ -513,6 +521,7 @@ func (p *peer) linger() {
 		return
 	}
 	if cw, ok := p.conn.(interface{ CloseWrite() error }); ok {
+		p.lingerDL.Store(deadline.UnixNano())
 		_ = p.conn.SetReadDeadline(deadline)
 		_ = cw.CloseWrite()
 		return
