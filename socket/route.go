@@ -157,6 +157,7 @@ func (s *Socket) sendTo(ctx context.Context, p *peer, m Msg) error {
 }
 
 func (s *Socket) sendXSub(ctx context.Context, m Msg) error {
+	ps := *s.peers.Load()
 	if len(m.Frames) == 1 && len(m.Frames[0]) > 0 && m.Frames[0][0] <= 1 {
 		s.mu.Lock()
 		if m.Frames[0][0] == 1 {
@@ -165,9 +166,12 @@ func (s *Socket) sendXSub(ctx context.Context, m Msg) error {
 			s.subs, _ = s.subs.remove(m.Frames[0][1:])
 		}
 		s.mySubs.Store(s.subs)
+		// The peers as of the change: one added later got it in its
+		// replay and must not get it twice.
+		ps = *s.peers.Load()
 		s.mu.Unlock()
 	}
-	for _, p := range *s.peers.Load() {
+	for _, p := range ps {
 		if err := s.sendTo(ctx, p, m); err != nil {
 			return err
 		}
