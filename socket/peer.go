@@ -85,6 +85,15 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 		c.Close()
 		return false
 	}
+	if !dialed && len(s.pending) >= maxPendingHandshakes {
+		// Connections that never finish their handshake each hold
+		// buffers until HandshakeTimeout: bound how many can.
+		s.mu.Unlock()
+		c.Close()
+		s.st.hsFail.Add(1)
+		s.emit(Event{Type: EventHandshakeFailed, Endpoint: ep, Peer: remote, Err: errTooManyHandshakes})
+		return false
+	}
 	s.pending[c] = struct{}{}
 	s.mu.Unlock()
 
@@ -365,6 +374,12 @@ func (p *peer) command(cmd zmtp.Command) error {
 	// Other commands are ignored, as RFC 37 asks.
 	return nil
 }
+
+// maxPendingHandshakes bounds the accepted connections that may be in
+// their handshake at once; more are closed at once.
+const maxPendingHandshakes = 256
+
+var errTooManyHandshakes = fmt.Errorf("socket: more than %d handshakes in progress", maxPendingHandshakes)
 
 // maxPeerSubs bounds the distinct subscriptions one peer may hold: each
 // change copies the peer's list, so the bound keeps a flood of SUBSCRIBEs
