@@ -5,8 +5,9 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"sync"
 	"time"
+
+	"github.com/fastmq/fastmq/internal/coalesce"
 )
 
 // EventType says what happened to an instance.
@@ -87,13 +88,9 @@ const watcherBuffer = 16
 // slow reader gets current state instead of an ever-growing backlog. Memory
 // is bounded by the number of nodes.
 type watcher struct {
-	key    watchKey
-	notify chan struct{}
-	out    chan Event
-
-	mu      sync.Mutex
-	pending map[string]pendingState
-	queue   []string // nodes with pending state, oldest first
+	key     watchKey
+	out     chan Event
+	pending *coalesce.Queue[string, pendingState] // by node
 }
 
 type pendingState struct {
@@ -104,29 +101,7 @@ type pendingState struct {
 
 // push records the latest state of node; it never blocks.
 func (w *watcher) push(node string, inst Instance, present bool, reason Reason) {
-	w.mu.Lock()
-	if _, ok := w.pending[node]; !ok {
-		w.queue = append(w.queue, node)
-	}
-	w.pending[node] = pendingState{inst: inst, present: present, reason: reason}
-	w.mu.Unlock()
-	select {
-	case w.notify <- struct{}{}:
-	default:
-	}
-}
-
-func (w *watcher) pop() (string, pendingState, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.queue) == 0 {
-		return "", pendingState{}, false
-	}
-	node := w.queue[0]
-	w.queue = w.queue[1:]
-	st := w.pending[node]
-	delete(w.pending, node)
-	return node, st, true
+	w.pending.Put(node, pendingState{inst: inst, present: present, reason: reason})
 }
 
 // Watch streams changes to the instances of the named service, starting with
@@ -148,9 +123,8 @@ func (m *Membership) WatchStream(ctx context.Context, stream string) (<-chan Eve
 func (m *Membership) watch(ctx context.Context, k watchKey) (<-chan Event, error) {
 	w := &watcher{
 		key:     k,
-		notify:  make(chan struct{}, 1),
 		out:     make(chan Event, watcherBuffer),
-		pending: map[string]pendingState{},
+		pending: coalesce.New[string, pendingState](),
 	}
 	m.mu.Lock()
 	if m.closed {
@@ -184,14 +158,14 @@ func (m *Membership) runWatcher(ctx context.Context, w *watcher) {
 	}()
 	known := map[string]Instance{} // what the reader has been told exists
 	for {
-		node, st, ok := w.pop()
+		node, st, ok := w.pending.Take()
 		if !ok {
 			select {
 			case <-ctx.Done():
 				return
 			case <-m.closing:
 				return
-			case <-w.notify:
+			case <-w.pending.Ready():
 				continue
 			}
 		}

@@ -16,6 +16,8 @@ import (
 	"sync"
 
 	"github.com/fastmq/fastmq/discovery"
+
+	"github.com/fastmq/fastmq/internal/coalesce"
 )
 
 // Mesh is an in-memory cluster. It is safe for concurrent use.
@@ -257,7 +259,7 @@ func (n *Node) WatchStream(ctx context.Context, stream string) (<-chan discovery
 
 func (n *Node) watch(ctx context.Context, k key) (<-chan discovery.Event, error) {
 	ms := n.mesh
-	w := &watcher{key: k, owner: n.state, stop: make(chan struct{}), notify: make(chan struct{}, 1), out: make(chan discovery.Event, 16), pending: map[string]pending{}}
+	w := &watcher{key: k, owner: n.state, stop: make(chan struct{}), out: make(chan discovery.Event, 16), pending: coalesce.New[string, pending]()}
 	ms.mu.Lock()
 	if ms.closed || !n.alive() {
 		ms.mu.Unlock()
@@ -291,37 +293,12 @@ type watcher struct {
 	owner   *nodeState
 	stop    chan struct{} // closed (under Mesh.mu) when owner fails or leaves
 	stopped bool
-	notify  chan struct{}
 	out     chan discovery.Event
-	mu      sync.Mutex
-	pending map[string]pending
-	queue   []string
+	pending *coalesce.Queue[string, pending] // by node
 }
 
 func (w *watcher) push(node string, in discovery.Instance, present bool, r discovery.Reason) {
-	w.mu.Lock()
-	if _, ok := w.pending[node]; !ok {
-		w.queue = append(w.queue, node)
-	}
-	w.pending[node] = pending{in, present, r}
-	w.mu.Unlock()
-	select {
-	case w.notify <- struct{}{}:
-	default:
-	}
-}
-
-func (w *watcher) pop() (string, pending, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.queue) == 0 {
-		return "", pending{}, false
-	}
-	node := w.queue[0]
-	w.queue = w.queue[1:]
-	p := w.pending[node]
-	delete(w.pending, node)
-	return node, p, true
+	w.pending.Put(node, pending{in, present, r})
 }
 
 // run delivers coalesced events until ctx ends, the mesh closes, or the
@@ -336,7 +313,7 @@ func (ms *Mesh) run(ctx context.Context, w *watcher) {
 	}()
 	known := map[string]discovery.Instance{}
 	for {
-		node, p, ok := w.pop()
+		node, p, ok := w.pending.Take()
 		if !ok {
 			select {
 			case <-ctx.Done():
@@ -345,7 +322,7 @@ func (ms *Mesh) run(ctx context.Context, w *watcher) {
 				return
 			case <-w.stop:
 				return
-			case <-w.notify:
+			case <-w.pending.Ready():
 			}
 			continue
 		}
