@@ -157,6 +157,7 @@ type Log struct {
 // concurrent use and may be called any number of times.
 type Ack struct {
 	recs    []Record
+	bytes   int // the records' body sizes, summed by AppendAsync
 	now     int64
 	force   bool // Sync: fsync now
 	first   uint64
@@ -571,10 +572,13 @@ func (l *Log) AppendAsync(ctx context.Context, recs ...Record) (*Ack, error) {
 	if l.readOnly {
 		return nil, ErrReadOnly
 	}
+	size := 0
 	for i := range recs {
-		if n := recordBodyLen(&recs[i], 1<<62); n > l.cfg.MaxRecordBytes {
+		n := recordBodyLen(&recs[i], 1<<62)
+		if n > l.cfg.MaxRecordBytes {
 			return nil, fmt.Errorf("%w: record %d is %d bytes, limit %d", ErrTooLarge, i, n, l.cfg.MaxRecordBytes)
 		}
+		size += n
 		// Times within a batch are stored as offsets of up to 2^62 ns from
 		// its first; keeping every time in [1970, 2116) keeps any mix of
 		// records in one batch decodable.
@@ -582,7 +586,7 @@ func (l *Log) AppendAsync(ctx context.Context, recs ...Record) (*Ack, error) {
 			return nil, fmt.Errorf("%w: record %d has time %s, outside %s to %s", ErrInvalidRecord, i, t.UTC().Format(time.RFC3339), minRecordTime.Format(time.RFC3339), maxRecordTime.Format(time.RFC3339))
 		}
 	}
-	a := &Ack{recs: recs, now: time.Now().UnixNano(), encoded: make(chan struct{}), done: make(chan struct{})}
+	a := &Ack{recs: recs, bytes: size, now: time.Now().UnixNano(), encoded: make(chan struct{}), done: make(chan struct{})}
 	if len(recs) == 0 {
 		a.first = l.NextOffset()
 		close(a.encoded)
@@ -644,7 +648,7 @@ func (l *Log) writer() {
 		}
 		group = append(group[:0], req)
 		n := len(req.recs)
-		size := reqBytes(req)
+		size := req.bytes
 	drain:
 		// A group is bounded in records and in bytes, so the write buffer
 		// that holds it stays bounded whatever the appenders send.
@@ -656,7 +660,7 @@ func (l *Log) writer() {
 				}
 				group = append(group, r)
 				n += len(r.recs)
-				size += reqBytes(r)
+				size += r.bytes
 			default:
 				break drain
 			}
@@ -679,19 +683,6 @@ func (l *Log) writer() {
 // maxGroupBytes bounds the record bytes the writer gathers into one group
 // (a single Append larger than this is still written whole).
 const maxGroupBytes = 8 << 20
-
-// reqBytes approximates the stored size of an append's records.
-func reqBytes(a *Ack) int {
-	n := 0
-	for i := range a.recs {
-		r := &a.recs[i]
-		n += len(r.Value) + 32
-		for _, h := range r.Headers {
-			n += len(h.Key) + len(h.Value) + 2
-		}
-	}
-	return n
-}
 
 func (l *Log) newID() uuid.UUID {
 	if l.idRand == nil {
