@@ -987,6 +987,21 @@ func TestReqRecvNotBlockedBySend(t *testing.T) {
 	sendCtx, cancelSend := context.WithCancel(context.Background())
 	sent := make(chan error, 1)
 	go func() { sent <- req.Send(sendCtx, NewMsgString("q")) }() // no peer: blocks
+	// Call Recv only once the Send is under way (it holds nothing a Recv
+	// needs while it waits).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		req.reqMu.Lock()
+		sending := req.reqSending
+		req.reqMu.Unlock()
+		if sending {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Send never started")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	recvCtx, cancelRecv := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancelRecv()
 	got := make(chan error, 1)
