@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 
 	"github.com/fastmq/fastmq"
 	"github.com/fastmq/fastmq/patterns/pull"
-	"github.com/fastmq/fastmq/spool"
 )
 
 func init() {
@@ -34,18 +32,7 @@ func init() {
 				if err != nil {
 					return err
 				}
-				out := bufio.NewWriter(cmd.OutOrStdout())
-				err = appendLines(ctx, l, cmd.InOrStdin(), func(first uint64, count int) error {
-					if !ack {
-						return nil
-					}
-					for i := 0; i < count; i++ {
-						out.WriteString(strconv.FormatUint(first+uint64(i), 10))
-						out.WriteByte('\n')
-					}
-					return out.Flush()
-				})
-				if err != nil {
+				if err := spoolAppend(ctx, l, cmd.InOrStdin(), cmd.OutOrStdout(), ack); err != nil {
 					return err
 				}
 				// Keep serving what was published until told to stop.
@@ -58,71 +45,6 @@ func init() {
 	publish.Flags().StringVar(&stream, "stream", "", "stream to publish to (required)")
 	publish.Flags().BoolVar(&ack, "ack", false, "print each record's offset once it is durable")
 	rootCmd.AddCommand(publish)
-}
-
-// appendLines appends each line of r as a record of l, batching the lines
-// that are already read, and calls acked with the offsets of each batch
-// once it is durable.
-func appendLines(ctx context.Context, l *spool.Log, r io.Reader, acked func(first uint64, count int) error) error {
-	lines := make(chan []byte, 4096)
-	errc := make(chan error, 1)
-	go func() {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64*1024), 4<<20)
-		for sc.Scan() {
-			line := append([]byte(nil), sc.Bytes()...)
-			select {
-			case lines <- line:
-			case <-ctx.Done():
-				close(lines)
-				errc <- ctx.Err()
-				return
-			}
-		}
-		close(lines)
-		errc <- sc.Err()
-	}()
-	batch := make([]spool.Record, 0, 1024)
-	for {
-		var line []byte
-		var ok bool
-		select {
-		case line, ok = <-lines:
-		case <-ctx.Done():
-			// Stopped while stdin is still open: what was acknowledged is
-			// durable; the reader goroutine ends with the process.
-			return nil
-		}
-		if !ok {
-			if err := <-errc; err != nil && ctx.Err() == nil {
-				return err
-			}
-			return nil
-		}
-		batch = append(batch[:0], spool.Record{Value: line})
-	fill:
-		for len(batch) < cap(batch) {
-			select {
-			case line, ok := <-lines:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, spool.Record{Value: line})
-			default:
-				break fill
-			}
-		}
-		first, err := l.Append(ctx, batch...)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil // interrupted: this batch was not acknowledged
-			}
-			return fmt.Errorf("append: %w", err)
-		}
-		if err := acked(first, len(batch)); err != nil {
-			return err
-		}
-	}
 }
 
 // parseStart parses --from: earliest, latest, an offset or an RFC 3339 time.

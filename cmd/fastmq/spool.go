@@ -14,6 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fastmq/fastmq/spool"
+
+	"syscall"
 )
 
 var spoolCmd = &cobra.Command{
@@ -71,6 +73,13 @@ func stderrLogger() *slog.Logger {
 // spoolAppend appends lines with up to 4096 appends in flight; a printer
 // writes the offsets in order as their appends become durable.
 func spoolAppend(ctx context.Context, l *spool.Log, in io.Reader, out io.Writer, ack bool) error {
+	// A read of stdin blocks until a line comes: when ctx ends, close the
+	// input so that the read returns and the command stops at once.
+	in = interruptible(in)
+	if c, ok := in.(io.Closer); ok {
+		stop := context.AfterFunc(ctx, func() { c.Close() })
+		defer stop()
+	}
 	acks := make(chan *spool.Ack, 4096)
 	printed := make(chan error, 1)
 	go func() {
@@ -127,11 +136,29 @@ func spoolAppend(ctx context.Context, l *spool.Log, in io.Reader, out io.Writer,
 		}
 		acks <- a
 	}
-	if serr := sc.Err(); serr != nil && err == nil {
+	if serr := sc.Err(); serr != nil && err == nil && ctx.Err() == nil {
 		err = fmt.Errorf("read input: %w", serr)
+	}
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		err = nil // interrupted: what was acknowledged is printed below
 	}
 	close(acks)
 	return errors.Join(err, <-printed)
+}
+
+// interruptible returns a file input (stdin, usually a pipe or a terminal)
+// reopened in non-blocking mode, so that Go's poller waits for it and
+// closing it ends a pending read; other readers are returned as they are.
+func interruptible(in io.Reader) io.Reader {
+	f, ok := in.(*os.File)
+	if !ok {
+		return in
+	}
+	fd := f.Fd()
+	if err := syscall.SetNonblock(int(fd), true); err != nil {
+		return in
+	}
+	return os.NewFile(fd, f.Name())
 }
 
 type spoolJSONHeader struct {
