@@ -465,3 +465,28 @@ func TestReplacedPublisherLog(t *testing.T) {
 		t.Fatalf("acked %d resets %d, want 50 and 1", st[0].Acked, st[0].Resets)
 	}
 }
+
+// TestSlowConsumerCostsNothingButDisk: a consumer that stops reading is
+// sent no more than its buffer and one fetch in flight, however much the
+// publisher has on disk.
+func TestSlowConsumerCostsNothingButDisk(t *testing.T) {
+	l := openSpool(t, spool.Config{})
+	appendN(t, l, "backlog", 0, 50000) // ~1.5 MB stored
+	srv := startServer(t, map[string]*spool.Log{"s": l})
+	const maxBytes = 16 << 10
+	c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Publishers: map[string]string{"p": srv.Endpoints()[0]}, MaxBytes: maxBytes, Buffer: 1})
+	next(t, c) // the consumer runs, then reads nothing more
+	// Bound: the batch being read, one buffered, one held by the fetcher,
+	// one reply in flight; each at most maxBytes plus one whole batch.
+	const bound = 4 * (maxBytes + 8<<10)
+	waitFor(t, "the fetcher to fill its buffer", func() bool { return srv.Stats().BytesServed > 2*maxBytes })
+	for i := 0; i < 50; i++ {
+		if served := srv.Stats().BytesServed; served > bound {
+			t.Fatalf("served %d bytes to a consumer that stopped reading; bound %d", served, bound)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if total := l.Stats().Bytes; total < 10*bound {
+		t.Fatalf("backlog of %d bytes is too small to tell", total)
+	}
+}
