@@ -1106,3 +1106,33 @@ func TestPendingHandshakesBounded(t *testing.T) {
 	mustSend(t, ctx, push, "through")
 	eq(t, mustRecv(t, ctx, pull), "through")
 }
+
+// TestOrderKeptWhenPeerLeaves: a peer that sends and disconnects at once
+// is received in order, while Recv races the removal of the peer.
+func TestOrderKeptWhenPeerLeaves(t *testing.T) {
+	ctx := tctx(t)
+	pull := mk(t, Pull, Config{})
+	addr := bind(t, pull, "tcp://127.0.0.1:0")
+	for round := 0; round < 30; round++ {
+		p := rawConnect(t, addr, "PUSH")
+		const n = 50
+		for i := 0; i < n; i++ {
+			if err := p.w.WriteMessage([][]byte{[]byte(fmt.Sprint(i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		p.c.Close()
+		for i := 0; i < n; i++ {
+			m, err := pull.Recv(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(m.Frames[0]); got != fmt.Sprint(i) {
+				t.Fatalf("round %d: message %d is %q: order lost when the peer left", round, i, got)
+			}
+		}
+	}
+}

@@ -91,6 +91,23 @@ func (q *inQueue) pop() (Msg, bool) {
 	return m, true
 }
 
+// dropNewest removes up to n of the newest messages and returns how many
+// it removed.
+func (q *inQueue) dropNewest(n int) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n = min(n, q.n)
+	for i := q.n - n; i < q.n; i++ {
+		j := q.head + i
+		if j >= len(q.ring) {
+			j -= len(q.ring)
+		}
+		q.ring[j] = Msg{}
+	}
+	q.n -= n
+	return n
+}
+
 // len returns the number of queued messages.
 func (q *inQueue) len() int {
 	q.mu.Lock()

@@ -49,14 +49,16 @@ type Socket struct {
 	nextID  atomic.Uint32
 
 	// Incoming side: each peer has its own bounded queue (peer.inq); Recv
-	// visits them round-robin. Messages not tied to a live peer (left in
-	// the queue of a peer that went away, XPUB unsubscriptions) wait in
-	// left.
+	// visits them round-robin. The queues of peers that went away with
+	// messages still in them wait in departed, oldest first, and are read
+	// from in place (so a Recv that still holds the old peer list pops from
+	// the same queue, in order); XPUB's own unsubscriptions wait in left.
 	rrIn     atomic.Uint32
 	rwaiters atomic.Int32
 	inReady  chan struct{}
-	leftN    atomic.Int32
+	leftN    atomic.Int32 // len(departed) + len(left), a hint for the fast path
 	leftMu   sync.Mutex
+	departed []*peer
 	left     []inMsg
 
 	evMu     sync.Mutex
@@ -496,13 +498,7 @@ func (s *Socket) removePeer(p *peer) {
 	}
 	s.peersMu.Unlock()
 	// Keep what the peer sent before it went away.
-	for {
-		m, ok := p.inq.pop()
-		if !ok {
-			break
-		}
-		s.pushLeft(inMsg{p: p, m: m})
-	}
+	s.keepDeparted(p)
 	if s.kind == XPub {
 		for _, t := range p.subs.Load().topics() {
 			s.xpubUpdate(p, t, false, true)
@@ -511,10 +507,35 @@ func (s *Socket) removePeer(p *peer) {
 	s.wake()
 }
 
-// pushLeft keeps a message that a departed peer had delivered, for Recv.
-// The kept messages are bounded by RecvHWM like any peer's queue, so a peer
-// that reconnects again and again cannot grow memory past it: beyond it
-// messages are dropped and counted in Stats.Dropped.
+// keepDeparted keeps the queue of a peer that went away for Recv, if it
+// still holds messages. Messages kept from departed peers are bounded by
+// RecvHWM like any peer's queue, so a peer that reconnects again and again
+// cannot grow memory past it: beyond it the newest are dropped and counted
+// in Stats.Dropped.
+func (s *Socket) keepDeparted(p *peer) {
+	k := p.inq.len()
+	if k == 0 {
+		return
+	}
+	s.leftMu.Lock()
+	kept := len(s.left)
+	for _, q := range s.departed {
+		kept += q.inq.len()
+	}
+	if over := kept + k - s.cfg.RecvHWM; over > 0 {
+		s.st.dropped.Add(uint64(p.inq.dropNewest(over)))
+	}
+	if p.inq.len() > 0 {
+		s.departed = append(s.departed, p)
+		s.leftN.Add(1)
+	}
+	s.leftMu.Unlock()
+	s.wakeRecv()
+}
+
+// pushLeft keeps a message not tied to a live peer (XPUB's own
+// unsubscriptions) for Recv, bounded by RecvHWM; beyond it messages are
+// dropped and counted in Stats.Dropped.
 func (s *Socket) pushLeft(im inMsg) {
 	s.leftMu.Lock()
 	if len(s.left) >= s.cfg.RecvHWM {
@@ -534,6 +555,15 @@ func (s *Socket) popLeft() (inMsg, bool) {
 	}
 	s.leftMu.Lock()
 	defer s.leftMu.Unlock()
+	for len(s.departed) > 0 {
+		p := s.departed[0]
+		if m, ok := p.inq.pop(); ok {
+			return inMsg{p: p, m: m}, true
+		}
+		s.departed[0] = nil
+		s.departed = s.departed[1:]
+		s.leftN.Add(-1)
+	}
 	if len(s.left) == 0 {
 		return inMsg{}, false
 	}
