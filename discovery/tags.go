@@ -96,7 +96,7 @@ func compactEndpoint(ep, host string) string {
 	if h, p, err := net.SplitHostPort(rest); err == nil {
 		// A wildcard bind (0.0.0.0, ::, *) is reachable at the node's own
 		// address: others expand ":port" with the host they gossip with.
-		if ip := net.ParseIP(h); h == "*" || (ip != nil && ip.IsUnspecified()) || (host != "" && h == host) {
+		if isWildcard(h) || (host != "" && h == host) {
 			return ":" + p
 		}
 	}
@@ -111,7 +111,18 @@ func expandEndpoint(ep, host string) string {
 	if strings.HasPrefix(ep, ":") && host != "" {
 		return "tcp://" + net.JoinHostPort(host, ep[1:])
 	}
+	// A wildcard host that reached the tags another way is no address to
+	// dial either: it too means the node's own.
+	if h, p, err := net.SplitHostPort(ep); err == nil && host != "" && isWildcard(h) {
+		return "tcp://" + net.JoinHostPort(host, p)
+	}
 	return "tcp://" + ep
+}
+
+// isWildcard reports a bind-anywhere host: 0.0.0.0, ::, or *.
+func isWildcard(h string) bool {
+	ip := net.ParseIP(h)
+	return h == "*" || (ip != nil && ip.IsUnspecified())
 }
 
 func encodeService(s Service, host string) (key, value string) {

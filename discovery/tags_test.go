@@ -45,6 +45,10 @@ func TestWildcardEndpointsExpandToTheNode(t *testing.T) {
 		if got := expandEndpoint(c, "10.0.0.7"); got != "tcp://10.0.0.7:5557" {
 			t.Fatalf("expanded on another node's address: %q", got)
 		}
+		// A wildcard stored uncompacted also expands to the node.
+		if got := expandEndpoint(strings.TrimPrefix(ep, "tcp://"), "10.0.0.7"); got != "tcp://10.0.0.7:5557" {
+			t.Fatalf("uncompacted %q expanded to %q", ep, got)
+		}
 	}
 }
 
