@@ -20,12 +20,19 @@ const (
 // have actually arrived; bigger bodies grow as data is read.
 const chunk = 1 << 20
 
-// Small frame bodies (up to arenaMax bytes) are carved out of shared
-// arenaSize blocks: one allocation per block instead of one per frame.
-const (
-	arenaSize = 64 << 10
-	arenaMax  = 4 << 10
-)
+// Frame bodies of up to sliceMax bytes are returned as slices of the block
+// they were read into: the bytes are copied once, by the kernel, and a
+// block is never written again once a slice of it was handed out. Bigger
+// bodies get their own allocation, read directly from the stream past
+// what is already buffered.
+const sliceMax = 8 << 10
+
+// minRead is the least free space worth a read into the current block;
+// with less, reading continues in a new block.
+const minRead = 4 << 10
+
+// maxEmptyReads bounds successive reads that return no data and no error.
+const maxEmptyReads = 100
 
 // Command is one decoded command frame.
 type Command struct {
@@ -33,10 +40,11 @@ type Command struct {
 	Body []byte
 }
 
-// Reader decodes ZMTP traffic from a buffered stream. It is not safe for
-// concurrent use.
+// Reader decodes ZMTP traffic from a stream. It reads into blocks that it
+// never reuses: frame bodies are slices of them, so a frame is copied only
+// once on its way in. It is not safe for concurrent use.
 type Reader struct {
-	br *bufio.Reader
+	rd io.Reader
 	// MaxMsgSize bounds the total body size of one message; <= 0 means
 	// unlimited (memory is then allocated only as bytes arrive).
 	MaxMsgSize int64
@@ -46,50 +54,107 @@ type Reader struct {
 	// unlimited. Without it, a stream of empty frames costs memory that
 	// MaxMsgSize does not see.
 	MaxFrames int
-	hdr       [8]byte
-	arena     []byte // unused rest of the current block for small bodies
+
+	size    int    // block size
+	minRead int    // least free space worth a read into the current block
+	buf     []byte // current block: buf[r:w] is read but not yet decoded
+	r, w int
+	err  error // read error to report once the buffered bytes are used
 }
 
-// NewReader returns a Reader with a read buffer of size bytes (0 = 64 KiB).
-func NewReader(r io.Reader, size int) *Reader {
+// NewReader returns a Reader that reads in blocks of size bytes
+// (0 = 64 KiB).
+func NewReader(rd io.Reader, size int) *Reader {
 	if size <= 0 {
 		size = 64 << 10
 	}
-	return &Reader{br: bufio.NewReaderSize(r, size)}
+	return &Reader{rd: rd, size: size, minRead: max(1, min(minRead, size/4))}
 }
 
 // ReadGreeting reads and decodes the peer's greeting.
 func (r *Reader) ReadGreeting() (Greeting, error) {
-	var b [GreetingSize]byte
-	if _, err := io.ReadFull(r.br, b[:]); err != nil {
+	if err := r.fill(GreetingSize); err != nil {
+		if r.w > r.r && err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
 		return Greeting{}, fmt.Errorf("zmtp: read greeting: %w", err)
 	}
-	return ParseGreeting(b[:])
+	b := r.buf[r.r : r.r+GreetingSize]
+	r.r += GreetingSize
+	return ParseGreeting(b)
 }
 
-// Buffered returns the number of bytes already buffered.
-func (r *Reader) Buffered() int { return r.br.Buffered() }
+// Buffered returns the number of bytes read from the stream but not yet
+// decoded.
+func (r *Reader) Buffered() int { return r.w - r.r }
+
+// fill reads until at least need bytes are buffered, contiguously. When
+// the current block has no room for them, or too little room for a useful
+// read, reading continues in a new block, which starts with the bytes not
+// yet decoded. A read error is returned only once the buffered bytes
+// cannot satisfy need.
+func (r *Reader) fill(need int) error {
+	empty := 0
+	for r.w-r.r < need {
+		if r.err != nil {
+			err := r.err
+			r.err = nil
+			return err
+		}
+		if len(r.buf)-r.r < need || len(r.buf)-r.w < r.minRead {
+			r.grow(need)
+		}
+		n, err := r.rd.Read(r.buf[r.w:])
+		if n < 0 || n > len(r.buf)-r.w {
+			return fmt.Errorf("zmtp: reader returned %d bytes for a %d-byte buffer", n, len(r.buf)-r.w)
+		}
+		r.w += n
+		r.err = err
+		if n == 0 && err == nil {
+			if empty++; empty >= maxEmptyReads {
+				return io.ErrNoProgress
+			}
+		}
+	}
+	return nil
+}
+
+// grow moves the undecoded bytes to a new block with room for at least
+// need bytes. Slices of the old block already handed out stay valid.
+func (r *Reader) grow(need int) {
+	n := max(r.size, need)
+	if n-(r.w-r.r) < r.minRead {
+		n += r.minRead
+	}
+	b := make([]byte, n)
+	r.w = copy(b, r.buf[r.r:r.w])
+	r.r = 0
+	r.buf = b
+}
 
 func (r *Reader) header() (flags byte, size uint64, err error) {
-	flags, err = r.br.ReadByte()
-	if err != nil {
-		return 0, 0, err
+	if r.w-r.r < 2 {
+		if err := r.fill(1); err != nil {
+			return 0, 0, err
+		}
+		if err := r.fill(2); err != nil {
+			return 0, 0, unexpected(err)
+		}
 	}
+	flags = r.buf[r.r]
 	if flags&^flagsMask != 0 {
 		return 0, 0, fmt.Errorf("%w: reserved flag bits %#x", ErrFrame, flags)
 	}
-	if flags&FlagLong != 0 {
-		if _, err = io.ReadFull(r.br, r.hdr[:8]); err != nil {
-			return 0, 0, unexpected(err)
-		}
-		size = binary.BigEndian.Uint64(r.hdr[:8])
-	} else {
-		b, err := r.br.ReadByte()
-		if err != nil {
-			return 0, 0, unexpected(err)
-		}
-		size = uint64(b)
+	if flags&FlagLong == 0 {
+		size = uint64(r.buf[r.r+1])
+		r.r += 2
+		return flags, size, nil
 	}
+	if err := r.fill(9); err != nil {
+		return 0, 0, unexpected(err)
+	}
+	size = binary.BigEndian.Uint64(r.buf[r.r+1 : r.r+9])
+	r.r += 9
 	return flags, size, nil
 }
 
@@ -100,49 +165,55 @@ func unexpected(err error) error {
 	return err
 }
 
-// body reads n bytes. Small bodies are allocated at once; large ones grow as
-// data arrives so a lying length cannot make us allocate memory up front.
+// body returns the next n bytes. Small bodies are slices of the block;
+// large ones get their own allocation, which grows as data arrives so that
+// a lying length cannot make us allocate memory up front.
 func (r *Reader) body(n uint64) ([]byte, error) {
-	if n <= chunk {
-		b := r.alloc(int(n))
-		if _, err := io.ReadFull(r.br, b); err != nil {
-			return nil, unexpected(err)
+	if n == 0 {
+		return []byte{}, nil
+	}
+	if n <= sliceMax {
+		k := int(n)
+		if r.w-r.r < k {
+			if err := r.fill(k); err != nil {
+				return nil, unexpected(err)
+			}
 		}
+		b := r.buf[r.r : r.r+k : r.r+k]
+		r.r += k
 		return b, nil
 	}
 	if n > math.MaxInt-chunk {
 		return nil, fmt.Errorf("%w: frame of %d bytes", ErrTooLarge, n)
 	}
-	b := make([]byte, 0, chunk)
+	b := make([]byte, 0, min(n, chunk))
 	for uint64(len(b)) < n {
-		want := n - uint64(len(b))
-		if want > chunk {
-			want = chunk
-		}
+		want := int(min(n-uint64(len(b)), chunk))
 		l := len(b)
 		b = append(b, make([]byte, want)...)
-		if _, err := io.ReadFull(r.br, b[l:]); err != nil {
+		if err := r.readFull(b[l:]); err != nil {
 			return nil, unexpected(err)
 		}
 	}
 	return b, nil
 }
 
-// alloc returns a zeroed slice of n bytes (n <= chunk). Small slices share
-// a larger block with their neighbours; each is capped at its own length,
-// and no part of a block is ever handed out twice.
-func (r *Reader) alloc(n int) []byte {
-	switch {
-	case n == 0:
-		return []byte{}
-	case n > arenaMax:
-		return make([]byte, n)
-	case n > len(r.arena):
-		r.arena = make([]byte, arenaSize)
+// readFull fills p with the buffered bytes first and then reads the rest
+// from the stream directly, without passing through a block.
+func (r *Reader) readFull(p []byte) error {
+	k := copy(p, r.buf[r.r:r.w])
+	r.r += k
+	p = p[k:]
+	if len(p) == 0 {
+		return nil
 	}
-	b := r.arena[:n:n]
-	r.arena = r.arena[n:]
-	return b
+	if r.err != nil {
+		err := r.err
+		r.err = nil
+		return err
+	}
+	_, err := io.ReadFull(r.rd, p)
+	return err
 }
 
 // Complete reports whether a whole message or command is already buffered,
@@ -150,7 +221,7 @@ func (r *Reader) alloc(n int) []byte {
 // underlying stream. It returns true as well when the buffered bytes are
 // already known to be malformed.
 func (r *Reader) Complete() bool {
-	b, _ := r.br.Peek(r.br.Buffered())
+	b := r.buf[r.r:r.w]
 	for {
 		if len(b) < 2 {
 			return false
@@ -179,9 +250,9 @@ func (r *Reader) Complete() bool {
 // Next reads the next unit of traffic: either one command (cmd.Name != "")
 // or one complete message whose frames are appended to frames[:0] and
 // returned. The frame bodies are owned by the caller and never reused by
-// the Reader; small bodies of successive frames may share one backing
-// array (each slice is capped at its own length, so appending to one
-// cannot overwrite another).
+// the Reader; small bodies share the block they were read into (each
+// slice is capped at its own length, so appending to one cannot overwrite
+// another).
 func (r *Reader) Next(frames [][]byte) ([][]byte, Command, error) {
 	frames = frames[:0]
 	var total uint64

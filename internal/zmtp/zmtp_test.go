@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
 	"testing"
 	"time"
@@ -313,7 +314,7 @@ func TestCompleteAndSharedBodies(t *testing.T) {
 	for _, end := range ends {
 		for n := start; n <= end; n++ {
 			r := NewReader(bytes.NewReader(stream[start:n]), 0)
-			r.br.Peek(n - start) // fill the buffer
+			_ = r.fill(n - start) // fill the buffer
 			if got, want := r.Complete(), n == end; got != want {
 				t.Fatalf("unit [%d,%d), %d bytes buffered: Complete=%v, want %v", start, end, n-start, got, want)
 			}
@@ -347,4 +348,141 @@ func TestCompleteAndSharedBodies(t *testing.T) {
 			}
 		}
 	}
+}
+
+// chunkFeeder hands out the stream in reads of the sizes it cycles
+// through.
+type chunkFeeder struct {
+	b     []byte
+	sizes []int
+	i     int
+}
+
+func (f *chunkFeeder) Read(p []byte) (int, error) {
+	if len(f.b) == 0 {
+		return 0, io.EOF
+	}
+	n := min(len(p), len(f.b), f.sizes[f.i%len(f.sizes)])
+	f.i++
+	copy(p, f.b[:n])
+	f.b = f.b[n:]
+	return n, nil
+}
+
+// roundTrip encodes messages of the given frame sizes, decodes them through
+// reads of the given chunk sizes with the given block size, and checks
+// every frame at the end: bodies are slices of blocks, so any reuse of a
+// block would show up as a changed earlier frame.
+func roundTrip(t testing.TB, frameSizes []int, chunks []int, block int) {
+	var msgs [][][]byte
+	var stream bytes.Buffer
+	w := NewWriter(&stream, 0)
+	fill := byte(1)
+	for i := 0; i < len(frameSizes); {
+		nf := 1 + frameSizes[i]%3
+		var m [][]byte
+		for j := 0; j < nf && i < len(frameSizes); j++ {
+			m = append(m, bytes.Repeat([]byte{fill}, frameSizes[i]))
+			fill++
+			i++
+		}
+		msgs = append(msgs, m)
+		if err := w.WriteMessage(m); err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs)%5 == 0 {
+			if err := w.WriteCommand(CmdPing, AppendPing(nil, uint16(len(msgs)), []byte("ctx"))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	r := NewReader(&chunkFeeder{b: stream.Bytes(), sizes: chunks}, block)
+	var got [][][]byte
+	var pings int
+	for {
+		f, cmd, err := r.Next(nil)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %d messages: %v", len(got), err)
+		}
+		if f == nil {
+			if cmd.Name != CmdPing {
+				t.Fatalf("command %q", cmd.Name)
+			}
+			pings++
+			continue
+		}
+		got = append(got, f)
+	}
+	if len(got) != len(msgs) || pings != len(msgs)/5 {
+		t.Fatalf("%d messages and %d pings, want %d and %d", len(got), pings, len(msgs), len(msgs)/5)
+	}
+	for i, m := range msgs {
+		if len(got[i]) != len(m) {
+			t.Fatalf("message %d: %d frames, want %d", i, len(got[i]), len(m))
+		}
+		for j := range m {
+			if !bytes.Equal(got[i][j], m[j]) {
+				t.Fatalf("message %d frame %d (%d bytes) changed or wrong", i, j, len(m[j]))
+			}
+			if len(m[j]) <= sliceMax && cap(got[i][j]) != len(got[i][j]) {
+				t.Fatalf("message %d frame %d: cap %d > len %d", i, j, cap(got[i][j]), len(got[i][j]))
+			}
+		}
+	}
+}
+
+func TestReaderBlocksNeverReused(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var sizes []int
+	for range 600 {
+		switch rng.IntN(4) {
+		case 0:
+			sizes = append(sizes, rng.IntN(300))
+		case 1:
+			sizes = append(sizes, rng.IntN(sliceMax+2))
+		case 2:
+			sizes = append(sizes, sliceMax-8+rng.IntN(16))
+		default:
+			sizes = append(sizes, rng.IntN(3*chunk/2))
+		}
+	}
+	for _, tc := range []struct {
+		chunks []int
+		block  int
+	}{
+		{[]int{1 << 30}, 0},
+		{[]int{1, 7, 4096, 65536, 3, 100000}, 0},
+		{[]int{13, 1, 2}, 16},
+		{[]int{5000, 70000, 9}, 4096},
+	} {
+		roundTrip(t, sizes, tc.chunks, tc.block)
+	}
+}
+
+func FuzzReaderRoundTrip(f *testing.F) {
+	f.Add([]byte{1, 200, 255, 0, 3}, []byte{1, 2, 3}, uint16(16))
+	f.Add([]byte{0, 0, 0}, []byte{255}, uint16(0))
+	f.Fuzz(func(t *testing.T, sizes, chunks []byte, block uint16) {
+		if len(sizes) == 0 || len(sizes) > 64 {
+			return
+		}
+		fs := make([]int, len(sizes))
+		for i, s := range sizes {
+			fs[i] = int(s) * int(s) / 4 // up to about 16 KiB: both paths
+		}
+		cs := []int{1 << 20}
+		if len(chunks) > 0 {
+			cs = cs[:0]
+			for _, c := range chunks {
+				cs = append(cs, 1+int(c)*int(c))
+			}
+		}
+		roundTrip(t, fs, cs, int(block))
+	})
 }
