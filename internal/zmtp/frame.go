@@ -58,8 +58,8 @@ type Reader struct {
 	size    int    // block size
 	minRead int    // least free space worth a read into the current block
 	buf     []byte // current block: buf[r:w] is read but not yet decoded
-	r, w int
-	err  error // read error to report once the buffered bytes are used
+	r, w    int
+	err     error // read error to report once the buffered bytes are used
 }
 
 // NewReader returns a Reader that reads in blocks of size bytes
