@@ -36,6 +36,7 @@ func newMemHalf() *memHalf {
 	return &memHalf{data: make(chan struct{}, 1), space: make(chan struct{}, 1)}
 }
 
+// signal sends on a capacity-1 channel unless a signal is already pending.
 func signal(c chan struct{}) {
 	select {
 	case c <- struct{}{}:

@@ -29,7 +29,7 @@ type peer struct {
 	// waiting.
 	lingerDL atomic.Int64
 
-	out    chan Msg
+	outq   *outQueue
 	inq    *inQueue
 	ctrl   chan zmtp.Command
 	replay []Msg // subscriptions to announce first (SUB/XSUB)
@@ -104,7 +104,7 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 		remote:   remote,
 		r:        zmtp.NewReader(c, 0),
 		w:        zmtp.NewWriter(c, 0),
-		out:      make(chan Msg, s.cfg.SendHWM),
+		outq:     newOutQueue(s.cfg.SendHWM),
 		inq:      newInQueue(s.cfg.RecvHWM),
 		inRoom:   s.cfg.RecvHWM,
 		ctrl:     make(chan zmtp.Command, 16),
@@ -450,21 +450,12 @@ func (p *peer) writeLoop() {
 		return
 	}
 	var pingBuf []byte
+	batch := make([]Msg, 0, maxBatch)
 	for {
 		var err error
 		select {
-		case m := <-p.out:
-			err = p.write(m)
-			for err == nil {
-				select {
-				case m = <-p.out:
-					err = p.write(m)
-					continue
-				default:
-				}
-				break
-			}
-			if err == nil {
+		case <-p.outq.ready:
+			if err = p.writeQueued(batch); err == nil {
 				err = p.w.Flush()
 			}
 		case c := <-p.ctrl:
@@ -490,12 +481,31 @@ func (p *peer) writeLoop() {
 	}
 }
 
+// writeQueued encodes the queued messages, taking them in batches of up to
+// cap(batch), until the queue is empty.
+func (p *peer) writeQueued(batch []Msg) error {
+	s := p.s
+	for {
+		b := p.outq.take(batch)
+		if len(b) == 0 {
+			return nil
+		}
+		if s.waiters.Load() > 0 {
+			s.wake()
+		}
+		for _, m := range b {
+			if err := p.write(m); err != nil {
+				clear(b)
+				return err
+			}
+		}
+		clear(b)
+	}
+}
+
 // write encodes one outgoing message. SUB and XSUB turn subscription
 // messages into SUBSCRIBE/CANCEL commands for ZMTP 3.1 peers.
 func (p *peer) write(m Msg) error {
-	if s := p.s; s.waiters.Load() > 0 {
-		s.wake()
-	}
 	if (p.s.kind == Sub || p.s.kind == XSub) && p.minor >= 1 && len(m.Frames) == 1 &&
 		len(m.Frames[0]) > 0 && m.Frames[0][0] <= 1 {
 		name := zmtp.CmdCancel
@@ -518,16 +528,7 @@ func (p *peer) linger() {
 	}
 	deadline := time.Now().Add(s.cfg.Linger)
 	_ = p.conn.SetWriteDeadline(deadline)
-	var err error
-	for err == nil {
-		select {
-		case m := <-p.out:
-			err = p.write(m)
-			continue
-		default:
-		}
-		break
-	}
+	err := p.writeQueued(make([]Msg, 0, maxBatch))
 	if err == nil {
 		err = p.w.Flush()
 	}

@@ -82,8 +82,11 @@ func (s *Socket) sendRR(ctx context.Context, m Msg) (*peer, error) {
 				return nil, ErrClosed
 			}
 		}
-		if s.waiters.Add(-1) > 0 {
-			s.wake() // pass the wake-up on to the next blocked sender
+		// A sender that got in passes the wake-up on to the next blocked
+		// one. One that did not keeps it: every peer is then full, so
+		// their writers will wake the senders again as they drain.
+		if s.waiters.Add(-1) > 0 && p != nil {
+			s.wake()
 		}
 		if p != nil {
 			return p, nil
@@ -100,10 +103,8 @@ func (s *Socket) tryRR(m Msg) *peer {
 	start := s.rr.Add(1)
 	for i := uint32(0); i < n; i++ {
 		p := ps[(start+i)%n]
-		select {
-		case p.out <- m:
+		if p.outq.push(m) {
 			return p
-		default:
 		}
 	}
 	return nil
@@ -115,9 +116,7 @@ func (s *Socket) sendFanout(m Msg, filter bool) {
 		if filter && !p.subs.Load().match(m.Frames[0]) {
 			continue
 		}
-		select {
-		case p.out <- m:
-		default:
+		if !p.outq.push(m) {
 			s.drop(p)
 		}
 	}
@@ -136,24 +135,27 @@ func (s *Socket) drop(p *peer) {
 // sendTo queues m for one peer, blocking while its queue is full. A peer
 // that goes away swallows the message.
 func (s *Socket) sendTo(ctx context.Context, p *peer, m Msg) error {
-	select {
-	case p.out <- m:
+	if p.outq.push(m) {
 		return nil
-	default:
 	}
 	ctx, cancel := ctxFor(ctx, s.cfg.SendTimeout)
 	defer cancel()
-	select {
-	case p.out <- m:
-		return nil
-	case <-p.quit:
-		s.st.dropped.Add(1)
-		return nil
-	case <-ctx.Done():
-		return ctxErr(ctx)
-	case <-s.closing:
-		return ErrClosed
+	for waited := false; !p.outq.pushWait(m, waited); waited = true {
+		select {
+		case <-p.outq.room:
+		case <-p.quit:
+			p.outq.giveUp()
+			s.st.dropped.Add(1)
+			return nil
+		case <-ctx.Done():
+			p.outq.giveUp()
+			return ctxErr(ctx)
+		case <-s.closing:
+			p.outq.giveUp()
+			return ErrClosed
+		}
 	}
+	return nil
 }
 
 func (s *Socket) sendXSub(ctx context.Context, m Msg) error {
@@ -195,9 +197,7 @@ func (s *Socket) sendRouter(ctx context.Context, m Msg) error {
 		return nil
 	}
 	if !s.cfg.RouterMandatory {
-		select {
-		case p.out <- body:
-		default:
+		if !p.outq.push(body) {
 			s.drop(p)
 		}
 		return nil
@@ -447,11 +447,17 @@ func (s *Socket) subscribe(add bool, prefix []byte) error {
 	s.mu.Unlock()
 	m := subMsg(add, prefix)
 	for _, p := range ps {
-		select {
-		case p.out <- m:
-		case <-p.quit:
-		case <-s.closing:
-			return ErrClosed
+		for waited := false; !p.outq.pushWait(m, waited); waited = true {
+			select {
+			case <-p.outq.room:
+				continue
+			case <-p.quit:
+			case <-s.closing:
+				p.outq.giveUp()
+				return ErrClosed
+			}
+			p.outq.giveUp()
+			break
 		}
 	}
 	return nil

@@ -574,19 +574,9 @@ func (s *Socket) popLeft() (inMsg, bool) {
 	return im, true
 }
 
-func (s *Socket) wakeRecv() {
-	select {
-	case s.inReady <- struct{}{}:
-	default:
-	}
-}
+func (s *Socket) wakeRecv() { signal(s.inReady) }
 
-func (s *Socket) wake() {
-	select {
-	case s.room <- struct{}{}:
-	default:
-	}
-}
+func (s *Socket) wake() { signal(s.room) }
 
 func subMsg(subscribe bool, topic []byte) Msg {
 	b := make([]byte, 1+len(topic))

@@ -1,0 +1,100 @@
+package socket
+
+import (
+	"encoding/binary"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestOutQueueBlockedSenders runs many senders blocked on a tiny queue
+// against a writer taking small batches: every message arrives once, each
+// sender's in order, and no sender is left waiting (a lost wake-up would
+// hang the test until its deadline).
+func TestOutQueueBlockedSenders(t *testing.T) {
+	const senders, each = 8, 2000
+	q := newOutQueue(4)
+	done := make(chan struct{})
+	defer close(done)
+	var wg sync.WaitGroup
+	for id := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				var b [8]byte
+				binary.BigEndian.PutUint32(b[:4], uint32(id))
+				binary.BigEndian.PutUint32(b[4:], uint32(i))
+				m := Msg{Frames: [][]byte{b[:]}}
+				for waited := false; !q.pushWait(m, waited); waited = true {
+					select {
+					case <-q.room:
+					case <-done:
+						q.giveUp()
+						return
+					}
+				}
+			}
+		}()
+	}
+	next := make([]uint32, senders)
+	batch := make([]Msg, 0, 3)
+	deadline := time.After(30 * time.Second)
+	for got := 0; got < senders*each; {
+		b := q.take(batch)
+		if len(b) == 0 {
+			select {
+			case <-q.ready:
+				continue
+			case <-deadline:
+				t.Fatalf("stalled after %d messages", got)
+			}
+		}
+		for _, m := range b {
+			id := binary.BigEndian.Uint32(m.Frames[0][:4])
+			i := binary.BigEndian.Uint32(m.Frames[0][4:])
+			if i != next[id] {
+				t.Fatalf("sender %d: message %d, want %d", id, i, next[id])
+			}
+			next[id]++
+			got++
+		}
+	}
+	wg.Wait()
+	if q.blocked != 0 || q.n != 0 {
+		t.Fatalf("blocked=%d queued=%d after the run", q.blocked, q.n)
+	}
+}
+
+// TestOutQueueWakesWriter checks the writer's sleep protocol: a writer
+// that found the queue empty is woken by the next push, once.
+func TestOutQueueWakesWriter(t *testing.T) {
+	q := newOutQueue(10)
+	if b := q.take(make([]Msg, 0, 4)); len(b) != 0 {
+		t.Fatalf("took %d from an empty queue", len(b))
+	}
+	if !q.push(NewMsg([]byte("a"))) || !q.push(NewMsg([]byte("b"))) {
+		t.Fatal("push failed on an empty queue")
+	}
+	select {
+	case <-q.ready:
+	default:
+		t.Fatal("push did not wake the sleeping writer")
+	}
+	select {
+	case <-q.ready:
+		t.Fatal("second push woke the writer again")
+	default:
+	}
+	if b := q.take(make([]Msg, 0, 4)); len(b) != 2 || string(b[0].Frames[0]) != "a" {
+		t.Fatalf("took %v", b)
+	}
+	for i := range 10 {
+		if !q.push(NewMsg([]byte{byte(i)})) {
+			t.Fatalf("push %d refused below the high-water mark", i)
+		}
+	}
+	if q.push(NewMsg([]byte("x"))) {
+		t.Fatal("push accepted past the high-water mark")
+	}
+}
