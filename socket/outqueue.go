@@ -82,7 +82,6 @@ func (q *outQueue) add(m Msg) {
 	}
 }
 
-
 // grow doubles the ring, up to hwm, keeping the order.
 func (q *outQueue) grow() {
 	c := min(max(2*len(q.ring), 64), q.hwm)
