@@ -1,7 +1,9 @@
 package socket
 
 import (
+	"context"
 	"encoding/binary"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -96,5 +98,51 @@ func TestOutQueueWakesWriter(t *testing.T) {
 	}
 	if q.push(NewMsg([]byte("x"))) {
 		t.Fatal("push accepted past the high-water mark")
+	}
+}
+
+// TestBlockedReceiversDoNotBounceWakeups runs two receivers on one socket.
+// Once all messages are taken, both wait: a wake-up that finds nothing
+// must not be passed back and forth between them (that kept both busy for
+// as long as the socket stayed idle).
+func TestBlockedReceiversDoNotBounceWakeups(t *testing.T) {
+	ctx := tctx(t)
+	pull := mk(t, Pull, Config{})
+	push := mk(t, Push, Config{})
+	connect(t, push, bind(t, pull, "inproc://bounce"))
+	const n = 2000
+	got := make(chan struct{}, n)
+	rctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				if _, err := pull.Recv(rctx); err != nil {
+					return
+				}
+				got <- struct{}{}
+			}
+		}()
+	}
+	defer func() { stop(); wg.Wait() }()
+	for i := range n {
+		mustSend(t, ctx, push, "m")
+		if i%50 == 0 {
+			<-got // let the receivers run dry now and then
+		}
+	}
+	for range n - n/50 {
+		<-got
+	}
+	waitFor(t, "both receivers blocked", func() bool { return pull.rwaiters.Load() == 2 })
+	before := pull.rwakes.Load()
+	deadline := time.Now().Add(100 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if w := pull.rwakes.Load(); w > before+2 {
+			t.Fatalf("idle receivers woke %d times", w-before)
+		}
+		runtime.Gosched()
 	}
 }

@@ -312,6 +312,7 @@ func (s *Socket) recvIn(ctx context.Context) (inMsg, error) {
 		if !ok {
 			select {
 			case <-s.inReady:
+				s.rwakes.Add(1)
 			case <-ctx.Done():
 				s.rwaiters.Add(-1)
 				return inMsg{}, ctxErr(ctx)
@@ -320,8 +321,11 @@ func (s *Socket) recvIn(ctx context.Context) (inMsg, error) {
 				return inMsg{}, ErrClosed
 			}
 		}
-		if s.rwaiters.Add(-1) > 0 {
-			s.wakeRecv() // pass the wake-up on to the next blocked receiver
+		// A receiver that got a message passes the wake-up on to the
+		// next blocked one. One that did not keeps it: every queue was
+		// empty, and the readers wake receivers again when they add.
+		if s.rwaiters.Add(-1) > 0 && ok {
+			s.wakeRecv()
 		}
 		if ok {
 			return im, nil

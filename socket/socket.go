@@ -55,6 +55,7 @@ type Socket struct {
 	// the same queue, in order); XPUB's own unsubscriptions wait in left.
 	rrIn     atomic.Uint32
 	rwaiters atomic.Int32
+	rwakes   atomic.Int64 // receivers woken while blocked (for tests)
 	inReady  chan struct{}
 	leftN    atomic.Int32 // len(departed) + len(left), a hint for the fast path
 	leftMu   sync.Mutex

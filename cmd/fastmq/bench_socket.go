@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,6 +39,7 @@ type benchOpts struct {
 	python    string
 	separate  bool
 	json      bool
+	cpuprof   string
 }
 
 func init() {
@@ -93,6 +95,7 @@ func newSocketBenchCmd(pattern, short string) *cobra.Command {
 	f.BoolVar(&o.separate, "separate", false, "run the receiving end (REP for reqrep) in a child process of this command")
 	f.BoolVar(&o.json, "json", false, "print the result as JSON (used by --separate)")
 	f.MarkHidden("json")
+	f.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of this process to `FILE` (with --separate, the child's goes to FILE.recv)")
 	return cmd
 }
 
@@ -150,6 +153,17 @@ func runSocketBench(ctx context.Context, w io.Writer, pattern string, o *benchOp
 	}
 	if o.size < 0 {
 		return errors.New("--size must not be negative")
+	}
+	if o.cpuprof != "" {
+		f, err := os.Create(o.cpuprof)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	cfg := socket.Config{SendHWM: o.hwm, RecvHWM: o.hwm, Linger: 10 * time.Second}
 	var res benchResult
@@ -579,6 +593,9 @@ func benchSeparate(ctx context.Context, pattern string, o *benchOpts, cfg socket
 	}
 	child := exec.CommandContext(ctx, exe, "bench", pattern, "--role", "recv", "--bind", ep,
 		"--count", strconv.Itoa(o.count), "--size", strconv.Itoa(o.size), "--hwm", strconv.Itoa(o.hwm), "--json")
+	if o.cpuprof != "" {
+		child.Args = append(child.Args, "--cpuprofile", o.cpuprof+".recv")
+	}
 	var out bytes.Buffer
 	child.Stdout = &out
 	stderr, err := child.StderrPipe()
