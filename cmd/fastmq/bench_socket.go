@@ -40,6 +40,7 @@ type benchOpts struct {
 	separate  bool
 	json      bool
 	cpuprof   string
+	rounds    int
 }
 
 func init() {
@@ -95,6 +96,7 @@ func newSocketBenchCmd(pattern, short string) *cobra.Command {
 	f.BoolVar(&o.separate, "separate", false, "run the receiving end (REP for reqrep) in a child process of this command")
 	f.BoolVar(&o.json, "json", false, "print the result as JSON (used by --separate)")
 	f.MarkHidden("json")
+	f.IntVar(&o.rounds, "rounds", 1, "repeat the run `N` times (alternating with libzmq's under --libzmq) and print the medians")
 	f.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of this process to `FILE` (with --separate, the child's goes to FILE.recv)")
 	return cmd
 }
@@ -166,24 +168,17 @@ func runSocketBench(ctx context.Context, w io.Writer, pattern string, o *benchOp
 		defer pprof.StopCPUProfile()
 	}
 	cfg := socket.Config{SendHWM: o.hwm, RecvHWM: o.hwm, Linger: 10 * time.Second}
-	var res benchResult
-	var err error
-	if o.separate {
-		if o.bind != "" || o.connect != "" || o.role != "" {
-			return errors.New("--separate picks its own endpoint and roles")
-		}
-		res, err = benchSeparate(ctx, pattern, o, cfg)
-		if err != nil {
-			return err
-		}
-	} else if o.bind != "" || o.connect != "" || o.role != "" {
+	if o.separate && (o.bind != "" || o.connect != "" || o.role != "") {
+		return errors.New("--separate picks its own endpoint and roles")
+	}
+	if o.bind != "" || o.connect != "" || o.role != "" {
 		if (o.bind == "") == (o.connect == "") {
 			return errors.New("separate-process mode needs exactly one of --bind and --connect")
 		}
 		if o.role != "send" && o.role != "recv" {
 			return errors.New("separate-process mode needs --role send or --role recv")
 		}
-		res, err = benchOneEnd(ctx, pattern, o, cfg)
+		res, err := benchOneEnd(ctx, pattern, o, cfg)
 		if err != nil || (o.role == "send" && pattern != "reqrep") || (o.role == "recv" && pattern == "reqrep") {
 			if err == nil && !o.json {
 				fmt.Fprintf(w, "%s: %s end done\n", pattern, o.role)
@@ -193,14 +188,34 @@ func runSocketBench(ctx context.Context, w io.Writer, pattern string, o *benchOp
 		if o.json {
 			return json.NewEncoder(w).Encode(res)
 		}
-	} else {
-		res, err = benchInProcess(ctx, pattern, o, cfg)
+		res.print(w)
+		return nil
+	}
+	if o.rounds < 1 {
+		return errors.New("--rounds must be at least 1")
+	}
+	// With several rounds, ours and libzmq's run alternately, so that both
+	// see the same machine, and the medians are printed at the end.
+	var rates, ratios, latRatios []float64
+	for round := 1; round <= o.rounds; round++ {
+		if o.rounds > 1 {
+			fmt.Fprintf(w, "round %d of %d\n", round, o.rounds)
+		}
+		var res benchResult
+		var err error
+		if o.separate {
+			res, err = benchSeparate(ctx, pattern, o, cfg)
+		} else {
+			res, err = benchInProcess(ctx, pattern, o, cfg)
+		}
 		if err != nil {
 			return err
 		}
-	}
-	res.print(w)
-	if o.libzmq != "" {
+		res.print(w)
+		rates = append(rates, res.rate())
+		if o.libzmq == "" {
+			continue
+		}
 		lz, err := runLibzmqPerf(ctx, pattern, o)
 		if err != nil {
 			return err
@@ -211,14 +226,35 @@ func runSocketBench(ctx context.Context, w io.Writer, pattern string, o *benchOp
 		}
 		fmt.Fprintln(w)
 		if lz.MsgsPerS > 0 {
-			fmt.Fprintf(w, "ratio fastmq/libzmq msg/s: %.2f\n", res.rate()/lz.MsgsPerS)
+			ratios = append(ratios, res.rate()/lz.MsgsPerS)
+			fmt.Fprintf(w, "ratio fastmq/libzmq msg/s: %.2f\n", ratios[len(ratios)-1])
 		}
 		if pattern == "reqrep" && lz.P50us > 0 {
-			fmt.Fprintf(w, "ratio fastmq/libzmq p50 round trip: %.2f\n",
-				float64(pct(res.Lat, 50))/float64(time.Microsecond)/lz.P50us)
+			latRatios = append(latRatios, float64(pct(res.Lat, 50))/float64(time.Microsecond)/lz.P50us)
+			fmt.Fprintf(w, "ratio fastmq/libzmq p50 round trip: %.2f\n", latRatios[len(latRatios)-1])
 		}
 	}
+	if o.rounds > 1 {
+		fmt.Fprintf(w, "median of %d rounds: fastmq %.0f msg/s", o.rounds, median(rates))
+		if len(ratios) > 0 {
+			fmt.Fprintf(w, ", ratio fastmq/libzmq msg/s %.2f (min %.2f, max %.2f)", median(ratios), slices.Min(ratios), slices.Max(ratios))
+		}
+		if len(latRatios) > 0 {
+			fmt.Fprintf(w, ", ratio fastmq/libzmq p50 round trip %.2f", median(latRatios))
+		}
+		fmt.Fprintln(w)
+	}
 	return nil
+}
+
+// median returns the median of v (v is not empty).
+func median(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	if n := len(v); n%2 == 0 {
+		return (v[n/2-1] + v[n/2]) / 2
+	}
+	return v[len(v)/2]
 }
 
 // benchEndpoint picks a fresh endpoint for one-process runs.

@@ -492,6 +492,27 @@ func TestCLIBench(t *testing.T) {
 			t.Fatalf("bench --libzmq printed %q", out)
 		}
 	})
+	t.Run("rounds", func(t *testing.T) {
+		if err := exec.Command("/usr/bin/python3", "-c", "import zmq").Run(); err != nil {
+			t.Skipf("pyzmq not available: %v", err)
+		}
+		script := filepath.Join("..", "..", "socket", "testdata", "interop", "perf.py")
+		p := startCLI(t, "bench", "pushpull", "--separate", "--count", "2000", "--rounds", "2", "--libzmq", script)
+		p.closeStdin()
+		out := p.mustSucceed()
+		// Per round: a header, ours, libzmq's and the ratio; then the medians.
+		if len(out) != 9 || out[0] != "round 1 of 2" || out[4] != "round 2 of 2" ||
+			!strings.HasPrefix(out[8], "median of 2 rounds: fastmq ") || !strings.Contains(out[8], "ratio fastmq/libzmq msg/s ") {
+			t.Fatalf("bench --rounds printed %q", out)
+		}
+	})
+	t.Run("bad rounds", func(t *testing.T) {
+		p := startCLI(t, "bench", "pushpull", "--rounds", "0")
+		p.closeStdin()
+		if _, err := p.wait(); err == nil {
+			t.Fatal("--rounds 0 succeeded")
+		}
+	})
 }
 
 // FuzzIdentity checks that every routing id the router tool prints parses
