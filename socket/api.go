@@ -91,6 +91,12 @@ type Config struct {
 	// whose credentials fail the check (and every NULL peer). It is
 	// called from connection goroutines, possibly concurrently.
 	PlainAuth func(username, password string) bool
+	// PubNoDrop makes a PUB or XPUB wait instead of dropping
+	// (ZMQ_XPUB_NODROP): Send blocks until every subscriber the message
+	// matches has room for it, then queues it for all of them at once, or
+	// gives up on all of them when ctx ends or SendTimeout passes. One slow
+	// subscriber then slows the publisher down.
+	PubNoDrop bool
 	// RouterMandatory makes a ROUTER's Send to an unknown identity return
 	// ErrUnknownPeer and block when that peer's queue is full; otherwise
 	// such messages are dropped and counted in Stats.Dropped.

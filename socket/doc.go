@@ -6,13 +6,16 @@
 // # Engine
 //
 // Each connection has one reader and one writer goroutine. The writer
-// drains a bounded per-peer queue (Config.SendHWM messages) into a buffered
-// stream and flushes only when the queue is empty, so bursts cost one
-// system call per batch. Each connection's reader fills a bounded
-// incoming queue (Config.RecvHWM messages); Recv takes from the queues in
-// turn (fair queueing), and a reader whose queue is full stops reading its
-// connection, so flow control pushes back on that sender only. Frame sizes
-// are checked against Config.MaxMsgSize before memory is allocated.
+// takes everything queued for its peer (at most Config.SendHWM messages)
+// in one batch, encodes it into a buffered stream and flushes only when
+// the queue is empty, so bursts cost one system call per batch. Each
+// connection's reader reads into blocks it never reuses and hands out
+// frame bodies as slices of them, so a received frame is copied once, by
+// the kernel. It fills a bounded incoming queue (Config.RecvHWM
+// messages); Recv takes from the queues in turn (fair queueing), and a
+// reader whose queue is full stops reading its connection, so flow
+// control pushes back on that sender only. Frame sizes are checked
+// against Config.MaxMsgSize before memory is allocated.
 //
 // The ZMTP handshake runs in the connection's own goroutine under
 // Config.HandshakeTimeout: a silent or malformed peer costs one goroutine
@@ -26,8 +29,13 @@
 // Connect()ed endpoints are redialed with exponential backoff and jitter
 // (Config.ReconnectInterval up to Config.ReconnectIntervalMax); SUB and
 // XSUB re-announce their subscriptions on each new connection. A ROUTER
-// that sees a second connection with an identity already in use hands the
-// identity over to the new connection and closes the old one.
+// refuses a second connection with an identity already in use, as libzmq
+// does, unless Config.RouterHandover gives the identity to the new
+// connection.
+//
+// A PUB drops messages for a subscriber whose queue is full, so one slow
+// subscriber never holds up the others; Config.PubNoDrop
+// (ZMQ_XPUB_NODROP) makes Send wait for room instead, losing nothing.
 //
 // PUB filters at the publisher: it tracks each subscriber's prefixes,
 // accepting both ZMTP 3.1 SUBSCRIBE/CANCEL commands and ZMTP 3.0

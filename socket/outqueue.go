@@ -56,7 +56,19 @@ func (q *outQueue) pushWait(m Msg, waited bool) bool {
 	return true
 }
 
-// giveUp stops counting a sender that waited in pushWait.
+// waitRoom reports whether q has room. If not, it counts the caller as a
+// blocked sender, who then waits on q.room and calls giveUp.
+func (q *outQueue) waitRoom() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n < q.hwm {
+		return true
+	}
+	q.blocked++
+	return false
+}
+
+// giveUp stops counting a sender that waited in pushWait or waitRoom.
 func (q *outQueue) giveUp() {
 	q.mu.Lock()
 	q.blocked--

@@ -18,7 +18,8 @@ import (
 //   - PUB, XPUB: to every peer whose subscriptions match the first frame;
 //     a peer whose queue is full misses the message (counted in
 //     Stats.Dropped, reported by a rate-limited EventDropped). Never
-//     blocks.
+//     blocks, unless Config.PubNoDrop is set: then Send waits until every
+//     matching peer has room and queues the message for all of them.
 //   - ROUTER: Frames[0] names the destination peer. Unknown peers and full
 //     queues drop the message, unless Config.RouterMandatory is set: then
 //     unknown peers give ErrUnknownPeer and full queues block.
@@ -43,7 +44,11 @@ func (s *Socket) Send(ctx context.Context, m Msg) error {
 	case Push, Dealer, Pair:
 		_, err = s.sendRR(ctx, m)
 	case Pub, XPub:
-		s.sendFanout(m, true)
+		if s.cfg.PubNoDrop {
+			err = s.sendFanoutNoDrop(ctx, m)
+		} else {
+			s.sendFanout(m, true)
+		}
 	case XSub:
 		err = s.sendXSub(ctx, m)
 	case Router:
@@ -120,6 +125,56 @@ func (s *Socket) sendFanout(m Msg, filter bool) {
 			s.drop(p)
 		}
 	}
+}
+
+// sendFanoutNoDrop queues m for every matching peer once all of them have
+// room (Config.PubNoDrop). Until then nothing is queued, so a deadline
+// leaves no peer with the message and the others without it, unless a
+// concurrent Send took the room in between: that peer is then waited for
+// alone.
+func (s *Socket) sendFanoutNoDrop(ctx context.Context, m Msg) error {
+	var cancel context.CancelFunc = func() {}
+	defer func() { cancel() }()
+	bounded := false
+	for {
+		var full *peer
+		for _, p := range *s.peers.Load() {
+			if p.outq.len() >= p.outq.hwm && p.subs.Load().match(m.Frames[0]) {
+				full = p
+				break
+			}
+		}
+		if full == nil {
+			break
+		}
+		if !bounded {
+			ctx, cancel = ctxFor(ctx, s.cfg.SendTimeout)
+			bounded = true
+		}
+		if !full.outq.waitRoom() {
+			select {
+			case <-full.outq.room:
+				full.outq.giveUp()
+			case <-full.quit:
+				full.outq.giveUp()
+			case <-ctx.Done():
+				full.outq.giveUp()
+				return ctxErr(ctx)
+			case <-s.closing:
+				full.outq.giveUp()
+				return ErrClosed
+			}
+		}
+	}
+	for _, p := range *s.peers.Load() {
+		if !p.subs.Load().match(m.Frames[0]) || p.outq.push(m) {
+			continue
+		}
+		if err := s.sendTo(ctx, p, m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *Socket) drop(p *peer) {

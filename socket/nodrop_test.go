@@ -1,0 +1,160 @@
+package socket
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"testing"
+	"time"
+)
+
+// subscribedPair returns a PUB with cfg bound on ep and a SUB (subscribed
+// to everything, RecvHWM subHWM) connected to it, once a probe gets
+// through.
+func subscribedPair(t *testing.T, ctx context.Context, ep string, cfg Config, subs ...*Socket) *Socket {
+	t.Helper()
+	pub := mk(t, Pub, cfg)
+	addr := bind(t, pub, ep)
+	for _, s := range subs {
+		if err := s.Subscribe(nil); err != nil {
+			t.Fatal(err)
+		}
+		connect(t, s, addr)
+	}
+	waitFor(t, "subscriptions", func() bool {
+		mustSend(t, ctx, pub, "probe")
+		for _, s := range subs {
+			if _, err := s.Recv(withTimeout(ctx, 20)); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	for _, s := range subs {
+		for s.queued() > 0 {
+			mustRecv(t, ctx, s)
+		}
+	}
+	return pub
+}
+
+// TestPubNoDropIsLossless publishes far more than the queues hold to a
+// subscriber that reads at its own pace: with PubNoDrop nothing is lost
+// and everything arrives in order.
+func TestPubNoDropIsLossless(t *testing.T) {
+	matrix(t, func(t *testing.T, ep func() string) {
+		ctx := tctx(t)
+		sub := mk(t, Sub, Config{RecvHWM: 4})
+		pub := subscribedPair(t, ctx, ep(), Config{SendHWM: 4, PubNoDrop: true}, sub)
+		const n = 20000
+		done := make(chan error, 1)
+		go func() {
+			for i := range n {
+				var b [8]byte
+				binary.BigEndian.PutUint64(b[:], uint64(i))
+				if err := pub.Send(ctx, NewMsg(b[:])); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		for i := range n {
+			m, err := sub.Recv(ctx)
+			if err != nil {
+				t.Fatalf("message %d: %v", i, err)
+			}
+			if got := binary.BigEndian.Uint64(m.Frames[0]); got != uint64(i) {
+				t.Fatalf("message %d: got %d", i, got)
+			}
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if st := pub.Stats(); st.Dropped != 0 {
+			t.Fatalf("dropped %d with PubNoDrop", st.Dropped)
+		}
+	})
+}
+
+// TestPubNoDropAllOrNothing has one subscriber that reads and one that
+// never does. Sends block, then time out, and a message that timed out
+// reached neither subscriber: the reading one gets exactly the messages
+// whose Send succeeded.
+func TestPubNoDropAllOrNothing(t *testing.T) {
+	ctx := tctx(t)
+	good := mk(t, Sub, Config{})
+	stuck := mk(t, Sub, Config{RecvHWM: 1})
+	pub := subscribedPair(t, ctx, "inproc://nodrop-all", Config{SendHWM: 2, PubNoDrop: true}, good, stuck)
+	payload := bytes.Repeat([]byte("p"), 32<<10)
+	sent, timeouts := 0, 0
+	for i := 0; i < 2000 && timeouts < 3; i++ {
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		err := pub.Send(sctx, NewMsg(payload))
+		cancel()
+		switch {
+		case err == nil:
+			sent++
+		case errors.Is(err, ErrTimeout):
+			timeouts++
+		default:
+			t.Fatal(err)
+		}
+	}
+	if timeouts == 0 {
+		t.Fatalf("%d sends to a subscriber that never reads all succeeded", sent)
+	}
+	for i := range sent {
+		if _, err := good.Recv(ctx); err != nil {
+			t.Fatalf("good subscriber, message %d of %d: %v", i, sent, err)
+		}
+	}
+	if _, err := good.Recv(withTimeout(ctx, 100)); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("good subscriber got more than the %d sent messages (err %v)", sent, err)
+	}
+	if st := pub.Stats(); st.Dropped != 0 {
+		t.Fatalf("dropped %d with PubNoDrop", st.Dropped)
+	}
+}
+
+// TestPubNoDropIgnoresUnmatched: a stuck subscriber does not hold up
+// messages it did not subscribe to.
+func TestPubNoDropIgnoresUnmatched(t *testing.T) {
+	ctx := tctx(t)
+	pub := mk(t, Pub, Config{SendHWM: 2, PubNoDrop: true})
+	addr := bind(t, pub, "inproc://nodrop-unmatched")
+	stuck := mk(t, Sub, Config{RecvHWM: 1})
+	if err := stuck.Subscribe([]byte("A")); err != nil {
+		t.Fatal(err)
+	}
+	connect(t, stuck, addr)
+	waitFor(t, "subscription", func() bool {
+		mustSend(t, ctx, pub, "A-probe")
+		_, err := stuck.Recv(withTimeout(ctx, 20))
+		return err == nil
+	})
+	payload := bytes.Repeat([]byte("A"), 32<<10)
+	for i := 0; ; i++ {
+		if i == 2000 {
+			t.Fatal("matching sends to a stuck subscriber never blocked")
+		}
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		err := pub.Send(sctx, NewMsg(payload))
+		cancel()
+		if errors.Is(err, ErrTimeout) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 1000 {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := pub.Send(sctx, NewMsgString("B", "unmatched"))
+		cancel()
+		if err != nil {
+			t.Fatalf("unmatched message %d: %v", i, err)
+		}
+	}
+}
