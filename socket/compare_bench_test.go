@@ -61,6 +61,9 @@ func (e zmq4End) recv() ([]byte, error) {
 }
 func (e zmq4End) close() { e.s.Close() }
 
+// noDropKey marks a context whose benchmark wants Config.PubNoDrop.
+type noDropKey struct{}
+
 // benchLink returns a connected sender/receiver pair: the receiver binds.
 type linkFunc func(b *testing.B, ctx context.Context, transport string, sendKind, recvKind socket.Kind) (snd, rcv benchEnd)
 
@@ -90,7 +93,8 @@ func ourLink(b *testing.B, ctx context.Context, transport string, sk, rk socket.
 			b.Fatal(err)
 		}
 	}
-	s, err := socket.New(sk, socket.Config{})
+	noDrop, _ := ctx.Value(noDropKey{}).(bool)
+	s, err := socket.New(sk, socket.Config{PubNoDrop: noDrop})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -132,7 +136,7 @@ var benchImpls = []struct {
 }{{"fastmq", ourLink}, {"zmq4", zmq4Link}}
 
 func BenchmarkCompare(b *testing.B) {
-	for _, pattern := range []string{"pushpull", "pubsub"} {
+	for _, pattern := range []string{"pushpull", "pubsub", "pubsub-nodrop"} {
 		for _, impl := range benchImpls {
 			for _, transport := range []string{"tcp", "ipc"} {
 				for _, size := range []int{100, 1024} {
@@ -157,6 +161,13 @@ func benchStream(b *testing.B, link linkFunc, pattern, transport string, size in
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sk, rk := socket.Push, socket.Pull
+	if pattern == "pubsub-nodrop" {
+		// Our PUB waits for the subscriber instead of dropping, as
+		// zmq4's always does: both are lossless.
+		sk, rk = socket.Pub, socket.Sub
+		ctx = context.WithValue(ctx, noDropKey{}, true)
+		pattern = "pubsub"
+	}
 	if pattern == "pubsub" {
 		sk, rk = socket.Pub, socket.Sub
 	}

@@ -41,6 +41,7 @@ type benchOpts struct {
 	json      bool
 	cpuprof   string
 	rounds    int
+	noDrop    bool
 }
 
 func init() {
@@ -96,6 +97,9 @@ func newSocketBenchCmd(pattern, short string) *cobra.Command {
 	f.BoolVar(&o.separate, "separate", false, "run the receiving end (REP for reqrep) in a child process of this command")
 	f.BoolVar(&o.json, "json", false, "print the result as JSON (used by --separate)")
 	f.MarkHidden("json")
+	if pattern == "pubsub" {
+		f.BoolVar(&o.noDrop, "no-drop", false, "the publisher waits for the subscriber instead of dropping (ZMQ_XPUB_NODROP)")
+	}
 	f.IntVar(&o.rounds, "rounds", 1, "repeat the run `N` times (alternating with libzmq's under --libzmq) and print the medians")
 	f.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of this process to `FILE` (with --separate, the child's goes to FILE.recv)")
 	return cmd
@@ -167,7 +171,7 @@ func runSocketBench(ctx context.Context, w io.Writer, pattern string, o *benchOp
 		}
 		defer pprof.StopCPUProfile()
 	}
-	cfg := socket.Config{SendHWM: o.hwm, RecvHWM: o.hwm, Linger: 10 * time.Second}
+	cfg := socket.Config{SendHWM: o.hwm, RecvHWM: o.hwm, Linger: 10 * time.Second, PubNoDrop: o.noDrop}
 	if o.separate && (o.bind != "" || o.connect != "" || o.role != "") {
 		return errors.New("--separate picks its own endpoint and roles")
 	}
@@ -649,6 +653,9 @@ func benchSeparate(ctx context.Context, pattern string, o *benchOpts, cfg socket
 	}
 	child := exec.CommandContext(ctx, exe, "bench", pattern, "--role", "recv", "--bind", ep,
 		"--count", strconv.Itoa(o.count), "--size", strconv.Itoa(o.size), "--hwm", strconv.Itoa(o.hwm), "--json")
+	if o.noDrop {
+		child.Args = append(child.Args, "--no-drop")
+	}
 	if o.cpuprof != "" {
 		child.Args = append(child.Args, "--cpuprofile", o.cpuprof+".recv")
 	}

@@ -40,6 +40,7 @@ type sockOpts struct {
 	subscribe []string
 	echo      bool
 	exec      string
+	noDrop    bool
 }
 
 // sockTool describes one socket subcommand.
@@ -61,7 +62,11 @@ var sockTools = []sockTool{
 	{name: "pub", kind: socket.Pub, run: runSender,
 		short: "Publish each stdin line as one message on a PUB socket",
 		long: "Reads stdin and publishes each line as one message. Subscribers that are not yet " +
-			"connected, or whose subscription has not yet arrived, miss it (PUB never waits)."},
+			"connected, or whose subscription has not yet arrived, miss it. A subscriber whose " +
+			"queue is full misses it too, unless --no-drop makes the publisher wait for it.",
+		extra: func(cmd *cobra.Command, o *sockOpts) {
+			cmd.Flags().BoolVar(&o.noDrop, "no-drop", false, "wait for a subscriber whose queue is full instead of dropping for it (ZMQ_XPUB_NODROP)")
+		}},
 	{name: "sub", kind: socket.Sub, run: runReceiver,
 		short: "Print each message received on a SUB socket, one per line",
 		extra: func(cmd *cobra.Command, o *sockOpts) {
@@ -232,6 +237,7 @@ func sockConfig(o *sockOpts) (socket.Config, error) {
 		HeartbeatInterval: o.heartbeat,
 		PlainUsername:     o.plainUser,
 		PlainPassword:     o.plainPass,
+		PubNoDrop:         o.noDrop,
 	}
 	if o.identity == "" {
 		cfg.Identity = nil

@@ -291,6 +291,68 @@ func TestCLIPubSubPrefix(t *testing.T) {
 	}
 }
 
+// TestCLIPubNoDrop floods a subscriber that stops reading for a while
+// (its stdout is not read, so it stops receiving) with more than the
+// kernel's socket buffers hold: with --no-drop the publisher waits, and
+// every line arrives once, in order.
+func TestCLIPubNoDrop(t *testing.T) {
+	t.Parallel()
+	sub := startCLI(t, "sub", "--bind", "tcp://127.0.0.1:0", "--hwm", "1")
+	pub := startCLI(t, "pub", "--connect", sub.boundEndpoint(), "--no-drop", "--hwm", "1", "--linger", "60s")
+	// Slow joiner: the flood starts once the subscription is through.
+	warm := false
+	for i := 0; i < 500 && !warm; i++ {
+		pub.feed("w")
+		select {
+		case l := <-sub.out:
+			warm = l == "w"
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if !warm {
+		t.Fatal("the subscriber never got a warm-up line")
+	}
+	const n = 20000
+	pad := strings.Repeat("x", 1000)
+	fed := make(chan error, 1)
+	go func() {
+		for i := range n {
+			if _, err := fmt.Fprintf(pub.stdin, "n-%05d-%s\n", i, pad); err != nil {
+				fed <- err
+				return
+			}
+		}
+		fed <- nil
+		pub.closeStdin()
+	}()
+	// Not reading for a while fills the pipe, the subscriber's queue and
+	// the kernel's buffers; without --no-drop the publisher drops.
+	time.Sleep(300 * time.Millisecond)
+	next := 0
+	deadline := time.After(60 * time.Second)
+	for next < n {
+		select {
+		case l, ok := <-sub.out:
+			if !ok {
+				t.Fatalf("sub exited at line %d: %s", next, sub.stderr())
+			}
+			if l == "w" && next == 0 {
+				continue
+			}
+			if want := fmt.Sprintf("n-%05d-%s", next, pad); l != want {
+				t.Fatalf("line %d: got %.12q", next, l)
+			}
+			next++
+		case <-deadline:
+			t.Fatalf("only %d of %d lines arrived", next, n)
+		}
+	}
+	if err := <-fed; err != nil {
+		t.Fatal(err)
+	}
+	pub.mustSucceed()
+}
+
 func TestCLIRouterDealer(t *testing.T) {
 	t.Parallel()
 	ep := ipcEP(t)
