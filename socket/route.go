@@ -45,7 +45,7 @@ func (s *Socket) Send(ctx context.Context, m Msg) error {
 	case Pub, XPub:
 		s.sendFanout(m, true)
 	case XSub:
-		err = s.sendXSub(ctx, m)
+		err = s.sendXSub(m)
 	case Router:
 		err = s.sendRouter(ctx, m)
 	case Req:
@@ -112,7 +112,7 @@ func (s *Socket) tryRR(m Msg) *peer {
 // sendFanout queues m for every matching peer, dropping for full ones.
 func (s *Socket) sendFanout(m Msg, filter bool) {
 	for _, p := range *s.peers.Load() {
-		if filter && !p.subs.Load().match(m.Frames[0]) {
+		if filter && !p.subs.match(m.Frames[0]) {
 			continue
 		}
 		select {
@@ -156,26 +156,21 @@ func (s *Socket) sendTo(ctx context.Context, p *peer, m Msg) error {
 	}
 }
 
-func (s *Socket) sendXSub(ctx context.Context, m Msg) error {
-	ps := *s.peers.Load()
+// sendXSub sends a subscription message (\x01topic or \x00topic) as a
+// subscription change, like Subscribe, and any other message to every
+// peer, dropping it for a peer whose queue is full as PUB does (libzmq's
+// XSUB drops likewise).
+func (s *Socket) sendXSub(m Msg) error {
 	if len(m.Frames) == 1 && len(m.Frames[0]) > 0 && m.Frames[0][0] <= 1 {
 		s.mu.Lock()
-		if m.Frames[0][0] == 1 {
-			s.subs, _ = s.subs.add(m.Frames[0][1:])
-		} else {
-			s.subs, _ = s.subs.remove(m.Frames[0][1:])
+		defer s.mu.Unlock()
+		if s.closed.Load() {
+			return ErrClosed
 		}
-		s.mySubs.Store(s.subs)
-		// The peers as of the change: one added later got it in its
-		// replay and must not get it twice.
-		ps = *s.peers.Load()
-		s.mu.Unlock()
+		s.changeSubs(m.Frames[0][0] == 1, m.Frames[0][1:])
+		return nil
 	}
-	for _, p := range ps {
-		if err := s.sendTo(ctx, p, m); err != nil {
-			return err
-		}
-	}
+	s.sendFanout(m, false)
 	return nil
 }
 
@@ -433,26 +428,10 @@ func (s *Socket) subscribe(add bool, prefix []byte) error {
 		return fmt.Errorf("%w: subscriptions on %s", ErrNotSupported, s.kind)
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed.Load() {
-		s.mu.Unlock()
 		return ErrClosed
 	}
-	if add {
-		s.subs, _ = s.subs.add(prefix)
-	} else {
-		s.subs, _ = s.subs.remove(prefix)
-	}
-	s.mySubs.Store(s.subs)
-	ps := *s.peers.Load()
-	s.mu.Unlock()
-	m := subMsg(add, prefix)
-	for _, p := range ps {
-		select {
-		case p.out <- m:
-		case <-p.quit:
-		case <-s.closing:
-			return ErrClosed
-		}
-	}
+	s.changeSubs(add, prefix)
 	return nil
 }

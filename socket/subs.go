@@ -1,119 +1,210 @@
 package socket
 
 import (
-	"bytes"
 	"slices"
+	"sync"
+	"sync/atomic"
 )
 
-// subList is an immutable set of subscription prefixes with reference
-// counts; changes produce a new list (copy on write) so readers need no
-// lock. Matching costs one map lookup per distinct prefix length, so many
-// subscriptions of similar length stay cheap.
-type subList struct {
-	prefixes [][]byte
-	counts   []int
-	set      map[string]struct{} // the prefixes
-	lens     []int               // distinct prefix lengths, ascending
+// smallSubs is the number of distinct prefixes up to which matching scans
+// them one by one instead of looking them up by length.
+const smallSubs = 8
+
+// subSet is a mutable set of subscription prefixes with reference counts.
+// A change costs one map update; the sorted list of distinct prefix
+// lengths changes only when a length appears or disappears (a binary
+// search and a copy of at most that many ints). Matching costs one map
+// lookup per distinct prefix length no longer than the message, so many
+// subscriptions of similar length stay cheap. The zero value is an empty
+// set. A subSet is not safe for concurrent use.
+type subSet struct {
+	counts map[string]*int // prefix -> reference count (> 0)
+	nlen   map[int]int     // prefix length -> distinct prefixes of that length
+	lens   []int           // distinct prefix lengths, ascending
 }
 
-func (l *subList) match(b []byte) bool {
-	if l == nil {
+func (t *subSet) len() int { return len(t.counts) }
+
+// count returns topic's reference count (0 if absent).
+func (t *subSet) count(topic []byte) int {
+	if c := t.counts[string(topic)]; c != nil {
+		return *c
+	}
+	return 0
+}
+
+// add increments topic's count and reports whether the topic is new.
+func (t *subSet) add(topic []byte) bool {
+	if c := t.counts[string(topic)]; c != nil {
+		*c++
 		return false
 	}
-	if len(l.prefixes) <= 8 {
-		for _, p := range l.prefixes {
-			if bytes.HasPrefix(b, p) {
-				return true
-			}
+	if t.counts == nil {
+		t.counts = make(map[string]*int)
+		t.nlen = make(map[int]int)
+	}
+	c := new(int)
+	*c = 1
+	t.counts[string(topic)] = c
+	n := len(topic)
+	t.nlen[n]++
+	if t.nlen[n] == 1 {
+		i, _ := slices.BinarySearch(t.lens, n)
+		t.lens = slices.Insert(t.lens, i, n)
+	}
+	return true
+}
+
+// remove decrements topic's count. It reports whether the topic was
+// present and whether it is now gone; removing an absent topic changes
+// nothing.
+func (t *subSet) remove(topic []byte) (present, gone bool) {
+	c := t.counts[string(topic)]
+	if c == nil {
+		return false, false
+	}
+	if *c--; *c > 0 {
+		return true, false
+	}
+	delete(t.counts, string(topic))
+	n := len(topic)
+	if t.nlen[n]--; t.nlen[n] == 0 {
+		delete(t.nlen, n)
+		if i, ok := slices.BinarySearch(t.lens, n); ok {
+			t.lens = slices.Delete(t.lens, i, i+1)
 		}
-		return false
 	}
-	for _, n := range l.lens {
+	return true, true
+}
+
+// match reports whether a prefix of b is in the set.
+func (t *subSet) match(b []byte) bool {
+	for _, n := range t.lens {
 		if n > len(b) {
 			return false
 		}
-		if _, ok := l.set[string(b[:n])]; ok {
+		if _, ok := t.counts[string(b[:n])]; ok {
 			return true
 		}
 	}
 	return false
 }
 
-// build fills in the lookup structures of a new list.
-func (l *subList) build() *subList {
-	if len(l.prefixes) <= 8 {
-		return l
+// subTable is a subSet that concurrent matchers read while one writer at a
+// time changes it (callers serialise writers). Small tables are published
+// as an immutable snapshot, so the common case matches without a lock;
+// larger ones are matched under a read lock. Every change is O(1)
+// amortised: no change copies the table.
+type subTable struct {
+	mu   sync.RWMutex
+	set  subSet // guarded by mu
+	view atomic.Pointer[subView]
+}
+
+// subView is what matchers see: the prefixes of a table with at most
+// smallSubs of them, or big for a larger one. A nil view is an empty
+// table.
+type subView struct {
+	prefixes []string
+	big      bool
+}
+
+var bigView = &subView{big: true}
+
+// match reports whether b starts with one of the table's prefixes. It is
+// safe to call concurrently with changes, and on a nil table (which
+// matches nothing).
+func (t *subTable) match(b []byte) bool {
+	if t == nil {
+		return false
 	}
-	l.set = make(map[string]struct{}, len(l.prefixes))
-	seen := make(map[int]bool)
-	for _, p := range l.prefixes {
-		l.set[string(p)] = struct{}{}
-		if !seen[len(p)] {
-			seen[len(p)] = true
-			l.lens = append(l.lens, len(p))
+	v := t.view.Load()
+	if v == nil {
+		return false
+	}
+	if !v.big {
+		for _, p := range v.prefixes {
+			if len(b) >= len(p) && string(b[:len(p)]) == p {
+				return true
+			}
 		}
+		return false
 	}
-	slices.Sort(l.lens)
-	return l
+	t.mu.RLock()
+	ok := t.set.match(b)
+	t.mu.RUnlock()
+	return ok
 }
 
-func (l *subList) index(topic []byte) int {
-	if l == nil {
-		return -1
+// add increments topic's count and reports whether the topic is new. A
+// new topic that would take the table past limit distinct prefixes (if
+// limit > 0) is refused: ok is false and nothing changes.
+func (t *subTable) add(topic []byte, limit int) (isNew, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if limit > 0 && t.set.len() >= limit && t.set.count(topic) == 0 {
+		return false, false
 	}
-	if l.set != nil {
-		if _, ok := l.set[string(topic)]; !ok {
-			return -1
+	if isNew = t.set.add(topic); isNew {
+		t.publish()
+	}
+	return isNew, true
+}
+
+// remove decrements topic's count; see subSet.remove.
+func (t *subTable) remove(topic []byte) (present, gone bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if present, gone = t.set.remove(topic); gone {
+		t.publish()
+	}
+	return present, gone
+}
+
+// publish makes the set's current state visible to matchers (mu held for
+// writing). A snapshot is built only while the set is small, so it costs
+// at most smallSubs entries.
+func (t *subTable) publish() {
+	switch n := t.set.len(); {
+	case n == 0:
+		t.view.Store(nil)
+	case n > smallSubs:
+		if t.view.Load() != bigView {
+			t.view.Store(bigView)
 		}
-	}
-	for i, p := range l.prefixes {
-		if bytes.Equal(p, topic) {
-			return i
+	default:
+		ps := make([]string, 0, n)
+		for k := range t.set.counts {
+			ps = append(ps, k)
 		}
+		t.view.Store(&subView{prefixes: ps})
 	}
-	return -1
 }
 
-// add returns the list with topic's count incremented and whether the topic
-// is new.
-func (l *subList) add(topic []byte) (*subList, bool) {
-	n := &subList{}
-	if l != nil {
-		n.prefixes = append(n.prefixes, l.prefixes...)
-		n.counts = append(n.counts, l.counts...)
+// each calls fn for every prefix and its reference count, under the read
+// lock: fn must not change the table.
+func (t *subTable) each(fn func(topic string, n int)) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for k, c := range t.set.counts {
+		fn(k, *c)
 	}
-	if i := n.index(topic); i >= 0 {
-		n.counts[i]++
-		return n.build(), false
-	}
-	n.prefixes = append(n.prefixes, bytes.Clone(topic))
-	n.counts = append(n.counts, 1)
-	return n.build(), true
 }
 
-// remove returns the list with topic's count decremented and whether the
-// topic disappeared. Removing an absent topic changes nothing.
-func (l *subList) remove(topic []byte) (*subList, bool) {
-	i := l.index(topic)
-	if i < 0 {
-		return l, false
+// topics returns the table's prefixes (a copy).
+func (t *subTable) topics() []string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	ts := make([]string, 0, len(t.set.counts))
+	for k := range t.set.counts {
+		ts = append(ts, k)
 	}
-	n := &subList{
-		prefixes: append([][]byte(nil), l.prefixes...),
-		counts:   append([]int(nil), l.counts...),
-	}
-	n.counts[i]--
-	if n.counts[i] > 0 {
-		return n.build(), false
-	}
-	n.prefixes = append(n.prefixes[:i], n.prefixes[i+1:]...)
-	n.counts = append(n.counts[:i], n.counts[i+1:]...)
-	return n.build(), true
+	return ts
 }
 
-func (l *subList) topics() [][]byte {
-	if l == nil {
-		return nil
-	}
-	return l.prefixes
+// len returns the number of distinct prefixes.
+func (t *subTable) len() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.set.len()
 }

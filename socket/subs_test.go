@@ -3,13 +3,20 @@ package socket
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
 	"testing"
 )
 
-func TestSubList(t *testing.T) {
-	var l *subList
+func TestSubTable(t *testing.T) {
+	var nilTable *subTable
+	if nilTable.match([]byte("x")) {
+		t.Fatal("nil table matched")
+	}
+	var l subTable
 	if l.match([]byte("x")) {
-		t.Fatal("nil list matched")
+		t.Fatal("empty table matched")
 	}
 	// Grow past the linear-scan size and compare with a plain scan.
 	var topics [][]byte
@@ -18,14 +25,11 @@ func TestSubList(t *testing.T) {
 	}
 	topics = append(topics, []byte("abc"), []byte("abcdef"))
 	for _, tp := range topics {
-		var added bool
-		l, added = l.add(tp)
-		if !added {
+		if added, ok := l.add(tp, 0); !added || !ok {
 			t.Fatalf("%q not new", tp)
 		}
 	}
-	l, added := l.add([]byte("abc"))
-	if added {
+	if added, _ := l.add([]byte("abc"), 0); added {
 		t.Fatal("duplicate reported new")
 	}
 	check := func() {
@@ -33,7 +37,7 @@ func TestSubList(t *testing.T) {
 		for _, msg := range []string{"t0.x", "t7.", "t8.", "t14", "abc", "abcd", "abcdefg", "ab", "", "t280.y", "t273.z"} {
 			want := false
 			for _, p := range l.topics() {
-				if bytes.HasPrefix([]byte(msg), p) {
+				if bytes.HasPrefix([]byte(msg), []byte(p)) {
 					want = true
 				}
 			}
@@ -43,20 +47,122 @@ func TestSubList(t *testing.T) {
 		}
 	}
 	check()
-	l, gone := l.remove([]byte("abc"))
-	if gone || !l.match([]byte("abcx")) {
+	if present, gone := l.remove([]byte("abc")); !present || gone || !l.match([]byte("abcx")) {
 		t.Fatal("refcount: first remove dropped the topic")
 	}
-	l, gone = l.remove([]byte("abc"))
-	if !gone || l.match([]byte("abcx")) {
+	if _, gone := l.remove([]byte("abc")); !gone || l.match([]byte("abcx")) {
 		t.Fatal("second remove kept the topic")
 	}
 	check()
-	l, _ = l.add(nil)
+	l.add(nil, 0)
 	if !l.match([]byte("anything")) {
 		t.Fatal("empty prefix does not match everything")
 	}
-	if l2, gone := l.remove([]byte("absent")); gone || l2 != l {
-		t.Fatal("removing an absent topic changed the list")
+	n := l.len()
+	if present, gone := l.remove([]byte("absent")); present || gone || l.len() != n {
+		t.Fatal("removing an absent topic changed the table")
 	}
+	// The limit refuses new topics only.
+	if _, ok := l.add([]byte("new"), n); ok {
+		t.Fatal("limit not applied")
+	}
+	if _, ok := l.add([]byte("abcdef"), n); !ok {
+		t.Fatal("limit refused a known topic")
+	}
+}
+
+// TestSubTableModel changes a table at random, crossing the small/large
+// boundary both ways, and checks every state against a plain model.
+func TestSubTableModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var l subTable
+	model := map[string]int{}
+	msgs := []string{"", "a", "ab", "abc", "abcd", "b", "ba", "bab", "zzzz", "c1", "c12", "c123"}
+	for step := range 5000 {
+		topic := msgs[rng.IntN(len(msgs))]
+		if rng.IntN(2) == 0 && topic != "" {
+			topic = topic[:rng.IntN(len(topic))]
+		}
+		topic += fmt.Sprint(rng.IntN(12)) // up to ~150 distinct topics
+		if rng.IntN(5) == 0 {
+			topic = topic[:rng.IntN(len(topic)+1)]
+		}
+		if rng.IntN(100) < 45 {
+			isNew, _ := l.add([]byte(topic), 0)
+			if isNew != (model[topic] == 0) {
+				t.Fatalf("step %d: add %q new=%v, model count %d", step, topic, isNew, model[topic])
+			}
+			model[topic]++
+		} else {
+			present, gone := l.remove([]byte(topic))
+			if present != (model[topic] > 0) || gone != (model[topic] == 1) {
+				t.Fatalf("step %d: remove %q = %v %v, model count %d", step, topic, present, gone, model[topic])
+			}
+			if model[topic]--; model[topic] <= 0 {
+				delete(model, topic)
+			}
+		}
+		if l.len() != len(model) {
+			t.Fatalf("step %d: %d topics, model %d", step, l.len(), len(model))
+		}
+		for _, m := range msgs {
+			m += "xyz"
+			want := false
+			for p := range model {
+				if len(m) >= len(p) && m[:len(p)] == p {
+					want = true
+				}
+			}
+			if got := l.match([]byte(m)); got != want {
+				t.Fatalf("step %d: match(%q) = %v, want %v (%d topics)", step, m, got, want, len(model))
+			}
+		}
+	}
+	var lens []int
+	for p := range model {
+		if !slices.Contains(lens, len(p)) {
+			lens = append(lens, len(p))
+		}
+	}
+	slices.Sort(lens)
+	if !slices.Equal(lens, l.set.lens) {
+		t.Fatalf("lengths %v, want %v", l.set.lens, lens)
+	}
+}
+
+// TestSubTableConcurrentMatch runs matchers while a writer churns across
+// the small/large boundary (for the race detector), and checks that a
+// prefix that is never removed always matches.
+func TestSubTableConcurrentMatch(t *testing.T) {
+	var l subTable
+	l.add([]byte("keep."), 0)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if !l.match([]byte("keep.me")) {
+					panic("lost a subscription")
+				}
+				l.match([]byte("t5.x"))
+			}
+		}()
+	}
+	for round := range 50 {
+		for i := range 20 {
+			l.add([]byte(fmt.Sprintf("t%d.", i)), 0)
+		}
+		for i := range 20 {
+			l.remove([]byte(fmt.Sprintf("t%d.", (i+round)%20)))
+		}
+	}
+	close(stop)
+	wg.Wait()
 }
