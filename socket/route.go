@@ -24,8 +24,11 @@ import (
 //     unknown peers give ErrUnknownPeer and full queues block.
 //   - REP: the reply goes back to the peer of the last request, with its
 //     envelope restored.
-//   - XSUB: to every peer; \x01topic and \x00topic messages also change
-//     the subscriptions replayed on reconnect.
+//   - XSUB: \x01topic and \x00topic messages are subscription changes,
+//     handled like Subscribe and Unsubscribe. Other messages go to every
+//     peer; a peer whose queue is full misses the message (counted in
+//     Stats.Dropped, reported by a rate-limited EventDropped), as with
+//     libzmq's XSUB. Never blocks.
 //   - SUB, PULL: ErrNotSupported.
 //
 // A deadline gives an error matching both ErrTimeout and
@@ -418,9 +421,16 @@ func (s *Socket) recvRep(ctx context.Context) (Msg, error) {
 // prefix matches everything. Subscriptions are announced to every peer,
 // now and after each reconnect. Subscribing twice to a prefix needs two
 // Unsubscribe calls to remove it.
+//
+// Subscribe and Unsubscribe never block: changes reach each peer apart
+// from its message queue and are never dropped. While a peer is slow to
+// read, its pending changes are merged into one net count per prefix, so
+// a stalled peer costs memory bounded by the number of distinct prefixes
+// and delays no other peer.
 func (s *Socket) Subscribe(prefix []byte) error { return s.subscribe(true, prefix) }
 
-// Unsubscribe removes one Subscribe of prefix.
+// Unsubscribe removes one Subscribe of prefix. Unsubscribing a prefix
+// that is not subscribed does nothing and tells no peer.
 func (s *Socket) Unsubscribe(prefix []byte) error { return s.subscribe(false, prefix) }
 
 func (s *Socket) subscribe(add bool, prefix []byte) error {

@@ -20,9 +20,9 @@ import (
 //
 // A Socket is safe for concurrent use, but REQ and REP keep a single
 // send/receive state, so concurrent Send or Recv calls on them interleave
-// unpredictably. Send and Recv block as documented on each; Bind, Connect,
-// Subscribe and their inverses do not block on the network. Close may be
-// called more than once.
+// unpredictably. Send and Recv block as documented on each; Bind, Connect
+// and their inverses do not block on the network; Subscribe and
+// Unsubscribe never block. Close may be called more than once.
 type Socket struct {
 	kind Kind
 	cfg  Config
