@@ -1,6 +1,7 @@
 package socket
 
 import (
+	"hash/maphash"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -10,106 +11,162 @@ import (
 // them one by one instead of looking them up by length.
 const smallSubs = 8
 
+// subEntry is one distinct prefix and its reference count.
+type subEntry struct {
+	key string // immutable
+	n   int    // reference count (> 0); owned by the set's writer
+}
+
 // subSet is a mutable set of subscription prefixes with reference counts.
 // A change costs one map update; the sorted list of distinct prefix
-// lengths changes only when a length appears or disappears (a binary
-// search and a copy of at most that many ints). Matching costs one map
-// lookup per distinct prefix length no longer than the message, so many
-// subscriptions of similar length stay cheap. The zero value is an empty
-// set. A subSet is not safe for concurrent use.
+// lengths is replaced only when a length appears or disappears (a copy of
+// at most that many ints), never changed in place, so it may be shared
+// with readers. The zero value is an empty set. A subSet is not safe for
+// concurrent use.
 type subSet struct {
-	counts map[string]*int // prefix -> reference count (> 0)
-	nlen   map[int]int     // prefix length -> distinct prefixes of that length
-	lens   []int           // distinct prefix lengths, ascending
+	counts map[string]*subEntry
+	nlen   map[int]int // prefix length -> distinct prefixes of that length
+	lens   []int       // distinct prefix lengths, ascending; read-only
+	newLen bool        // lens was replaced (for subTable.publish)
 }
 
 func (t *subSet) len() int { return len(t.counts) }
 
 // count returns topic's reference count (0 if absent).
 func (t *subSet) count(topic []byte) int {
-	if c := t.counts[string(topic)]; c != nil {
-		return *c
+	if e := t.counts[string(topic)]; e != nil {
+		return e.n
 	}
 	return 0
 }
 
 // add increments topic's count and reports whether the topic is new.
 func (t *subSet) add(topic []byte) bool {
-	if c := t.counts[string(topic)]; c != nil {
-		*c++
+	if e := t.counts[string(topic)]; e != nil {
+		e.n++
 		return false
 	}
 	if t.counts == nil {
-		t.counts = make(map[string]*int)
+		t.counts = make(map[string]*subEntry)
 		t.nlen = make(map[int]int)
 	}
-	c := new(int)
-	*c = 1
-	t.counts[string(topic)] = c
+	e := &subEntry{key: string(topic), n: 1}
+	t.counts[e.key] = e
 	n := len(topic)
-	t.nlen[n]++
-	if t.nlen[n] == 1 {
+	if t.nlen[n]++; t.nlen[n] == 1 {
 		i, _ := slices.BinarySearch(t.lens, n)
-		t.lens = slices.Insert(t.lens, i, n)
+		t.lens = slices.Insert(slices.Clip(t.lens), i, n) // a new array
+		t.newLen = true
 	}
 	return true
 }
 
 // remove decrements topic's count. It reports whether the topic was
-// present and whether it is now gone; removing an absent topic changes
+// present and whether it is now gone. Removing an absent topic changes
 // nothing.
 func (t *subSet) remove(topic []byte) (present, gone bool) {
-	c := t.counts[string(topic)]
-	if c == nil {
+	e := t.counts[string(topic)]
+	if e == nil {
 		return false, false
 	}
-	if *c--; *c > 0 {
+	if e.n--; e.n > 0 {
 		return true, false
 	}
-	delete(t.counts, string(topic))
+	delete(t.counts, e.key)
 	n := len(topic)
 	if t.nlen[n]--; t.nlen[n] == 0 {
 		delete(t.nlen, n)
 		if i, ok := slices.BinarySearch(t.lens, n); ok {
-			t.lens = slices.Delete(t.lens, i, i+1)
+			t.lens = slices.Concat(t.lens[:i], t.lens[i+1:]) // a new array
+			t.newLen = true
 		}
 	}
 	return true, true
 }
 
-// match reports whether a prefix of b is in the set.
-func (t *subSet) match(b []byte) bool {
-	for _, n := range t.lens {
-		if n > len(b) {
-			return false
-		}
-		if _, ok := t.counts[string(b[:n])]; ok {
-			return true
-		}
-	}
-	return false
-}
-
 // subTable is a subSet that concurrent matchers read while one writer at a
-// time changes it (callers serialise writers). Small tables are published
-// as an immutable snapshot, so the common case matches without a lock;
-// larger ones are matched under a read lock. Every change is O(1)
-// amortised: no change copies the table.
+// time changes it. Matching takes no lock: a table of at most smallSubs
+// prefixes is published as an immutable list scanned linearly; a larger
+// one is looked up, one probe per distinct prefix length, in subIndex, a
+// hash set whose slots are changed in place with atomic stores. Every
+// change is O(1) amortised: nothing is copied per change except, when a
+// prefix length appears or disappears, the list of lengths.
 type subTable struct {
-	mu   sync.RWMutex
-	set  subSet // guarded by mu
-	view atomic.Pointer[subView]
+	mu   sync.Mutex // serialises changes; guards set and used
+	set  subSet
+	used int // index slots holding an entry or a tombstone
+
+	view atomic.Pointer[subView]  // nil: empty table
+	idx  atomic.Pointer[subIndex] // all prefixes
+	lens atomic.Pointer[[]int]    // set.lens as of the last change
 }
 
-// subView is what matchers see: the prefixes of a table with at most
-// smallSubs of them, or big for a larger one. A nil view is an empty
-// table.
+// subView is what matchers see first: the prefixes of a table with at
+// most smallSubs of them, or big to say "use the index".
 type subView struct {
 	prefixes []string
 	big      bool
 }
 
 var bigView = &subView{big: true}
+
+// subIndex is an open-addressing hash set of entries (linear probing).
+// Readers probe without locks; the writer changes slots with atomic
+// stores: an entry goes into a free or tombstone slot, a removed entry
+// becomes a tombstone. At least a quarter of the slots stay free, so every
+// probe sequence ends.
+type subIndex struct {
+	seed  maphash.Seed
+	mask  uint64
+	slots []atomic.Pointer[subEntry]
+}
+
+var tombstone = &subEntry{}
+
+func newSubIndex(size int) *subIndex {
+	c := 16
+	for c < size {
+		c *= 2
+	}
+	return &subIndex{seed: maphash.MakeSeed(), mask: uint64(c - 1), slots: make([]atomic.Pointer[subEntry], c)}
+}
+
+func (x *subIndex) has(b []byte) bool {
+	for i := maphash.Bytes(x.seed, b) & x.mask; ; i = (i + 1) & x.mask {
+		e := x.slots[i].Load()
+		if e == nil {
+			return false
+		}
+		if e != tombstone && e.key == string(b) {
+			return true
+		}
+	}
+}
+
+// insert puts e, which is not in x, into a free or tombstone slot and
+// reports whether the slot was free.
+func (x *subIndex) insert(e *subEntry) bool {
+	for i := maphash.String(x.seed, e.key) & x.mask; ; i = (i + 1) & x.mask {
+		switch x.slots[i].Load() {
+		case nil:
+			x.slots[i].Store(e)
+			return true
+		case tombstone:
+			x.slots[i].Store(e)
+			return false
+		}
+	}
+}
+
+// delete replaces e, which is in x, with a tombstone.
+func (x *subIndex) delete(e *subEntry) {
+	for i := maphash.String(x.seed, e.key) & x.mask; ; i = (i + 1) & x.mask {
+		if x.slots[i].Load() == e {
+			x.slots[i].Store(tombstone)
+			return
+		}
+	}
+}
 
 // match reports whether b starts with one of the table's prefixes. It is
 // safe to call concurrently with changes, and on a nil table (which
@@ -130,10 +187,16 @@ func (t *subTable) match(b []byte) bool {
 		}
 		return false
 	}
-	t.mu.RLock()
-	ok := t.set.match(b)
-	t.mu.RUnlock()
-	return ok
+	x := t.idx.Load()
+	for _, n := range *t.lens.Load() {
+		if n > len(b) {
+			return false
+		}
+		if x.has(b[:n]) {
+			return true
+		}
+	}
+	return false
 }
 
 // add increments topic's count and reports whether the topic is new. A
@@ -145,26 +208,62 @@ func (t *subTable) add(topic []byte, limit int) (isNew, ok bool) {
 	if limit > 0 && t.set.len() >= limit && t.set.count(topic) == 0 {
 		return false, false
 	}
-	if isNew = t.set.add(topic); isNew {
-		t.publish()
+	if !t.set.add(topic) {
+		return false, true
 	}
-	return isNew, true
+	e := t.set.counts[string(topic)]
+	x := t.idx.Load()
+	if x == nil || 4*(t.used+1) > 3*len(x.slots) {
+		t.rebuild() // the new entry is in set: rebuild indexes it
+	} else if x.insert(e) {
+		t.used++
+	}
+	t.publish()
+	return true, true
 }
 
-// remove decrements topic's count; see subSet.remove.
+// remove decrements topic's count. It reports whether the topic was
+// present and whether it is now gone; removing an absent topic changes
+// nothing.
 func (t *subTable) remove(topic []byte) (present, gone bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if present, gone = t.set.remove(topic); gone {
-		t.publish()
+	e := t.set.counts[string(topic)]
+	if present, gone = t.set.remove(topic); !gone {
+		return present, false
 	}
-	return present, gone
+	x := t.idx.Load()
+	x.delete(e)
+	if n := t.set.len(); len(x.slots) > 16 && 8*n < len(x.slots) {
+		t.rebuild() // mostly empty: shrink
+	}
+	t.publish()
+	return true, true
 }
 
-// publish makes the set's current state visible to matchers (mu held for
-// writing). A snapshot is built only while the set is small, so it costs
-// at most smallSubs entries.
+// rebuild replaces the index with a fresh one holding the set's entries
+// and no tombstones, at most half full (mu held). Growing when the index
+// is three quarters used and shrinking when it is less than an eighth
+// full keep its cost O(1) amortised per change.
+func (t *subTable) rebuild() {
+	x := newSubIndex(2 * t.set.len())
+	for _, e := range t.set.counts {
+		x.insert(e)
+	}
+	t.used = t.set.len()
+	t.idx.Store(x)
+}
+
+// publish makes the set's current state visible to matchers (mu held):
+// lengths first, so that a matcher that sees the new view also sees the
+// lengths it needs. A snapshot of the prefixes is built only while the set
+// is small, so it costs at most smallSubs entries.
 func (t *subTable) publish() {
+	if t.set.newLen || t.lens.Load() == nil {
+		lens := t.set.lens
+		t.lens.Store(&lens)
+		t.set.newLen = false
+	}
 	switch n := t.set.len(); {
 	case n == 0:
 		t.view.Store(nil)
@@ -181,20 +280,20 @@ func (t *subTable) publish() {
 	}
 }
 
-// each calls fn for every prefix and its reference count, under the read
-// lock: fn must not change the table.
+// each calls fn for every prefix and its reference count, under the
+// table's lock: fn must not change the table.
 func (t *subTable) each(fn func(topic string, n int)) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	for k, c := range t.set.counts {
-		fn(k, *c)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, e := range t.set.counts {
+		fn(k, e.n)
 	}
 }
 
 // topics returns the table's prefixes (a copy).
 func (t *subTable) topics() []string {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	ts := make([]string, 0, len(t.set.counts))
 	for k := range t.set.counts {
 		ts = append(ts, k)
@@ -204,7 +303,7 @@ func (t *subTable) topics() []string {
 
 // len returns the number of distinct prefixes.
 func (t *subTable) len() int {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	return t.set.len()
 }

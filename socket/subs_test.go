@@ -71,23 +71,39 @@ func TestSubTable(t *testing.T) {
 	}
 }
 
-// TestSubTableModel changes a table at random, crossing the small/large
-// boundary both ways, and checks every state against a plain model.
+// TestSubTableModel changes a table at random, growing it past the
+// linear-scan size and the index's first sizes and shrinking it back (so
+// the index grows, fills with tombstones, is rebuilt and shrinks), and
+// checks every state against a plain model.
 func TestSubTableModel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var l subTable
 	model := map[string]int{}
-	msgs := []string{"", "a", "ab", "abc", "abcd", "b", "ba", "bab", "zzzz", "c1", "c12", "c123"}
-	for step := range 5000 {
-		topic := msgs[rng.IntN(len(msgs))]
-		if rng.IntN(2) == 0 && topic != "" {
-			topic = topic[:rng.IntN(len(topic))]
+	var universe []string
+	for i := range 300 {
+		p := fmt.Sprintf("%x", i*7919)
+		universe = append(universe, p[:1+i%len(p)], p+".")
+	}
+	universe = append(universe, "")
+	check := func(step int, msg string) {
+		t.Helper()
+		want := false
+		for p := range model {
+			if len(msg) >= len(p) && msg[:len(p)] == p {
+				want = true
+			}
 		}
-		topic += fmt.Sprint(rng.IntN(12)) // up to ~150 distinct topics
-		if rng.IntN(5) == 0 {
-			topic = topic[:rng.IntN(len(topic)+1)]
+		if got := l.match([]byte(msg)); got != want {
+			t.Fatalf("step %d: match(%q) = %v, want %v (%d topics)", step, msg, got, want, len(model))
 		}
-		if rng.IntN(100) < 45 {
+	}
+	for step := range 20000 {
+		addPct := 70 // grow, then shrink, then grow...
+		if (step/2500)%2 == 1 {
+			addPct = 30
+		}
+		topic := universe[rng.IntN(len(universe))]
+		if rng.IntN(100) < addPct {
 			isNew, _ := l.add([]byte(topic), 0)
 			if isNew != (model[topic] == 0) {
 				t.Fatalf("step %d: add %q new=%v, model count %d", step, topic, isNew, model[topic])
@@ -105,18 +121,9 @@ func TestSubTableModel(t *testing.T) {
 		if l.len() != len(model) {
 			t.Fatalf("step %d: %d topics, model %d", step, l.len(), len(model))
 		}
-		for _, m := range msgs {
-			m += "xyz"
-			want := false
-			for p := range model {
-				if len(m) >= len(p) && m[:len(p)] == p {
-					want = true
-				}
-			}
-			if got := l.match([]byte(m)); got != want {
-				t.Fatalf("step %d: match(%q) = %v, want %v (%d topics)", step, m, got, want, len(model))
-			}
-		}
+		check(step, topic+"tail")
+		check(step, universe[rng.IntN(len(universe))]+"x")
+		check(step, "zz")
 	}
 	var lens []int
 	for p := range model {
@@ -125,14 +132,15 @@ func TestSubTableModel(t *testing.T) {
 		}
 	}
 	slices.Sort(lens)
-	if !slices.Equal(lens, l.set.lens) {
-		t.Fatalf("lengths %v, want %v", l.set.lens, lens)
+	if !slices.Equal(lens, *l.lens.Load()) {
+		t.Fatalf("lengths %v, want %v", *l.lens.Load(), lens)
 	}
 }
 
 // TestSubTableConcurrentMatch runs matchers while a writer churns across
-// the small/large boundary (for the race detector), and checks that a
-// prefix that is never removed always matches.
+// the small/large boundary and through index rebuilds (for the race
+// detector), and checks that a prefix that is never removed always
+// matches and one never added never does.
 func TestSubTableConcurrentMatch(t *testing.T) {
 	var l subTable
 	l.add([]byte("keep."), 0)
@@ -148,19 +156,19 @@ func TestSubTableConcurrentMatch(t *testing.T) {
 					return
 				default:
 				}
-				if !l.match([]byte("keep.me")) {
-					panic("lost a subscription")
+				if !l.match([]byte("keep.me")) || l.match([]byte("none")) {
+					panic("wrong match during changes")
 				}
 				l.match([]byte("t5.x"))
 			}
 		}()
 	}
-	for round := range 50 {
-		for i := range 20 {
+	for round := range 20 {
+		for i := range 200 {
 			l.add([]byte(fmt.Sprintf("t%d.", i)), 0)
 		}
-		for i := range 20 {
-			l.remove([]byte(fmt.Sprintf("t%d.", (i+round)%20)))
+		for i := range 200 {
+			l.remove([]byte(fmt.Sprintf("t%d.", (i+round)%200)))
 		}
 	}
 	close(stop)
