@@ -420,7 +420,8 @@ func (s *Socket) recvRep(ctx context.Context) (Msg, error) {
 // Subscribe adds a prefix subscription (SUB and XSUB only); the empty
 // prefix matches everything. Subscriptions are announced to every peer,
 // now and after each reconnect. Subscribing twice to a prefix needs two
-// Unsubscribe calls to remove it.
+// Unsubscribe calls to remove it; as with libzmq, peers hear only of the
+// first Subscribe of a prefix and of the Unsubscribe that removes it.
 //
 // Subscribe and Unsubscribe never block: changes reach each peer apart
 // from its message queue and are never dropped. While a peer is slow to

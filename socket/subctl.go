@@ -10,12 +10,12 @@ import (
 // peer's writer, apart from the data queue (peer.out): recording a change
 // never blocks, and a change is never lost to a full queue.
 //
-// Changes wait coalesced into a net count per topic (+n: n SUBSCRIBEs,
-// -n: n CANCELs), so however long a peer stops reading, what waits for it
-// is bounded by the number of distinct topics. Coalescing is sound because
-// the counts are deltas of our own reference counts, which never go below
-// zero: the peer's count for a topic, after the writer has sent the net
-// delta, is ours.
+// Changes wait coalesced into a net count per topic (+1: SUBSCRIBE, -1:
+// CANCEL, 0: nothing), so however long a peer stops reading, what waits
+// for it is bounded by the number of distinct topics. Coalescing is sound
+// because the changes are those of whether we hold the topic (see
+// changeSubs), which alternate: after the writer has sent the net change,
+// the peer holds the topic exactly when we do.
 type subCtl struct {
 	mu      sync.Mutex
 	pending map[string]int // guarded by mu: topic -> net count not yet written
@@ -116,14 +116,21 @@ func (p *peer) writeSubs() error {
 // a subscription message sent on an XSUB) to our subscriptions and
 // records it for every peer; s.mu is held. A peer added before the change
 // gets it here, one added after gets it with the rest of its replay
-// (addPeer, under s.mu too): never both. Removing a prefix we do not hold
-// changes nothing and tells nobody.
+// (addPeer, under s.mu too): never both.
+//
+// Peers hear only of a prefix's first Subscribe and of the Unsubscribe
+// that removes its last one, as libzmq's SUB and XSUB send CANCEL: a
+// libzmq PUB keeps one subscription per prefix and peer, so a CANCEL
+// while we still hold the prefix would stop what we still want. Our own
+// PUB counts per peer, and so holds the prefix once.
 func (s *Socket) changeSubs(add bool, prefix []byte) {
 	delta := 1
 	if add {
-		s.subs.add(prefix, 0)
+		if isNew, _ := s.subs.add(prefix, 0); !isNew {
+			return
+		}
 	} else {
-		if present, _ := s.subs.remove(prefix); !present {
+		if _, gone := s.subs.remove(prefix); !gone {
 			return
 		}
 		delta = -1
@@ -134,11 +141,11 @@ func (s *Socket) changeSubs(add bool, prefix []byte) {
 	}
 }
 
-// replaySubs records our subscriptions as the first changes a new peer
-// gets (SUB/XSUB); s.mu is held.
+// replaySubs records our subscriptions, one SUBSCRIBE per prefix, as the
+// first changes a new peer gets (SUB/XSUB); s.mu is held.
 func (s *Socket) replaySubs(p *peer) {
 	p.subctl.init()
-	s.subs.each(func(topic string, n int) {
-		p.subctl.change(topic, n)
+	s.subs.each(func(topic string, _ int) {
+		p.subctl.change(topic, 1)
 	})
 }

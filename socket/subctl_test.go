@@ -14,8 +14,11 @@ import (
 )
 
 // stuckPub is a hand-driven PUB that completes the ZMTP handshake and then
-// reads nothing until the test says so; it keeps the net subscriptions it
-// has read, as a real PUB would.
+// reads nothing until the test says so. It keeps the subscriptions it has
+// read as libzmq's PUB does, one per prefix, and treats a second
+// SUBSCRIBE of a prefix it holds, or a CANCEL of one it does not, as an
+// error: we must tell a peer only of a prefix's first Subscribe and last
+// Unsubscribe.
 type stuckPub struct {
 	addr  string
 	conns chan *rawPeer // each accepted connection, after its handshake
@@ -117,14 +120,15 @@ func (sp *stuckPub) readOne(p *rawPeer, data *int) error {
 		return nil
 	}
 	k := string(topic)
-	if add {
-		sp.state[k]++
-	} else if sp.state[k] > 0 {
-		if sp.state[k]--; sp.state[k] == 0 {
-			delete(sp.state, k)
-		}
-	} else {
-		return fmt.Errorf("CANCEL of %.20q, which was not subscribed", k)
+	switch {
+	case add && sp.state[k] == 0:
+		sp.state[k] = 1
+	case add:
+		return fmt.Errorf("SUBSCRIBE of %.20q, which is already subscribed", k)
+	case sp.state[k] == 0:
+		return fmt.Errorf("CANCEL of %.20q, which is not subscribed", k)
+	default:
+		delete(sp.state, k)
 	}
 	return nil
 }
@@ -327,7 +331,10 @@ func TestSubscriptionsReplayedOnceAfterStall(t *testing.T) {
 		}
 		return nil
 	})
-	want := map[string]int{"a": 500}
+	if n := sub.ourSubs()["a"]; n != 500 {
+		t.Fatalf("we hold %d subscriptions of a, want 500", n)
+	}
+	want := map[string]int{"a": 1} // a peer holds a prefix once
 	for _, tp := range big {
 		want[string(tp)] = 1
 	}
@@ -342,6 +349,45 @@ func TestSubscriptionsReplayedOnceAfterStall(t *testing.T) {
 	}
 	want["marker"] = 1
 	stuck.readUntil(t, raw, want)
+}
+
+// TestSubscribeTellsFirstAndLast: peers hear of a prefix's first
+// Subscribe and of the Unsubscribe that removes its last one, nothing in
+// between, as libzmq's SUB does: a libzmq PUB keeps one subscription per
+// prefix and peer, so a CANCEL sent while we still hold the prefix would
+// cut us off from it.
+func TestSubscribeTellsFirstAndLast(t *testing.T) {
+	peer := newStuckPub(t, false)
+	sub := mk(t, Sub, Config{})
+	connect(t, sub, peer.addr)
+	raw := peer.next(t)
+	waitPeers(t, sub, 1)
+	do := func(add bool, topic string) {
+		t.Helper()
+		var err error
+		if add {
+			err = sub.Subscribe([]byte(topic))
+		} else {
+			err = sub.Unsubscribe([]byte(topic))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	do(true, "a")
+	do(true, "a")
+	do(false, "a") // we still hold one: the peer must keep it
+	do(false, "never")
+	// Each marker is sent after everything before it was read, so a
+	// duplicate SUBSCRIBE or a premature CANCEL is read before the marker
+	// that follows it.
+	do(true, "m1")
+	peer.readUntil(t, raw, map[string]int{"a": 1, "m1": 1})
+	do(false, "a")
+	do(true, "m2")
+	peer.readUntil(t, raw, map[string]int{"m1": 1, "m2": 1})
+	do(true, "m3")
+	peer.readUntil(t, raw, map[string]int{"m1": 1, "m2": 1, "m3": 1})
 }
 
 // TestXSubSendNotBlockedByStuckPeer: an XSUB's data messages fan out like
