@@ -33,7 +33,10 @@
 //
 // PUB filters at the publisher: it tracks each subscriber's prefixes,
 // accepting both ZMTP 3.1 SUBSCRIBE/CANCEL commands and ZMTP 3.0
-// \x01/\x00-prefixed messages. SUB sends the form matching the peer's
+// \x01/\x00-prefixed messages. As in libzmq, a subscriber holds a prefix
+// once however often it subscribes, and one CANCEL removes it; SUB and
+// XSUB count their own Subscribe calls and announce only a prefix's first
+// Subscribe and last Unsubscribe. SUB sends the form matching the peer's
 // greeting, and also filters what it receives. Subscription changes
 // (Subscribe, Unsubscribe, and subscription messages sent on an XSUB) do
 // not wait in a peer's message queue: each peer has its own list of

@@ -388,11 +388,14 @@ const maxPeerSubs = 4096
 // errTooManySubs disconnects a peer past maxPeerSubs.
 var errTooManySubs = fmt.Errorf("socket: peer holds more than %d subscriptions", maxPeerSubs)
 
-// subscription applies a peer's SUBSCRIBE or CANCEL (PUB/XPUB).
+// subscription applies a peer's SUBSCRIBE or CANCEL (PUB/XPUB). As in
+// libzmq, a peer holds a prefix at most once: a repeated SUBSCRIBE changes
+// nothing and one CANCEL removes the prefix (libzmq's SUB sends SUBSCRIBE
+// for every Subscribe, but CANCEL only for the last Unsubscribe).
 func (p *peer) subscription(add bool, topic []byte) error {
 	var changed, ok bool
 	if add {
-		if changed, ok = p.subs.add(topic, maxPeerSubs); !ok {
+		if changed, ok = p.subs.addOnce(topic, maxPeerSubs); !ok {
 			return errTooManySubs
 		}
 	} else {

@@ -503,3 +503,51 @@ func TestSubCtlCoalesces(t *testing.T) {
 		t.Fatal("a change and its inverse left an entry")
 	}
 }
+
+// TestPubHoldsPrefixOncePerPeer: as libzmq's PUB and XPUB do, ours keep a
+// prefix once per peer. libzmq's SUB sends SUBSCRIBE for every Subscribe
+// but CANCEL only for the last Unsubscribe, so after SUBSCRIBE a,
+// SUBSCRIBE a, CANCEL a the peer holds nothing: a PUB stops sending it a
+// messages, and an XPUB reports the prefix gone.
+func TestPubHoldsPrefixOncePerPeer(t *testing.T) {
+	for _, kind := range []Kind{Pub, XPub} {
+		t.Run(kind.String(), func(t *testing.T) {
+			ctx := tctx(t)
+			pub := mk(t, kind, Config{})
+			addr := bind(t, pub, "tcp://127.0.0.1:0")
+			p := rawConnect(t, addr, "SUB")
+			waitPeers(t, pub, 1)
+			for _, c := range []struct{ name, topic string }{
+				{zmtp.CmdSubscribe, "a"}, {zmtp.CmdSubscribe, "a"}, {zmtp.CmdCancel, "a"},
+				{zmtp.CmdSubscribe, "m"}, // a marker: the reader has applied what came before
+			} {
+				if err := p.w.WriteCommand(c.name, []byte(c.topic)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := p.w.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			pp := (*pub.peers.Load())[0]
+			waitFor(t, "the marker subscription", func() bool { return pp.subs.match([]byte("m")) })
+			if pp.subs.match([]byte("a.x")) {
+				t.Fatal("the peer still holds a after its CANCEL")
+			}
+			if kind == XPub {
+				eq(t, mustRecv(t, ctx, pub), "\x01a")
+				eq(t, mustRecv(t, ctx, pub), "\x00a")
+				eq(t, mustRecv(t, ctx, pub), "\x01m")
+			}
+			mustSend(t, ctx, pub, "a.x")
+			mustSend(t, ctx, pub, "m.x")
+			_ = p.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			frames, _, err := p.r.Next(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(frames[0]) != "m.x" {
+				t.Fatalf("peer got %q, want m.x", frames[0])
+			}
+		})
+	}
+}

@@ -203,9 +203,23 @@ func (t *subTable) match(b []byte) bool {
 // new topic that would take the table past limit distinct prefixes (if
 // limit > 0) is refused: ok is false and nothing changes.
 func (t *subTable) add(topic []byte, limit int) (isNew, ok bool) {
+	return t.put(topic, limit, false)
+}
+
+// addOnce is add for a table used as a set: adding a topic it holds
+// changes nothing (its count stays 1).
+func (t *subTable) addOnce(topic []byte, limit int) (isNew, ok bool) {
+	return t.put(topic, limit, true)
+}
+
+func (t *subTable) put(topic []byte, limit int, once bool) (isNew, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if limit > 0 && t.set.len() >= limit && t.set.count(topic) == 0 {
+	n := t.set.count(topic)
+	if n > 0 && once {
+		return false, true
+	}
+	if limit > 0 && n == 0 && t.set.len() >= limit {
 		return false, false
 	}
 	if !t.set.add(topic) {

@@ -69,6 +69,17 @@ func TestSubTable(t *testing.T) {
 	if _, ok := l.add([]byte("abcdef"), n); !ok {
 		t.Fatal("limit refused a known topic")
 	}
+	// As a set: adding again keeps one.
+	var set subTable
+	if isNew, _ := set.addOnce([]byte("s"), 0); !isNew {
+		t.Fatal("addOnce: not new")
+	}
+	if isNew, _ := set.addOnce([]byte("s"), 0); isNew || set.set.count([]byte("s")) != 1 {
+		t.Fatal("addOnce counted a repeat")
+	}
+	if _, gone := set.remove([]byte("s")); !gone || set.match([]byte("s")) {
+		t.Fatal("one remove did not empty the set")
+	}
 }
 
 // TestSubTableModel changes a table at random, growing it past the
