@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,13 +26,15 @@ type stuckPub struct {
 	state map[string]int
 }
 
+var stuckSeq atomic.Int32
+
 // newStuckPub listens on an inproc endpoint, whose fixed buffer (memBuf)
 // makes a peer that does not read stall our writer after a known number
 // of bytes; each connection handshakes as a PUB speaking ZMTP 3.0 (zmtp30)
 // or 3.1.
 func newStuckPub(t *testing.T, zmtp30 bool) *stuckPub {
 	t.Helper()
-	e, err := parseEndpoint("inproc://stuck-"+t.Name(), true)
+	e, err := parseEndpoint(fmt.Sprintf("inproc://stuck-%s-%d", t.Name(), stuckSeq.Add(1)), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -549,5 +552,52 @@ func TestPubHoldsPrefixOncePerPeer(t *testing.T) {
 				t.Fatalf("peer got %q, want m.x", frames[0])
 			}
 		})
+	}
+}
+
+// TestSubscribeWhilePeersConnect: subscriptions made while peers connect
+// reach each peer exactly once, from its replay or as a change, never
+// both (the stuck PUB fails on a second SUBSCRIBE of a prefix).
+func TestSubscribeWhilePeersConnect(t *testing.T) {
+	sub := mk(t, Sub, Config{})
+	const nPeers, nTopics = 3, 200
+	var peers []*stuckPub
+	for i := range nPeers {
+		peers = append(peers, newStuckPub(t, i%2 == 0))
+	}
+	done := make(chan error, 1)
+	go func() {
+		for i := range nTopics {
+			if err := sub.Subscribe([]byte(fmt.Sprintf("t%03d", i))); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for _, sp := range peers {
+		connect(t, sub, sp.addr)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{}
+	for i := range nTopics {
+		want[fmt.Sprintf("t%03d", i)] = 1
+	}
+	raws := make([]*rawPeer, nPeers)
+	for i, sp := range peers {
+		raws[i] = sp.next(t)
+		sp.readUntil(t, raws[i], want)
+	}
+	// A duplicate still on its way would come before the second marker.
+	for _, m := range []string{"m1", "m2"} {
+		if err := sub.Subscribe([]byte(m)); err != nil {
+			t.Fatal(err)
+		}
+		want[m] = 1
+		for i, sp := range peers {
+			sp.readUntil(t, raws[i], want)
+		}
 	}
 }
