@@ -44,7 +44,7 @@ func BenchmarkSubscriptionChurn(b *testing.B) {
 // BenchmarkSubscriptionMatch measures the PUB hot path: does a message
 // match one peer's subscriptions (half the messages do).
 func BenchmarkSubscriptionMatch(b *testing.B) {
-	for _, n := range []int{1, 8, 100, maxPeerSubs} {
+	for _, n := range []int{1, 4, 8, 100, maxPeerSubs} {
 		topics := benchTopics(n)
 		p := &peer{s: &Socket{kind: Pub}}
 		for _, t := range topics {
