@@ -24,8 +24,10 @@
 //
 // # Policies
 //
-// See Send for what each kind does when a peer's queue is full. Messages
-// queued for a peer that disconnects are lost: delivery is at most once.
+// See Send for what each kind does when a peer's queue is full: PUB, XPUB,
+// XSUB (and ROUTER, unless Config.RouterMandatory) drop the message for
+// that peer; the other kinds block. Messages queued for a peer that
+// disconnects are lost: delivery is at most once.
 // Connect()ed endpoints are redialed with exponential backoff and jitter
 // (Config.ReconnectInterval up to Config.ReconnectIntervalMax); SUB and
 // XSUB re-announce their subscriptions on each new connection. A ROUTER
@@ -39,8 +41,16 @@
 //
 // PUB filters at the publisher: it tracks each subscriber's prefixes,
 // accepting both ZMTP 3.1 SUBSCRIBE/CANCEL commands and ZMTP 3.0
-// \x01/\x00-prefixed messages. SUB sends the form matching the peer's
-// greeting, and also filters what it receives.
+// \x01/\x00-prefixed messages. As in libzmq, a subscriber holds a prefix
+// once however often it subscribes, and one CANCEL removes it; SUB and
+// XSUB count their own Subscribe calls and announce only a prefix's first
+// Subscribe and last Unsubscribe. SUB sends the form matching the peer's
+// greeting, and also filters what it receives. Subscription changes
+// (Subscribe, Unsubscribe, and subscription messages sent on an XSUB) do
+// not wait in a peer's message queue: each peer has its own list of
+// pending changes, merged into a net count per prefix while the peer is
+// slow, so they never block, are never dropped and cost a stalled peer
+// memory bounded by the number of distinct prefixes.
 //
 // Heartbeats follow ZMQ_HEARTBEAT_IVL/TIMEOUT/TTL: with
 // Config.HeartbeatInterval set, a PING goes to each ZMTP 3.1 peer every

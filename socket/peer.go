@@ -32,15 +32,15 @@ type peer struct {
 	outq   *outQueue
 	inq    *inQueue
 	ctrl   chan zmtp.Command
-	replay []Msg // subscriptions to announce first (SUB/XSUB)
+	subctl subCtl // SUB/XSUB: subscription changes to announce
 
 	quit     chan struct{}
 	quitOnce sync.Once
 	errMu    sync.Mutex
 	err      error
 
-	subs     atomic.Pointer[subList] // PUB/XPUB: what this peer subscribed to
-	lastDrop atomic.Int64            // unix nanos of the last EventDropped
+	subs     subTable     // PUB/XPUB: what this peer subscribed to (changed by the reader)
+	lastDrop atomic.Int64 // unix nanos of the last EventDropped
 
 	peerTTL   time.Duration // from the peer's PINGs (reader only)
 	lastAlive time.Time     // last read deadline extension (reader only)
@@ -381,27 +381,26 @@ const maxPendingHandshakes = 256
 
 var errTooManyHandshakes = fmt.Errorf("socket: more than %d handshakes in progress", maxPendingHandshakes)
 
-// maxPeerSubs bounds the distinct subscriptions one peer may hold: each
-// change copies the peer's list, so the bound keeps a flood of SUBSCRIBEs
-// from costing unbounded memory and quadratic time.
+// maxPeerSubs bounds the distinct subscriptions one peer may hold, so a
+// flood of SUBSCRIBEs cannot cost unbounded memory.
 const maxPeerSubs = 4096
 
 // errTooManySubs disconnects a peer past maxPeerSubs.
 var errTooManySubs = fmt.Errorf("socket: peer holds more than %d subscriptions", maxPeerSubs)
 
-// subscription applies a peer's SUBSCRIBE or CANCEL (PUB/XPUB).
+// subscription applies a peer's SUBSCRIBE or CANCEL (PUB/XPUB). As in
+// libzmq, a peer holds a prefix at most once: a repeated SUBSCRIBE changes
+// nothing and one CANCEL removes the prefix (libzmq's SUB sends SUBSCRIBE
+// for every Subscribe, but CANCEL only for the last Unsubscribe).
 func (p *peer) subscription(add bool, topic []byte) error {
-	l := p.subs.Load()
-	var changed bool
+	var changed, ok bool
 	if add {
-		if l != nil && len(l.prefixes) >= maxPeerSubs && l.index(topic) < 0 {
+		if changed, ok = p.subs.addOnce(topic, maxPeerSubs); !ok {
 			return errTooManySubs
 		}
-		l, changed = l.add(topic)
 	} else {
-		l, changed = l.remove(topic)
+		_, changed = p.subs.remove(topic)
 	}
-	p.subs.Store(l)
 	if p.s.kind == XPub && changed {
 		p.s.xpubUpdate(p, topic, add, false)
 	}
@@ -414,9 +413,9 @@ func (s *Socket) xpubUpdate(p *peer, topic []byte, add, leaving bool) {
 	s.mu.Lock()
 	var changed bool
 	if add {
-		s.xsubs, changed = s.xsubs.add(topic)
+		changed = s.xsubs.add(topic)
 	} else {
-		s.xsubs, changed = s.xsubs.remove(topic)
+		_, changed = s.xsubs.remove(topic)
 	}
 	s.mu.Unlock()
 	if !changed || s.closed.Load() {
@@ -438,17 +437,6 @@ func (p *peer) writeLoop() {
 		defer t.Stop()
 		tick = t.C
 	}
-	for _, m := range p.replay {
-		if err := p.write(m); err != nil {
-			p.shutdown(err)
-			return
-		}
-	}
-	p.replay = nil
-	if err := p.w.Flush(); err != nil {
-		p.shutdown(err)
-		return
-	}
 	var pingBuf []byte
 	batch := make([]Msg, 0, maxBatch)
 	for {
@@ -456,6 +444,10 @@ func (p *peer) writeLoop() {
 		select {
 		case <-p.outq.ready:
 			if err = p.writeQueued(batch); err == nil {
+				err = p.w.Flush()
+			}
+		case <-p.subctl.note:
+			if err = p.writeSubs(); err == nil {
 				err = p.w.Flush()
 			}
 		case c := <-p.ctrl:
@@ -503,21 +495,14 @@ func (p *peer) writeQueued(batch []Msg) error {
 	}
 }
 
-// write encodes one outgoing message. SUB and XSUB turn subscription
-// messages into SUBSCRIBE/CANCEL commands for ZMTP 3.1 peers.
+// write encodes one outgoing message. Subscription changes of SUB and
+// XSUB do not come this way but through p.subctl (see writeSubs).
 func (p *peer) write(m Msg) error {
-	if (p.s.kind == Sub || p.s.kind == XSub) && p.minor >= 1 && len(m.Frames) == 1 &&
-		len(m.Frames[0]) > 0 && m.Frames[0][0] <= 1 {
-		name := zmtp.CmdCancel
-		if m.Frames[0][0] == 1 {
-			name = zmtp.CmdSubscribe
-		}
-		return p.w.WriteCommand(name, m.Frames[0][1:])
-	}
 	return p.w.WriteMessage(m.Frames)
 }
 
-// linger flushes what is queued, within Config.Linger, then half-closes
+// linger flushes what is queued (subscription changes, then messages),
+// within Config.Linger, then half-closes
 // the connection so the peer reads everything before EOF. The reader ends
 // the connection when the peer closes its side or the deadline passes.
 func (p *peer) linger() {
@@ -528,7 +513,10 @@ func (p *peer) linger() {
 	}
 	deadline := time.Now().Add(s.cfg.Linger)
 	_ = p.conn.SetWriteDeadline(deadline)
-	err := p.writeQueued(make([]Msg, 0, maxBatch))
+	err := p.writeSubs() // subscription changes not yet sent go first
+	if err == nil {
+		err = p.writeQueued(make([]Msg, 0, maxBatch))
+	}
 	if err == nil {
 		err = p.w.Flush()
 	}

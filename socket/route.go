@@ -25,8 +25,11 @@ import (
 //     unknown peers give ErrUnknownPeer and full queues block.
 //   - REP: the reply goes back to the peer of the last request, with its
 //     envelope restored.
-//   - XSUB: to every peer; \x01topic and \x00topic messages also change
-//     the subscriptions replayed on reconnect.
+//   - XSUB: \x01topic and \x00topic messages are subscription changes,
+//     handled like Subscribe and Unsubscribe. Other messages go to every
+//     peer; a peer whose queue is full misses the message (counted in
+//     Stats.Dropped, reported by a rate-limited EventDropped), as with
+//     libzmq's XSUB. Never blocks.
 //   - SUB, PULL: ErrNotSupported.
 //
 // A deadline gives an error matching both ErrTimeout and
@@ -50,7 +53,7 @@ func (s *Socket) Send(ctx context.Context, m Msg) error {
 			s.sendFanout(m, true)
 		}
 	case XSub:
-		err = s.sendXSub(ctx, m)
+		err = s.sendXSub(m)
 	case Router:
 		err = s.sendRouter(ctx, m)
 	case Req:
@@ -118,7 +121,7 @@ func (s *Socket) tryRR(m Msg) *peer {
 // sendFanout queues m for every matching peer, dropping for full ones.
 func (s *Socket) sendFanout(m Msg, filter bool) {
 	for _, p := range *s.peers.Load() {
-		if filter && !p.subs.Load().match(m.Frames[0]) {
+		if filter && !p.subs.match(m.Frames[0]) {
 			continue
 		}
 		if !p.outq.push(m) {
@@ -139,7 +142,7 @@ func (s *Socket) sendFanoutNoDrop(ctx context.Context, m Msg) error {
 	for {
 		var full *peer
 		for _, p := range *s.peers.Load() {
-			if p.outq.len() >= p.outq.hwm && p.subs.Load().match(m.Frames[0]) {
+			if p.outq.len() >= p.outq.hwm && p.subs.match(m.Frames[0]) {
 				full = p
 				break
 			}
@@ -167,7 +170,7 @@ func (s *Socket) sendFanoutNoDrop(ctx context.Context, m Msg) error {
 		}
 	}
 	for _, p := range *s.peers.Load() {
-		if !p.subs.Load().match(m.Frames[0]) || p.outq.push(m) {
+		if !p.subs.match(m.Frames[0]) || p.outq.push(m) {
 			continue
 		}
 		if err := s.sendTo(ctx, p, m); err != nil {
@@ -213,26 +216,21 @@ func (s *Socket) sendTo(ctx context.Context, p *peer, m Msg) error {
 	return nil
 }
 
-func (s *Socket) sendXSub(ctx context.Context, m Msg) error {
-	ps := *s.peers.Load()
+// sendXSub sends a subscription message (\x01topic or \x00topic) as a
+// subscription change, like Subscribe, and any other message to every
+// peer, dropping it for a peer whose queue is full as PUB does (libzmq's
+// XSUB drops likewise).
+func (s *Socket) sendXSub(m Msg) error {
 	if len(m.Frames) == 1 && len(m.Frames[0]) > 0 && m.Frames[0][0] <= 1 {
 		s.mu.Lock()
-		if m.Frames[0][0] == 1 {
-			s.subs, _ = s.subs.add(m.Frames[0][1:])
-		} else {
-			s.subs, _ = s.subs.remove(m.Frames[0][1:])
+		defer s.mu.Unlock()
+		if s.closed.Load() {
+			return ErrClosed
 		}
-		s.mySubs.Store(s.subs)
-		// The peers as of the change: one added later got it in its
-		// replay and must not get it twice.
-		ps = *s.peers.Load()
-		s.mu.Unlock()
+		s.changeSubs(m.Frames[0][0] == 1, m.Frames[0][1:])
+		return nil
 	}
-	for _, p := range ps {
-		if err := s.sendTo(ctx, p, m); err != nil {
-			return err
-		}
-	}
+	s.sendFanout(m, false)
 	return nil
 }
 
@@ -481,10 +479,18 @@ func (s *Socket) recvRep(ctx context.Context) (Msg, error) {
 // Subscribe adds a prefix subscription (SUB and XSUB only); the empty
 // prefix matches everything. Subscriptions are announced to every peer,
 // now and after each reconnect. Subscribing twice to a prefix needs two
-// Unsubscribe calls to remove it.
+// Unsubscribe calls to remove it; as with libzmq, peers hear only of the
+// first Subscribe of a prefix and of the Unsubscribe that removes it.
+//
+// Subscribe and Unsubscribe never block: changes reach each peer apart
+// from its message queue and are never dropped. While a peer is slow to
+// read, its pending changes are merged into one net count per prefix, so
+// a stalled peer costs memory bounded by the number of distinct prefixes
+// and delays no other peer.
 func (s *Socket) Subscribe(prefix []byte) error { return s.subscribe(true, prefix) }
 
-// Unsubscribe removes one Subscribe of prefix.
+// Unsubscribe removes one Subscribe of prefix. Unsubscribing a prefix
+// that is not subscribed does nothing and tells no peer.
 func (s *Socket) Unsubscribe(prefix []byte) error { return s.subscribe(false, prefix) }
 
 func (s *Socket) subscribe(add bool, prefix []byte) error {
@@ -492,32 +498,10 @@ func (s *Socket) subscribe(add bool, prefix []byte) error {
 		return fmt.Errorf("%w: subscriptions on %s", ErrNotSupported, s.kind)
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed.Load() {
-		s.mu.Unlock()
 		return ErrClosed
 	}
-	if add {
-		s.subs, _ = s.subs.add(prefix)
-	} else {
-		s.subs, _ = s.subs.remove(prefix)
-	}
-	s.mySubs.Store(s.subs)
-	ps := *s.peers.Load()
-	s.mu.Unlock()
-	m := subMsg(add, prefix)
-	for _, p := range ps {
-		for waited := false; !p.outq.pushWait(m, waited); waited = true {
-			select {
-			case <-p.outq.room:
-				continue
-			case <-p.quit:
-			case <-s.closing:
-				p.outq.giveUp()
-				return ErrClosed
-			}
-			p.outq.giveUp()
-			break
-		}
-	}
+	s.changeSubs(add, prefix)
 	return nil
 }

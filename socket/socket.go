@@ -20,9 +20,9 @@ import (
 //
 // A Socket is safe for concurrent use, but REQ and REP keep a single
 // send/receive state, so concurrent Send or Recv calls on them interleave
-// unpredictably. Send and Recv block as documented on each; Bind, Connect,
-// Subscribe and their inverses do not block on the network. Close may be
-// called more than once.
+// unpredictably. Send and Recv block as documented on each; Bind, Connect
+// and their inverses do not block on the network; Subscribe and
+// Unsubscribe never block. Close may be called more than once.
 type Socket struct {
 	kind Kind
 	cfg  Config
@@ -36,13 +36,13 @@ type Socket struct {
 	listeners map[string]*listener // by resolved endpoint
 	dialers   map[string][]*dialer
 	pending   map[net.Conn]struct{} // connections still handshaking
-	subs      *subList              // SUB/XSUB: our subscriptions
-	xsubs     *subList              // XPUB: union of peers' subscriptions
+	subs      subTable              // SUB/XSUB: our subscriptions (changed under mu)
+	xsubs     subSet                // XPUB: union of peers' subscriptions
 	peersMu   sync.Mutex            // guards writes of peers and byID
 	byID      map[string]*peer      // ROUTER
 
 	peers   atomic.Pointer[[]*peer]
-	mySubs  atomic.Pointer[subList] // SUB: published copy of subs for filtering
+	mySubs  atomic.Pointer[subTable] // SUB: the table the reader filters with (&subs)
 	rr      atomic.Uint32
 	waiters atomic.Int32
 	room    chan struct{}
@@ -137,6 +137,7 @@ func New(kind Kind, cfg Config) (*Socket, error) {
 	s.nextID.Store(rand.Uint32())
 	empty := []*peer{}
 	s.peers.Store(&empty)
+	s.mySubs.Store(&s.subs)
 	return s, nil
 }
 
@@ -468,19 +469,15 @@ func (s *Socket) addPeer(p *peer) error {
 		}
 		s.byID[p.id] = p
 	}
+	if s.kind == Sub || s.kind == XSub {
+		// Under s.mu, like every change of s.subs: the peer gets each
+		// subscription either here or as a later change, never both.
+		s.replaySubs(p)
+	}
 	n := make([]*peer, 0, len(old)+1)
 	n = append(n, old...)
 	n = append(n, p)
 	s.peers.Store(&n)
-	if s.kind == Sub || s.kind == XSub {
-		if l := s.subs; l != nil {
-			for i, t := range l.prefixes {
-				for range l.counts[i] {
-					p.replay = append(p.replay, subMsg(true, t))
-				}
-			}
-		}
-	}
 	return nil
 }
 
@@ -501,8 +498,8 @@ func (s *Socket) removePeer(p *peer) {
 	// Keep what the peer sent before it went away.
 	s.keepDeparted(p)
 	if s.kind == XPub {
-		for _, t := range p.subs.Load().topics() {
-			s.xpubUpdate(p, t, false, true)
+		for _, t := range p.subs.topics() {
+			s.xpubUpdate(p, []byte(t), false, true)
 		}
 	}
 	s.wake()
