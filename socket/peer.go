@@ -271,7 +271,7 @@ func (p *peer) readLoop() error {
 			}
 			// XPUB passes other upstream messages to the application, as
 			// libzmq does.
-		case Sub:
+		case Sub, XSub:
 			if !s.mySubs.Load().match(frames[0]) {
 				continue
 			}

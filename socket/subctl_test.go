@@ -648,3 +648,34 @@ func TestLingerSendsPendingSubscriptions(t *testing.T) {
 		xpub.Close()
 	}
 }
+
+// TestXSubFiltersIncoming: like libzmq's, an XSUB passes on only the
+// messages matching its subscriptions, even from a publisher that sends
+// everything.
+func TestXSubFiltersIncoming(t *testing.T) {
+	ctx := tctx(t)
+	xsub := mk(t, XSub, Config{})
+	ep := bind(t, xsub, "tcp://127.0.0.1:0")
+	pub := rawConnect(t, ep, "PUB")
+	if err := xsub.Send(ctx, NewMsg([]byte("\x01A"))); err != nil {
+		t.Fatal(err)
+	}
+	_ = pub.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, cmd, err := pub.r.Next(nil)
+	if err != nil || cmd.Name != zmtp.CmdSubscribe || string(cmd.Body) != "A" {
+		t.Fatalf("publisher read %+v, %v; want SUBSCRIBE A", cmd, err)
+	}
+	for _, m := range []string{"B1", "A1", "B2", "A2"} {
+		if err := pub.w.WriteMessage([][]byte{[]byte(m)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"A1", "A2"} {
+		if got := mustRecv(t, ctx, xsub); len(got) != 1 || got[0] != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+}
