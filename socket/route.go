@@ -136,6 +136,13 @@ func (s *Socket) sendFanout(m Msg, filter bool) {
 // concurrent Send took the room in between: that peer is then waited for
 // alone.
 func (s *Socket) sendFanoutNoDrop(ctx context.Context, m Msg) error {
+	if ps := *s.peers.Load(); len(ps) == 1 {
+		// One subscriber: waiting for its room is all there is to it.
+		if p := ps[0]; p.subs.match(m.Frames[0]) {
+			return s.sendTo(ctx, p, m)
+		}
+		return nil
+	}
 	var cancel context.CancelFunc = func() {}
 	defer func() { cancel() }()
 	bounded := false
