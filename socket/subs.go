@@ -9,7 +9,7 @@ import (
 
 // smallSubs is the number of distinct prefixes up to which matching scans
 // them one by one instead of looking them up by length.
-const smallSubs = 8
+const smallSubs = 4
 
 // subEntry is one distinct prefix and its reference count.
 type subEntry struct {
