@@ -1,11 +1,11 @@
 package zmtp
 
 import (
-	"bufio"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
+	"net"
 )
 
 // Frame flag bits (RFC 23).
@@ -303,48 +303,88 @@ func (r *Reader) Next(frames [][]byte) ([][]byte, Command, error) {
 	}
 }
 
-// Writer encodes ZMTP traffic into a buffered stream. It is not safe for
-// concurrent use. Nothing reaches the underlying writer until the buffer
-// fills or Flush is called.
+// Writer encodes ZMTP traffic into a buffer and writes it to the
+// underlying stream when the buffer fills or Flush is called. A frame too
+// large for the buffer goes out in one gathered write with what is
+// buffered, without being copied. It is not safe for concurrent use. After
+// a write error every call returns that error.
 type Writer struct {
-	bw  *bufio.Writer
-	hdr [9]byte
+	wr  io.Writer
+	buf []byte // pending bytes; its capacity is the buffer size
+	err error
+	vec net.Buffers // scratch for gathered writes
 }
 
-// NewWriter returns a Writer with a buffer of size bytes (0 = 64 KiB).
+// NewWriter returns a Writer with a buffer of size bytes (0 = 64 KiB, at
+// least 512).
 func NewWriter(w io.Writer, size int) *Writer {
 	if size <= 0 {
 		size = 64 << 10
 	}
-	return &Writer{bw: bufio.NewWriterSize(w, size)}
+	size = max(size, 512) // room for any command header
+	return &Writer{wr: w, buf: make([]byte, 0, size)}
 }
 
 // WriteGreeting writes g.
 func (w *Writer) WriteGreeting(g Greeting) error {
 	b := g.Marshal()
-	_, err := w.bw.Write(b[:])
-	return err
+	return w.write(nil, b[:])
+}
+
+// appendHeader appends a frame header for a body of n bytes.
+func appendHeader(b []byte, flags byte, n int) []byte {
+	if n > 255 {
+		b = append(b, flags|FlagLong)
+		return binary.BigEndian.AppendUint64(b, uint64(n))
+	}
+	return append(b, flags, byte(n))
 }
 
 // WriteFrame writes one frame with the given flags (FlagLong is set as
 // needed).
 func (w *Writer) WriteFrame(flags byte, body []byte) error {
 	flags &^= FlagLong
-	n := len(body)
-	var h []byte
-	if n > 255 {
-		w.hdr[0] = flags | FlagLong
-		binary.BigEndian.PutUint64(w.hdr[1:9], uint64(n))
-		h = w.hdr[:9]
-	} else {
-		w.hdr[0] = flags
-		w.hdr[1] = byte(n)
-		h = w.hdr[:2]
+	if w.err == nil && len(w.buf)+9+len(body) <= cap(w.buf) {
+		w.buf = appendHeader(w.buf, flags, len(body))
+		w.buf = append(w.buf, body...)
+		return nil
 	}
-	if _, err := w.bw.Write(h); err != nil {
-		return err
+	var h [9]byte
+	return w.write(appendHeader(h[:0], flags, len(body)), body)
+}
+
+// write appends head and body to the buffer, flushing as needed; a body
+// that does not fit in the buffer is written directly after it.
+func (w *Writer) write(head, body []byte) error {
+	if w.err != nil {
+		return w.err
 	}
-	_, err := w.bw.Write(body)
+	if len(w.buf)+len(head) > cap(w.buf) {
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+	w.buf = append(w.buf, head...)
+	if len(w.buf)+len(body) <= cap(w.buf) {
+		w.buf = append(w.buf, body...)
+		return nil
+	}
+	if len(body) < cap(w.buf)/2 {
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		w.buf = append(w.buf, body...)
+		return nil
+	}
+	// Large: one gathered write of the buffer and the body.
+	w.vec = append(w.vec[:0], w.buf, body)
+	v := w.vec
+	_, err := v.WriteTo(w.wr)
+	clear(w.vec[:2])
+	w.buf = w.buf[:0]
+	if err != nil {
+		w.err = err
+	}
 	return err
 }
 
@@ -371,32 +411,28 @@ func (w *Writer) WriteCommand(name string, body []byte) error {
 	if len(name) == 0 || len(name) > 255 {
 		return fmt.Errorf("%w: name length %d", ErrCommand, len(name))
 	}
-	n := 1 + len(name) + len(body)
-	var h []byte
-	if n > 255 {
-		w.hdr[0] = FlagCommand | FlagLong
-		binary.BigEndian.PutUint64(w.hdr[1:9], uint64(n))
-		h = w.hdr[:9]
-	} else {
-		w.hdr[0] = FlagCommand
-		w.hdr[1] = byte(n)
-		h = w.hdr[:2]
-	}
-	if _, err := w.bw.Write(h); err != nil {
-		return err
-	}
-	if err := w.bw.WriteByte(byte(len(name))); err != nil {
-		return err
-	}
-	if _, err := w.bw.WriteString(name); err != nil {
-		return err
-	}
-	_, err := w.bw.Write(body)
-	return err
+	var h [9 + 1 + 255]byte
+	head := appendHeader(h[:0], FlagCommand, 1+len(name)+len(body))
+	head = append(head, byte(len(name)))
+	head = append(head, name...)
+	return w.write(head, body)
 }
 
 // Flush writes buffered data to the underlying writer.
-func (w *Writer) Flush() error { return w.bw.Flush() }
+func (w *Writer) Flush() error {
+	if w.err != nil {
+		return w.err
+	}
+	if len(w.buf) == 0 {
+		return nil
+	}
+	_, err := w.wr.Write(w.buf)
+	w.buf = w.buf[:0]
+	if err != nil {
+		w.err = err
+	}
+	return err
+}
 
 // Buffered returns the number of bytes waiting in the buffer.
-func (w *Writer) Buffered() int { return w.bw.Buffered() }
+func (w *Writer) Buffered() int { return len(w.buf) }

@@ -493,3 +493,102 @@ func FuzzReaderRoundTrip(f *testing.F) {
 		roundTrip(t, fs, cs, int(block))
 	})
 }
+
+// failAfter accepts n bytes, then fails every write.
+type failAfter struct {
+	n     int
+	calls int
+}
+
+var errDisk = errors.New("write failed")
+
+func (f *failAfter) Write(p []byte) (int, error) {
+	f.calls++
+	if len(p) > f.n {
+		k := f.n
+		f.n = 0
+		return k, errDisk
+	}
+	f.n -= len(p)
+	return len(p), nil
+}
+
+// TestWriterErrorsStick: after a failed write, every call reports the
+// error and nothing more reaches the stream.
+func TestWriterErrorsStick(t *testing.T) {
+	for _, body := range [][]byte{bytes.Repeat([]byte("s"), 100), bytes.Repeat([]byte("L"), 5000)} {
+		f := &failAfter{n: 700}
+		w := NewWriter(f, 512)
+		var err error
+		for i := 0; i < 100 && err == nil; i++ {
+			err = w.WriteMessage([][]byte{body})
+		}
+		if err == nil {
+			err = w.Flush()
+		}
+		if !errors.Is(err, errDisk) {
+			t.Fatalf("%d-byte frames: error %v, want %v", len(body), err, errDisk)
+		}
+		calls := f.calls
+		if err := w.WriteMessage([][]byte{body}); !errors.Is(err, errDisk) {
+			t.Fatalf("write after the failure: %v", err)
+		}
+		if err := w.WriteCommand(CmdPing, nil); !errors.Is(err, errDisk) {
+			t.Fatalf("command after the failure: %v", err)
+		}
+		if err := w.Flush(); !errors.Is(err, errDisk) {
+			t.Fatalf("flush after the failure: %v", err)
+		}
+		if f.calls != calls {
+			t.Fatalf("%d writes reached the stream after the failure", f.calls-calls)
+		}
+	}
+}
+
+// TestWriterLargeFramesOverConn sends frames larger than the buffer over a
+// real connection (a gathered write of buffer and body) between small
+// ones, and reads them back in order.
+func TestWriterLargeFramesOverConn(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	sizes := []int{10, 600, 70000, 3, 1 << 20, 511, 512, 513, 0, 200000}
+	done := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer c.Close()
+		w := NewWriter(c, 512)
+		for i, n := range sizes {
+			if err := w.WriteMessage([][]byte{bytes.Repeat([]byte{byte(i)}, n)}); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- w.Flush()
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	r := NewReader(c, 0)
+	for i, n := range sizes {
+		f, _, err := r.Next(nil)
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		if len(f) != 1 || !bytes.Equal(f[0], bytes.Repeat([]byte{byte(i)}, n)) {
+			t.Fatalf("frame %d (%d bytes) wrong", i, n)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
