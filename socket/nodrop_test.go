@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 )
@@ -88,20 +89,37 @@ func TestPubNoDropAllOrNothing(t *testing.T) {
 	stuck := mk(t, Sub, Config{RecvHWM: 1})
 	pub := subscribedPair(t, ctx, "inproc://nodrop-all", Config{SendHWM: 2, PubNoDrop: true}, good, stuck)
 	payload := bytes.Repeat([]byte("p"), 32<<10)
+	// Three senders at once: a message is queued for both subscribers or
+	// for neither, however their checks and queueing interleave.
+	var mu sync.Mutex
 	sent, timeouts := 0, 0
-	for i := 0; i < 2000 && timeouts < 3; i++ {
-		sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-		err := pub.Send(sctx, NewMsg(payload))
-		cancel()
-		switch {
-		case err == nil:
-			sent++
-		case errors.Is(err, ErrTimeout):
-			timeouts++
-		default:
-			t.Fatal(err)
-		}
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 2000 {
+				sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+				err := pub.Send(sctx, NewMsg(payload))
+				cancel()
+				mu.Lock()
+				switch {
+				case err == nil:
+					sent++
+				case errors.Is(err, ErrTimeout):
+					timeouts++
+				default:
+					t.Error(err)
+				}
+				enough := timeouts >= 3
+				mu.Unlock()
+				if enough {
+					return
+				}
+			}
+		}()
 	}
+	wg.Wait()
 	if timeouts == 0 {
 		t.Fatalf("%d sends to a subscriber that never reads all succeeded", sent)
 	}
@@ -156,5 +174,71 @@ func TestPubNoDropIgnoresUnmatched(t *testing.T) {
 		if err != nil {
 			t.Fatalf("unmatched message %d: %v", i, err)
 		}
+	}
+}
+
+// TestPubNoDropPassesWakeupOn: two PubNoDrop senders wait for the same
+// full subscriber s1. The first one woken finds another subscriber (s2,
+// stalled) full and goes on waiting there; the second, whose message only
+// s1 wants, must still be woken once s1 drains.
+func TestPubNoDropPassesWakeupOn(t *testing.T) {
+	ctx := tctx(t)
+	pub := mk(t, Pub, Config{SendHWM: 2, PubNoDrop: true})
+	addr := bind(t, pub, "inproc://nodrop-wakeup")
+	s1, s2 := mk(t, Sub, Config{RecvHWM: 1}), mk(t, Sub, Config{RecvHWM: 1})
+	for i, s := range []*Socket{s1, s2} { // s1 wants everything, s2 only "a"
+		if err := s.Subscribe([]byte("a")[:i]); err != nil {
+			t.Fatal(err)
+		}
+		connect(t, s, addr)
+		waitFor(t, "subscription", func() bool {
+			mustSend(t, ctx, pub, "a-probe")
+			_, err := s.Recv(withTimeout(ctx, 20))
+			return err == nil
+		})
+	}
+	drain := func() context.CancelFunc {
+		dctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for dctx.Err() == nil {
+				_, _ = s1.Recv(dctx)
+			}
+		}()
+		return func() { stop(); <-done }
+	}
+	big := func(c byte) Msg { return NewMsg(append([]byte{c}, bytes.Repeat([]byte("x"), 32<<10)...)) }
+	fill := func(c byte) { // until a send times out: the matching peers are full
+		for range 2000 {
+			if errors.Is(pub.Send(withTimeout(ctx, 20), big(c)), ErrTimeout) {
+				return
+			}
+		}
+		t.Fatal("sends never blocked")
+	}
+	stop := drain()
+	fill('a') // s2 full; s1 drained meanwhile
+	stop()
+	fill('b') // s1 full
+	var q1 *outQueue
+	for _, p := range *pub.peers.Load() {
+		if p.subs.match([]byte("b")) {
+			q1 = p.outq
+		}
+	}
+	blocked := func() int { q1.mu.Lock(); defer q1.mu.Unlock(); return q1.blocked }
+	n1 := make(chan error, 1)
+	go func() { n1 <- pub.Send(withTimeout(ctx, 2000), big('a')) }() // waits on s1, then on s2
+	waitFor(t, "first sender blocked on s1", func() bool { return blocked() == 1 })
+	n2 := make(chan error, 1)
+	go func() { n2 <- pub.Send(withTimeout(ctx, 5000), big('b')) }() // only s1 wants it
+	waitFor(t, "second sender blocked on s1", func() bool { return blocked() == 2 })
+	defer drain()()
+	if err := <-n2; err != nil {
+		t.Fatalf("a message only s1 wants: %v (s1 queue holds %d)", err, q1.len())
+	}
+	if err := <-n1; !errors.Is(err, ErrTimeout) {
+		t.Fatalf("a message stalled s2 wants: %v, want a timeout", err)
 	}
 }

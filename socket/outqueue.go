@@ -68,6 +68,19 @@ func (q *outQueue) waitRoom() bool {
 	return false
 }
 
+// giveUpWoken is giveUp for a sender woken by q.room that will not queue
+// here now: the wake-up is passed on while room is left, so that another
+// blocked sender does not wait for a take that may never come.
+func (q *outQueue) giveUpWoken() {
+	q.mu.Lock()
+	q.blocked--
+	pass := q.blocked > 0 && q.n < q.hwm
+	q.mu.Unlock()
+	if pass {
+		signal(q.room)
+	}
+}
+
 // giveUp stops counting a sender that waited in pushWait or waitRoom.
 func (q *outQueue) giveUp() {
 	q.mu.Lock()

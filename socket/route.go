@@ -131,57 +131,68 @@ func (s *Socket) sendFanout(m Msg, filter bool) {
 }
 
 // sendFanoutNoDrop queues m for every matching peer once all of them have
-// room (Config.PubNoDrop). Until then nothing is queued, so a deadline
-// leaves no peer with the message and the others without it, unless a
-// concurrent Send took the room in between: that peer is then waited for
-// alone.
+// room (Config.PubNoDrop): until then nothing is queued, so a deadline
+// leaves no peer with the message and the others without it. The check
+// and the queueing happen together under s.noDropMu, which every such
+// Send takes, so no other sender can take the room in between (writers
+// only ever make room).
 func (s *Socket) sendFanoutNoDrop(ctx context.Context, m Msg) error {
-	if ps := *s.peers.Load(); len(ps) == 1 {
-		// One subscriber: waiting for its room is all there is to it.
-		if p := ps[0]; p.subs.match(m.Frames[0]) {
-			return s.sendTo(ctx, p, m)
-		}
-		return nil
-	}
 	var cancel context.CancelFunc = func() {}
 	defer func() { cancel() }()
 	bounded := false
 	for {
-		var full *peer
-		for _, p := range *s.peers.Load() {
-			if p.outq.len() >= p.outq.hwm && p.subs.match(m.Frames[0]) {
-				full = p
-				break
-			}
-		}
+		full := s.queueAllOrNone(m)
 		if full == nil {
-			break
+			return nil
 		}
 		if !bounded {
 			ctx, cancel = ctxFor(ctx, s.cfg.SendTimeout)
 			bounded = true
 		}
-		if !full.outq.waitRoom() {
-			select {
-			case <-full.outq.room:
-				full.outq.giveUp()
-			case <-full.quit:
-				full.outq.giveUp()
-			case <-ctx.Done():
-				full.outq.giveUp()
-				return ctxErr(ctx)
-			case <-s.closing:
-				full.outq.giveUp()
-				return ErrClosed
-			}
-		}
-	}
-	for _, p := range *s.peers.Load() {
-		if !p.subs.match(m.Frames[0]) || p.outq.push(m) {
+		if full.outq.waitRoom() {
 			continue
 		}
-		if err := s.sendTo(ctx, p, m); err != nil {
-			return err
+		select {
+		case <-full.outq.room:
+			// Woken: pass the wake-up on if room is left for another
+			// sender blocked on this peer, since this one may go on to
+			// wait elsewhere without queueing here.
+			full.outq.giveUpWoken()
+		case <-full.quit:
+			full.outq.giveUp()
+		case <-ctx.Done():
+			full.outq.giveUp()
+			return ctxErr(ctx)
+		case <-s.closing:
+			full.outq.giveUp()
+			return ErrClosed
+		}
+	}
+}
+
+// queueAllOrNone queues m for every peer it matches if all of them have
+// room, and returns nil; otherwise it queues nothing and returns a full
+// peer.
+func (s *Socket) queueAllOrNone(m Msg) *peer {
+	s.noDropMu.Lock()
+	defer s.noDropMu.Unlock()
+	ps := *s.peers.Load()
+	if len(ps) == 1 {
+		if p := ps[0]; p.subs.match(m.Frames[0]) && !p.outq.push(m) {
+			return p
+		}
+		return nil
+	}
+	for _, p := range ps {
+		if p.outq.len() >= p.outq.hwm && p.subs.match(m.Frames[0]) {
+			return p
+		}
+	}
+	for _, p := range ps {
+		if p.subs.match(m.Frames[0]) && !p.outq.push(m) {
+			// Cannot happen: only PubNoDrop sends queue here, and they
+			// hold noDropMu. Count it rather than block under the lock.
+			s.drop(p)
 		}
 	}
 	return nil

@@ -56,6 +56,8 @@ type Socket struct {
 	rrIn     atomic.Uint32
 	rwaiters atomic.Int32
 	rwakes   atomic.Int64 // receivers woken while blocked (for tests)
+
+	noDropMu sync.Mutex // PubNoDrop: checking and queueing are one step
 	inReady  chan struct{}
 	leftN    atomic.Int32 // len(departed) + len(left), a hint for the fast path
 	leftMu   sync.Mutex
