@@ -131,8 +131,9 @@ func newSubIndex(size int) *subIndex {
 	return &subIndex{seed: maphash.MakeSeed(), mask: uint64(c - 1), slots: make([]atomic.Pointer[subEntry], c)}
 }
 
-func (x *subIndex) has(b []byte) bool {
-	for i := maphash.Bytes(x.seed, b) & x.mask; ; i = (i + 1) & x.mask {
+// has reports whether b, whose hash is h, is in x.
+func (x *subIndex) has(b []byte, h uint64) bool {
+	for i := h & x.mask; ; i = (i + 1) & x.mask {
 		e := x.slots[i].Load()
 		if e == nil {
 			return false
@@ -188,16 +189,40 @@ func (t *subTable) match(b []byte) bool {
 		return false
 	}
 	x := t.idx.Load()
-	for _, n := range *t.lens.Load() {
+	lens := *t.lens.Load()
+	if len(lens) <= streamLens {
+		for _, n := range lens {
+			if n > len(b) {
+				return false
+			}
+			if x.has(b[:n], maphash.Bytes(x.seed, b[:n])) {
+				return true
+			}
+		}
+		return false
+	}
+	// Many prefix lengths: hash the message once, as it goes, instead of
+	// every prefix from its start (which costs the square of its length
+	// when a peer subscribes to prefixes of every length).
+	var h maphash.Hash
+	h.SetSeed(x.seed)
+	done := 0
+	for _, n := range lens {
 		if n > len(b) {
 			return false
 		}
-		if x.has(b[:n]) {
+		h.Write(b[done:n])
+		done = n
+		if x.has(b[:n], h.Sum64()) {
 			return true
 		}
 	}
 	return false
 }
+
+// streamLens is the number of distinct prefix lengths above which match
+// hashes the message incrementally.
+const streamLens = 8
 
 // add increments topic's count and reports whether the topic is new. A
 // new topic that would take the table past limit distinct prefixes (if

@@ -1,6 +1,7 @@
 package socket
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 )
@@ -84,3 +85,26 @@ func BenchmarkSubscriptionMatch(b *testing.B) {
 }
 
 func peerMatch(p *peer, b []byte) bool { return p.subs.match(b) }
+
+// BenchmarkSubscriptionMatchAllLengths: a peer subscribed to prefixes of
+// every length from 1 to 4096, matched against a 4 KiB message that none
+// of them matches. Hashing each prefix from its start would cost the
+// square of the message length.
+func BenchmarkSubscriptionMatchAllLengths(b *testing.B) {
+	var l subTable
+	for n := 1; n <= 4096; n++ {
+		p := bytes.Repeat([]byte{'a'}, n)
+		p[n-1] = 'b'
+		if _, ok := l.add(p, 0); !ok {
+			b.Fatal("add refused")
+		}
+	}
+	msg := bytes.Repeat([]byte{'a'}, 4096)
+	b.SetBytes(int64(len(msg)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if l.match(msg) {
+			b.Fatal("matched")
+		}
+	}
+}

@@ -185,3 +185,47 @@ func TestSubTableConcurrentMatch(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// TestSubTableManyLengths checks matching with prefixes of many distinct
+// lengths (the incrementally hashed path) against a plain scan.
+func TestSubTableManyLengths(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	word := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = "ab"[rng.IntN(2)]
+		}
+		return string(b)
+	}
+	var l subTable
+	var prefixes []string
+	for n := 1; n <= 40; n++ {
+		if n%3 == 0 {
+			continue // leave gaps between lengths
+		}
+		p := word(n)
+		prefixes = append(prefixes, p)
+		if _, ok := l.add([]byte(p), 0); !ok {
+			t.Fatal("add refused")
+		}
+	}
+	matched := 0
+	for i := range 20000 {
+		msg := word(rng.IntN(50))
+		want := false
+		for _, p := range prefixes {
+			if len(msg) >= len(p) && msg[:len(p)] == p {
+				want = true
+			}
+		}
+		if got := l.match([]byte(msg)); got != want {
+			t.Fatalf("message %d: match(%q) = %v, want %v", i, msg, got, want)
+		}
+		if want {
+			matched++
+		}
+	}
+	if matched == 0 || matched == 20000 {
+		t.Fatalf("%d of 20000 messages matched: the test checks nothing", matched)
+	}
+}
