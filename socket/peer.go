@@ -443,7 +443,17 @@ func (p *peer) writeLoop() {
 		var err error
 		select {
 		case <-p.outq.ready:
-			if err = p.writeQueued(batch); err == nil {
+			// Subscription changes made before these messages go first,
+			// as they would down libzmq's single pipe.
+			select {
+			case <-p.subctl.note:
+				err = p.writeSubs()
+			default:
+			}
+			if err == nil {
+				err = p.writeQueued(batch, maxWriteRounds)
+			}
+			if err == nil {
 				err = p.w.Flush()
 			}
 		case <-p.subctl.note:
@@ -473,11 +483,17 @@ func (p *peer) writeLoop() {
 	}
 }
 
+// maxWriteRounds bounds the batches the writer encodes before it looks at
+// its other duties (heartbeats, PONGs, subscription changes, Close), so
+// that senders keeping its queue full cannot hold those back.
+const maxWriteRounds = 16
+
 // writeQueued encodes the queued messages, taking them in batches of up to
-// cap(batch), until the queue is empty.
-func (p *peer) writeQueued(batch []Msg) error {
+// cap(batch), until the queue is empty or, if rounds > 0, after that many
+// batches; the writer is then woken again for the rest.
+func (p *peer) writeQueued(batch []Msg, rounds int) error {
 	s := p.s
-	for {
+	for round := 1; ; round++ {
 		b := p.outq.take(batch)
 		if len(b) == 0 {
 			return nil
@@ -492,6 +508,12 @@ func (p *peer) writeQueued(batch []Msg) error {
 			}
 		}
 		clear(b)
+		if round == rounds {
+			// take found messages, so the queue does not count the writer
+			// as sleeping and no push would wake it: wake it here.
+			signal(p.outq.ready)
+			return nil
+		}
 	}
 }
 
@@ -515,7 +537,7 @@ func (p *peer) linger() {
 	_ = p.conn.SetWriteDeadline(deadline)
 	err := p.writeSubs() // subscription changes not yet sent go first
 	if err == nil {
-		err = p.writeQueued(make([]Msg, 0, maxBatch))
+		err = p.writeQueued(make([]Msg, 0, maxBatch), 0)
 	}
 	if err == nil {
 		err = p.w.Flush()

@@ -497,8 +497,11 @@ func (s *Socket) recvRep(ctx context.Context) (Msg, error) {
 // Subscribe adds a prefix subscription (SUB and XSUB only); the empty
 // prefix matches everything. Subscriptions are announced to every peer,
 // now and after each reconnect. Subscribing twice to a prefix needs two
-// Unsubscribe calls to remove it; as with libzmq, peers hear only of the
-// first Subscribe of a prefix and of the Unsubscribe that removes it.
+// Unsubscribe calls to remove it. Peers hear only of the first Subscribe
+// of a prefix and of the Unsubscribe that removes it: a libzmq PUB holds a
+// prefix once per peer, so an earlier CANCEL would cut off what is still
+// wanted. (libzmq's own SUB repeats SUBSCRIBE on every subscribe, which
+// only a ZMQ_XPUB_VERBOSE publisher upstream would see.)
 //
 // Subscribe and Unsubscribe never block: changes reach each peer apart
 // from its message queue and are never dropped. While a peer is slow to

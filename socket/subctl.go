@@ -119,10 +119,12 @@ func (p *peer) writeSubs() error {
 // (addPeer, under s.mu too): never both.
 //
 // Peers hear only of a prefix's first Subscribe and of the Unsubscribe
-// that removes its last one, as libzmq's SUB and XSUB send CANCEL: a
-// libzmq PUB keeps one subscription per prefix and peer, so a CANCEL
-// while we still hold the prefix would stop what we still want. Our own
-// PUB counts per peer, and so holds the prefix once.
+// that removes its last one. libzmq's SUB and XSUB send CANCEL that way;
+// they repeat SUBSCRIBE, which we do not, as a libzmq PUB keeps one
+// subscription per prefix and peer anyway (only a ZMQ_XPUB_VERBOSE
+// publisher would see the repeats). A CANCEL while we still hold the
+// prefix would stop what we still want. Our own PUB also holds a prefix
+// once per peer.
 func (s *Socket) changeSubs(add bool, prefix []byte) {
 	delta := 1
 	if add {

@@ -42,7 +42,10 @@ type Command struct {
 
 // Reader decodes ZMTP traffic from a stream. It reads into blocks that it
 // never reuses: frame bodies are slices of them, so a frame is copied only
-// once on its way in. It is not safe for concurrent use.
+// once on its way in. It is not safe for concurrent use. An error at a
+// unit boundary (such as a read timeout before the next header) leaves it
+// usable; after an error inside a message or command the stream is out of
+// step and the Reader must be discarded.
 type Reader struct {
 	rd io.Reader
 	// MaxMsgSize bounds the total body size of one message; <= 0 means
@@ -212,8 +215,24 @@ func (r *Reader) readFull(p []byte) error {
 		r.err = nil
 		return err
 	}
-	_, err := io.ReadFull(r.rd, p)
-	return err
+	for empty := 0; len(p) > 0; {
+		n, err := r.rd.Read(p)
+		if n < 0 || n > len(p) {
+			return fmt.Errorf("zmtp: reader returned %d bytes for a %d-byte buffer", n, len(p))
+		}
+		p = p[n:]
+		switch {
+		case len(p) == 0:
+			return nil
+		case err != nil:
+			return err
+		case n == 0:
+			if empty++; empty >= maxEmptyReads {
+				return io.ErrNoProgress
+			}
+		}
+	}
+	return nil
 }
 
 // Complete reports whether a whole message or command is already buffered,
@@ -379,7 +398,10 @@ func (w *Writer) write(head, body []byte) error {
 	// Large: one gathered write of the buffer and the body.
 	w.vec = append(w.vec[:0], w.buf, body)
 	v := w.vec
-	_, err := v.WriteTo(w.wr)
+	n, err := v.WriteTo(w.wr)
+	if err == nil && n < int64(len(w.buf)+len(body)) {
+		err = io.ErrShortWrite
+	}
 	clear(w.vec[:2])
 	w.buf = w.buf[:0]
 	if err != nil {
@@ -426,7 +448,10 @@ func (w *Writer) Flush() error {
 	if len(w.buf) == 0 {
 		return nil
 	}
-	_, err := w.wr.Write(w.buf)
+	n, err := w.wr.Write(w.buf)
+	if err == nil && n < len(w.buf) {
+		err = io.ErrShortWrite
+	}
 	w.buf = w.buf[:0]
 	if err != nil {
 		w.err = err

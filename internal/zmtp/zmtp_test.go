@@ -592,3 +592,40 @@ func TestWriterLargeFramesOverConn(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// shortWriter accepts at most 3 bytes per call and reports no error.
+type shortWriter struct{}
+
+func (shortWriter) Write(p []byte) (int, error) { return min(len(p), 3), nil }
+
+// zeroReader returns no bytes and no error for ever.
+type zeroReader struct{}
+
+func (zeroReader) Read([]byte) (int, error) { return 0, nil }
+
+// TestWriterShortWrite: a stream that takes fewer bytes than given without
+// saying why fails the Writer with io.ErrShortWrite, on both paths.
+func TestWriterShortWrite(t *testing.T) {
+	for _, n := range []int{10, 5000} {
+		w := NewWriter(shortWriter{}, 512)
+		err := w.WriteMessage([][]byte{bytes.Repeat([]byte("x"), n)})
+		if err == nil {
+			err = w.Flush()
+		}
+		if !errors.Is(err, io.ErrShortWrite) {
+			t.Fatalf("%d-byte frame: %v, want io.ErrShortWrite", n, err)
+		}
+	}
+}
+
+// TestReaderNoProgress: a stream that never returns data nor an error
+// fails with io.ErrNoProgress, for small and large bodies alike.
+func TestReaderNoProgress(t *testing.T) {
+	for _, n := range []int{10, 100000} {
+		head := appendHeader(nil, 0, n)
+		r := NewReader(io.MultiReader(bytes.NewReader(head), zeroReader{}), 0)
+		if _, _, err := r.Next(nil); !errors.Is(err, io.ErrNoProgress) {
+			t.Fatalf("%d-byte body: %v, want io.ErrNoProgress", n, err)
+		}
+	}
+}
