@@ -3,10 +3,13 @@ package socket
 import (
 	"context"
 	"encoding/binary"
+	"io"
 	"runtime"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fastmq/fastmq/internal/zmtp"
 )
 
 // TestOutQueueBlockedSenders runs many senders blocked on a tiny queue
@@ -144,5 +147,38 @@ func TestBlockedReceiversDoNotBounceWakeups(t *testing.T) {
 			t.Fatalf("idle receivers woke %d times", w-before)
 		}
 		runtime.Gosched()
+	}
+}
+
+// TestWriterYieldsToOtherDuties: with more queued than maxWriteRounds
+// batches, the writer stops after that many, leaving the rest queued and
+// itself woken to come back for it, so a full queue cannot hold back
+// heartbeats, PONGs or Close.
+func TestWriterYieldsToOtherDuties(t *testing.T) {
+	s := mk(t, Push, Config{SendHWM: 10000})
+	p := &peer{s: s, outq: newOutQueue(10000), w: zmtp.NewWriter(io.Discard, 0)}
+	const n = 5000
+	for i := range n {
+		if !p.outq.push(NewMsgString("m")) {
+			t.Fatalf("push %d refused", i)
+		}
+	}
+	<-p.outq.ready // the push that found the writer asleep
+	if err := p.writeQueued(make([]Msg, 0, maxBatch), maxWriteRounds); err != nil {
+		t.Fatal(err)
+	}
+	if left, want := p.outq.len(), n-maxWriteRounds*maxBatch; left != want {
+		t.Fatalf("%d messages left after the bounded rounds, want %d", left, want)
+	}
+	select {
+	case <-p.outq.ready:
+	default:
+		t.Fatal("the writer yielded without waking itself for the rest")
+	}
+	if err := p.writeQueued(make([]Msg, 0, maxBatch), 0); err != nil {
+		t.Fatal(err)
+	}
+	if left := p.outq.len(); left != 0 {
+		t.Fatalf("%d messages left after an unbounded drain", left)
 	}
 }
