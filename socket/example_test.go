@@ -118,3 +118,57 @@ func ExampleSocket_Events() {
 	s.Close()
 	// Output: listening inproc://example-events
 }
+
+// A publisher with PubNoDrop waits for a slow subscriber instead of
+// dropping: here a SUB that holds one message at a time still gets all
+// 1000, in order.
+func ExampleConfig_pubNoDrop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pub, _ := socket.New(socket.Pub, socket.Config{PubNoDrop: true, SendHWM: 1})
+	defer pub.Close()
+	sub, _ := socket.New(socket.Sub, socket.Config{RecvHWM: 1})
+	defer sub.Close()
+	if _, err := pub.Bind("inproc://example-nodrop"); err != nil {
+		log.Fatal(err)
+	}
+	if err := sub.Subscribe(nil); err != nil {
+		log.Fatal(err)
+	}
+	if err := sub.Connect("inproc://example-nodrop"); err != nil {
+		log.Fatal(err)
+	}
+	// Slow joiner: publish until the subscription has arrived.
+	for ctx.Err() == nil {
+		_ = pub.Send(ctx, socket.NewMsgString("hello"))
+		wait, stop := context.WithTimeout(ctx, 10*time.Millisecond)
+		_, err := sub.Recv(wait)
+		stop()
+		if err == nil {
+			break
+		}
+	}
+	go func() {
+		for i := range 1000 {
+			if err := pub.Send(ctx, socket.NewMsgString(fmt.Sprint(i))); err != nil {
+				log.Fatal(err)
+			}
+		}
+	}()
+	next := 0
+	for next < 1000 {
+		m, err := sub.Recv(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if string(m.Frames[0]) == "hello" {
+			continue // left over from the slow-joiner loop
+		}
+		if string(m.Frames[0]) != fmt.Sprint(next) {
+			log.Fatalf("got %s, want %d", m.Frames[0], next)
+		}
+		next++
+	}
+	fmt.Println("received", next, "dropped", pub.Stats().Dropped)
+	// Output: received 1000 dropped 0
+}
