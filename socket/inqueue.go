@@ -11,8 +11,7 @@ import "sync"
 // message.
 type inQueue struct {
 	mu      sync.Mutex
-	ring    []Msg // circular; grows up to hwm
-	head, n int
+	ring    msgRing // grows up to hwm
 	hwm     int
 	waiting bool          // the reader waits for room
 	room    chan struct{} // capacity 1
@@ -27,66 +26,33 @@ func newInQueue(hwm int) *inQueue {
 // should wait on q.room before trying again.
 func (q *inQueue) push(b []Msg) (taken, room int) {
 	q.mu.Lock()
-	k := min(len(b), q.hwm-q.n)
-	if need := q.n + k; need > len(q.ring) {
-		q.grow(need)
-	}
-	c := len(q.ring)
+	k := min(len(b), q.hwm-q.ring.n)
 	for _, m := range b[:k] {
-		i := q.head + q.n
-		if i >= c {
-			i -= c
-		}
-		q.ring[i] = m
-		q.n++
+		q.ring.put(m, q.hwm)
 	}
 	if k < len(b) {
 		q.waiting = true
 	}
-	room = q.hwm - q.n
+	room = q.hwm - q.ring.n
 	q.mu.Unlock()
 	return k, room
-}
-
-// grow makes room for at least need messages, keeping their order.
-func (q *inQueue) grow(need int) {
-	c := max(2*len(q.ring), 64, need)
-	c = min(c, max(q.hwm, need))
-	r := make([]Msg, c)
-	for i := range q.n {
-		j := q.head + i
-		if j >= len(q.ring) {
-			j -= len(q.ring)
-		}
-		r[i] = q.ring[j]
-	}
-	q.ring, q.head = r, 0
 }
 
 // pop removes the oldest message.
 func (q *inQueue) pop() (Msg, bool) {
 	q.mu.Lock()
-	if q.n == 0 {
+	if q.ring.n == 0 {
 		q.mu.Unlock()
 		return Msg{}, false
 	}
-	m := q.ring[q.head]
-	q.ring[q.head] = Msg{}
-	q.head++
-	if q.head == len(q.ring) {
-		q.head = 0
-	}
-	q.n--
-	wake := q.waiting && q.n <= q.hwm/2
+	m := q.ring.get()
+	wake := q.waiting && q.ring.n <= q.hwm/2
 	if wake {
 		q.waiting = false
 	}
 	q.mu.Unlock()
 	if wake {
-		select {
-		case q.room <- struct{}{}:
-		default:
-		}
+		signal(q.room)
 	}
 	return m, true
 }
@@ -96,21 +62,12 @@ func (q *inQueue) pop() (Msg, bool) {
 func (q *inQueue) dropNewest(n int) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	n = min(n, q.n)
-	for i := q.n - n; i < q.n; i++ {
-		j := q.head + i
-		if j >= len(q.ring) {
-			j -= len(q.ring)
-		}
-		q.ring[j] = Msg{}
-	}
-	q.n -= n
-	return n
+	return q.ring.dropNewest(n)
 }
 
 // len returns the number of queued messages.
 func (q *inQueue) len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.n
+	return q.ring.n
 }

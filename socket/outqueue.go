@@ -9,8 +9,7 @@ import "sync"
 // and only then does a sender pay for waking it.
 type outQueue struct {
 	mu       sync.Mutex
-	ring     []Msg // circular; grows up to hwm
-	head, n  int
+	ring     msgRing // grows up to hwm
 	hwm      int
 	sleeping bool          // the writer found the queue empty
 	ready    chan struct{} // capacity 1: wakes the writer
@@ -26,7 +25,7 @@ func newOutQueue(hwm int) *outQueue {
 // push adds m unless the queue is full.
 func (q *outQueue) push(m Msg) bool {
 	q.mu.Lock()
-	if q.n >= q.hwm {
+	if q.ring.n >= q.hwm {
 		q.mu.Unlock()
 		return false
 	}
@@ -44,12 +43,12 @@ func (q *outQueue) pushWait(m Msg, waited bool) bool {
 	if waited {
 		q.blocked--
 	}
-	if q.n >= q.hwm {
+	if q.ring.n >= q.hwm {
 		q.blocked++
 		q.mu.Unlock()
 		return false
 	}
-	if q.blocked > 0 && q.n+1 < q.hwm {
+	if q.blocked > 0 && q.ring.n+1 < q.hwm {
 		signal(q.room)
 	}
 	q.add(m)
@@ -61,7 +60,7 @@ func (q *outQueue) pushWait(m Msg, waited bool) bool {
 func (q *outQueue) waitRoom() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.n < q.hwm {
+	if q.ring.n < q.hwm {
 		return true
 	}
 	q.blocked++
@@ -74,7 +73,7 @@ func (q *outQueue) waitRoom() bool {
 func (q *outQueue) giveUpWoken() {
 	q.mu.Lock()
 	q.blocked--
-	pass := q.blocked > 0 && q.n < q.hwm
+	pass := q.blocked > 0 && q.ring.n < q.hwm
 	q.mu.Unlock()
 	if pass {
 		signal(q.room)
@@ -90,15 +89,7 @@ func (q *outQueue) giveUp() {
 
 // add appends m and unlocks q, waking the writer if it sleeps.
 func (q *outQueue) add(m Msg) {
-	if q.n == len(q.ring) {
-		q.grow()
-	}
-	i := q.head + q.n
-	if i >= len(q.ring) {
-		i -= len(q.ring)
-	}
-	q.ring[i] = m
-	q.n++
+	q.ring.put(m, q.hwm)
 	wake := q.sleeping
 	q.sleeping = false
 	q.mu.Unlock()
@@ -107,36 +98,16 @@ func (q *outQueue) add(m Msg) {
 	}
 }
 
-// grow doubles the ring, up to hwm, keeping the order.
-func (q *outQueue) grow() {
-	c := min(max(2*len(q.ring), 64), q.hwm)
-	r := make([]Msg, c)
-	for i := range q.n {
-		j := q.head + i
-		if j >= len(q.ring) {
-			j -= len(q.ring)
-		}
-		r[i] = q.ring[j]
-	}
-	q.ring, q.head = r, 0
-}
-
 // take moves up to cap(dst) of the oldest messages into dst[:0] and
 // returns them. When the queue is empty it returns none and marks the
 // writer as sleeping, so that the next push wakes it.
 func (q *outQueue) take(dst []Msg) []Msg {
 	dst = dst[:0]
 	q.mu.Lock()
-	k := min(q.n, cap(dst))
+	k := min(q.ring.n, cap(dst))
 	for range k {
-		dst = append(dst, q.ring[q.head])
-		q.ring[q.head] = Msg{}
-		q.head++
-		if q.head == len(q.ring) {
-			q.head = 0
-		}
+		dst = append(dst, q.ring.get())
 	}
-	q.n -= k
 	if k == 0 {
 		q.sleeping = true
 	}
@@ -152,5 +123,5 @@ func (q *outQueue) take(dst []Msg) []Msg {
 func (q *outQueue) len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.n
+	return q.ring.n
 }

@@ -66,8 +66,8 @@ func TestOutQueueBlockedSenders(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if q.blocked != 0 || q.n != 0 {
-		t.Fatalf("blocked=%d queued=%d after the run", q.blocked, q.n)
+	if q.blocked != 0 || q.ring.n != 0 {
+		t.Fatalf("blocked=%d queued=%d after the run", q.blocked, q.ring.n)
 	}
 }
 
