@@ -1,6 +1,10 @@
 package socket
 
-import "sync"
+import (
+	"context"
+	"errors"
+	"sync"
+)
 
 // outQueue is one peer's bounded queue of messages to send. Senders add
 // one message at a time; the peer's writer goroutine takes everything
@@ -13,7 +17,7 @@ type outQueue struct {
 	hwm      int
 	sleeping bool          // the writer found the queue empty
 	ready    chan struct{} // capacity 1: wakes the writer
-	blocked  int           // senders waiting on room (pushWait)
+	blocked  int           // senders waiting in waitRoom
 	room     chan struct{} // capacity 1: wakes a blocked sender
 }
 
@@ -33,58 +37,42 @@ func (q *outQueue) push(m Msg) bool {
 	return true
 }
 
-// pushWait adds m if there is room. Otherwise it counts the caller as a
-// blocked sender and returns false: the caller then waits on q.room and
-// calls pushWait again with waited set, or calls giveUp. A blocked sender
-// is woken when the writer takes messages; one that gets in passes the
-// wake-up on while room is left.
-func (q *outQueue) pushWait(m Msg, waited bool) bool {
-	q.mu.Lock()
-	if waited {
-		q.blocked--
-	}
-	if q.ring.n >= q.hwm {
-		q.blocked++
-		q.mu.Unlock()
-		return false
-	}
-	if q.blocked > 0 && q.ring.n+1 < q.hwm {
-		signal(q.room)
-	}
-	q.add(m)
-	return true
-}
+// errPeerGone ends a wait for room in the queue of a peer that went away.
+var errPeerGone = errors.New("socket: peer went away")
 
-// waitRoom reports whether q has room. If not, it counts the caller as a
-// blocked sender, who then waits on q.room and calls giveUp.
-func (q *outQueue) waitRoom() bool {
+// waitRoom blocks a sender whose push failed until the writer has taken
+// messages, so that room may be free; the sender then pushes again. It
+// ends early with errPeerGone when quit closes (the peer went away), with
+// ctx's error, or with ErrClosed when closing closes. A woken sender
+// passes the wake-up on while room is left: one take signals room once,
+// and the sender it woke may not queue here after all (a PubNoDrop send
+// goes on to wait for another peer).
+func (q *outQueue) waitRoom(ctx context.Context, quit, closing <-chan struct{}) error {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	if q.ring.n < q.hwm {
-		return true
+		q.mu.Unlock()
+		return nil
 	}
 	q.blocked++
-	return false
-}
-
-// giveUpWoken is giveUp for a sender woken by q.room that will not queue
-// here now: the wake-up is passed on while room is left, so that another
-// blocked sender does not wait for a take that may never come.
-func (q *outQueue) giveUpWoken() {
+	q.mu.Unlock()
+	var err error
+	select {
+	case <-q.room:
+	case <-quit:
+		err = errPeerGone
+	case <-ctx.Done():
+		err = ctxErr(ctx)
+	case <-closing:
+		err = ErrClosed
+	}
 	q.mu.Lock()
 	q.blocked--
-	pass := q.blocked > 0 && q.ring.n < q.hwm
+	pass := err == nil && q.blocked > 0 && q.ring.n < q.hwm
 	q.mu.Unlock()
 	if pass {
 		signal(q.room)
 	}
-}
-
-// giveUp stops counting a sender that waited in pushWait or waitRoom.
-func (q *outQueue) giveUp() {
-	q.mu.Lock()
-	q.blocked--
-	q.mu.Unlock()
+	return err
 }
 
 // add appends m and unlocks q, waking the writer if it sleeps.

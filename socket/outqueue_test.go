@@ -31,11 +31,8 @@ func TestOutQueueBlockedSenders(t *testing.T) {
 				binary.BigEndian.PutUint32(b[:4], uint32(id))
 				binary.BigEndian.PutUint32(b[4:], uint32(i))
 				m := Msg{Frames: [][]byte{b[:]}}
-				for waited := false; !q.pushWait(m, waited); waited = true {
-					select {
-					case <-q.room:
-					case <-done:
-						q.giveUp()
+				for !q.push(m) {
+					if q.waitRoom(context.Background(), done, nil) != nil {
 						return
 					}
 				}

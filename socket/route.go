@@ -149,23 +149,8 @@ func (s *Socket) sendFanoutNoDrop(ctx context.Context, m Msg) error {
 			ctx, cancel = ctxFor(ctx, s.cfg.SendTimeout)
 			bounded = true
 		}
-		if full.outq.waitRoom() {
-			continue
-		}
-		select {
-		case <-full.outq.room:
-			// Woken: pass the wake-up on if room is left for another
-			// sender blocked on this peer, since this one may go on to
-			// wait elsewhere without queueing here.
-			full.outq.giveUpWoken()
-		case <-full.quit:
-			full.outq.giveUp()
-		case <-ctx.Done():
-			full.outq.giveUp()
-			return ctxErr(ctx)
-		case <-s.closing:
-			full.outq.giveUp()
-			return ErrClosed
+		if err := full.outq.waitRoom(ctx, full.quit, s.closing); err != nil && err != errPeerGone {
+			return err
 		}
 	}
 }
@@ -216,19 +201,14 @@ func (s *Socket) sendTo(ctx context.Context, p *peer, m Msg) error {
 	}
 	ctx, cancel := ctxFor(ctx, s.cfg.SendTimeout)
 	defer cancel()
-	for waited := false; !p.outq.pushWait(m, waited); waited = true {
-		select {
-		case <-p.outq.room:
-		case <-p.quit:
-			p.outq.giveUp()
+	for !p.outq.push(m) {
+		switch err := p.outq.waitRoom(ctx, p.quit, s.closing); err {
+		case nil:
+		case errPeerGone:
 			s.st.dropped.Add(1)
 			return nil
-		case <-ctx.Done():
-			p.outq.giveUp()
-			return ctxErr(ctx)
-		case <-s.closing:
-			p.outq.giveUp()
-			return ErrClosed
+		default:
+			return err
 		}
 	}
 	return nil
