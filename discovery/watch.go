@@ -156,7 +156,7 @@ func (m *Membership) runWatcher(ctx context.Context, w *watcher) {
 		delete(m.watchers, w)
 		m.mu.Unlock()
 	}()
-	known := map[string]Instance{} // what the reader has been told exists
+	known := coalesce.NewKnown[string](sameInstance) // what the reader has been told exists
 	for {
 		node, st, ok := w.pending.Take()
 		if !ok {
@@ -169,26 +169,12 @@ func (m *Membership) runWatcher(ctx context.Context, w *watcher) {
 				continue
 			}
 		}
-		prev, had := known[node]
-		var ev Event
-		switch {
-		case st.present && !had:
-			ev = Event{Type: Added, Instance: st.inst}
-		case st.present && had:
-			if sameInstance(prev, st.inst) {
-				continue
-			}
-			ev = Event{Type: Updated, Instance: st.inst}
-		case !st.present && had:
-			ev = Event{Type: Removed, Reason: st.reason, Instance: prev}
-		default:
+		ev, ok := event(known, node, st.inst, st.present, st.reason)
+		if !ok {
 			continue
 		}
 		if st.present {
-			known[node] = st.inst
 			ev.Instance.RTT = m.rtt(node)
-		} else {
-			delete(known, node)
 		}
 		select {
 		case w.out <- ev:
@@ -198,6 +184,20 @@ func (m *Membership) runWatcher(ctx context.Context, w *watcher) {
 			return
 		}
 	}
+}
+
+// event returns what a watcher's reader is to be told of a node's latest
+// state, given what it has been told before, if anything.
+func event(known *coalesce.Known[string, Instance], node string, inst Instance, present bool, r Reason) (Event, bool) {
+	switch ch, prev := known.Apply(node, inst, present); ch {
+	case coalesce.Added:
+		return Event{Type: Added, Instance: inst}, true
+	case coalesce.Updated:
+		return Event{Type: Updated, Instance: inst}, true
+	case coalesce.Removed:
+		return Event{Type: Removed, Reason: r, Instance: prev}, true
+	}
+	return Event{}, false
 }
 
 func sameInstance(a, b Instance) bool {

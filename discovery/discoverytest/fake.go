@@ -311,7 +311,12 @@ func (ms *Mesh) run(ctx context.Context, w *watcher) {
 		delete(ms.watchers, w)
 		ms.mu.Unlock()
 	}()
-	known := map[string]discovery.Instance{}
+	// What the reader has been told exists; instances compare as in
+	// discovery's own watchers.
+	known := coalesce.NewKnown[string](func(a, b discovery.Instance) bool {
+		return a.Addr == b.Addr && a.Service.Name == b.Service.Name && a.Service.Kind == b.Service.Kind &&
+			slices.Equal(a.Service.Endpoints, b.Service.Endpoints)
+	})
 	for {
 		node, p, ok := w.pending.Take()
 		if !ok {
@@ -326,25 +331,16 @@ func (ms *Mesh) run(ctx context.Context, w *watcher) {
 			}
 			continue
 		}
-		prev, had := known[node]
 		var ev discovery.Event
-		switch {
-		case p.present && !had:
+		switch ch, prev := known.Apply(node, p.inst, p.present); ch {
+		case coalesce.Added:
 			ev = discovery.Event{Type: discovery.Added, Instance: p.inst}
-		case p.present && had:
-			if prev.Addr == p.inst.Addr && prev.Service.Kind == p.inst.Service.Kind && slices.Equal(prev.Service.Endpoints, p.inst.Service.Endpoints) {
-				continue
-			}
+		case coalesce.Updated:
 			ev = discovery.Event{Type: discovery.Updated, Instance: p.inst}
-		case !p.present && had:
+		case coalesce.Removed:
 			ev = discovery.Event{Type: discovery.Removed, Reason: p.reason, Instance: prev}
 		default:
 			continue
-		}
-		if p.present {
-			known[node] = p.inst
-		} else {
-			delete(known, node)
 		}
 		select {
 		case w.out <- ev:

@@ -49,3 +49,29 @@ func TestPutNeverBlocks(t *testing.T) {
 		t.Fatalf("%d values pending for 10 keys", n)
 	}
 }
+
+func TestKnown(t *testing.T) {
+	k := NewKnown[string, int](func(a, b int) bool { return a == b })
+	for i, c := range []struct {
+		key     string
+		v       int
+		present bool
+		want    Change
+		prev    int
+	}{
+		{"a", 1, false, Unchanged, 0}, // never told of it: nothing to remove
+		{"a", 1, true, Added, 0},
+		{"a", 1, true, Unchanged, 1},
+		{"a", 2, true, Updated, 1},
+		{"b", 7, true, Added, 0},
+		{"a", 0, false, Removed, 2},
+		{"a", 0, false, Unchanged, 0},
+		{"a", 3, true, Added, 0},
+		{"b", 0, false, Removed, 7},
+	} {
+		got, prev := k.Apply(c.key, c.v, c.present)
+		if got != c.want || (got == Removed || got == Updated) && prev != c.prev {
+			t.Fatalf("step %d: Apply(%q, %d, %v) = %v, %d; want %v, %d", i, c.key, c.v, c.present, got, prev, c.want, c.prev)
+		}
+	}
+}
