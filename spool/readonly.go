@@ -40,22 +40,11 @@ func (l *Log) refresh() error {
 		}
 	}
 	if have {
-		s := l.segs[len(l.segs)-1]
-		fi, err := s.f.Stat()
+		_, added, err := l.scanTail()
 		if err != nil {
-			return fmt.Errorf("spool: stat segment: %w", err)
+			return err
 		}
-		if fi.Size() > s.size {
-			res, err := scanSegment(s.f, s.name, s.size, fi.Size(), s.end, true, l.cfg.MaxBatchBytes)
-			if err != nil {
-				return err
-			}
-			if len(res.batches) > 0 {
-				l.addBatches(s, res.batches)
-				s.size, s.end = res.end, res.next
-				changed = true
-			}
-		}
+		changed = changed || added
 	}
 	for _, b := range newer {
 		if have && b != l.next && !gapRecorded(l.cfg.Dir, l.next, b) {
@@ -63,20 +52,11 @@ func (l *Log) refresh() error {
 			// complete: read the rest of that one now. If it still ends
 			// before b, what follows its last valid batch is damage that
 			// will never be completed: report it rather than wait forever.
-			s := l.segs[len(l.segs)-1]
-			fi, err := s.f.Stat()
-			if err != nil {
-				return fmt.Errorf("spool: stat segment: %w", err)
-			}
-			res, err := scanSegment(s.f, s.name, s.size, fi.Size(), s.end, true, l.cfg.MaxBatchBytes)
+			res, added, err := l.scanTail()
 			if err != nil {
 				return err
 			}
-			if len(res.batches) > 0 {
-				l.addBatches(s, res.batches)
-				s.size, s.end = res.end, res.next
-				changed = true
-			}
+			changed = changed || added
 			if b != l.next {
 				if res.bad != nil {
 					if changed {
@@ -108,6 +88,24 @@ func (l *Log) refresh() error {
 		l.notify = make(chan struct{})
 	}
 	return nil
+}
+
+// scanTail reads the batches the writer appended to the last segment since
+// the last look (l.mu held). It returns what the scan found and whether it
+// added batches.
+func (l *Log) scanTail() (scanResult, bool, error) {
+	s := l.segs[len(l.segs)-1]
+	fi, err := s.f.Stat()
+	if err != nil {
+		return scanResult{}, false, fmt.Errorf("spool: stat segment: %w", err)
+	}
+	res, err := scanSegment(s.f, s.name, s.size, fi.Size(), s.end, true, l.cfg.MaxBatchBytes)
+	if err != nil || len(res.batches) == 0 {
+		return res, false, err
+	}
+	l.addBatches(s, res.batches)
+	s.size, s.end = res.end, res.next
+	return res, true, nil
 }
 
 func (l *Log) addBatches(s *segment, bs []batchIdx) {
