@@ -39,8 +39,9 @@ type peer struct {
 	errMu    sync.Mutex
 	err      error
 
-	subs     subTable     // PUB/XPUB: what this peer subscribed to (changed by the reader)
-	lastDrop atomic.Int64 // unix nanos of the last EventDropped
+	subs     subTable      // PUB/XPUB: what this peer subscribed to (changed by the reader)
+	lastDrop atomic.Int64  // unix nanos of the last EventDropped
+	drops    atomic.Uint64 // messages this peer missed
 
 	peerTTL   time.Duration // from the peer's PINGs (reader only)
 	lastAlive time.Time     // last read deadline extension (reader only)
