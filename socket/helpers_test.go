@@ -3,7 +3,6 @@ package socket
 import (
 	"context"
 	"errors"
-	"runtime"
 	"testing"
 	"time"
 
@@ -140,8 +139,6 @@ func withTimeout(ctx context.Context, ms int) context.Context {
 	_ = cancel // released by the timer
 	return c
 }
-
-func runtimeGosched() { runtime.Gosched() }
 
 // queued returns how many received messages wait for Recv.
 func (s *Socket) queued() int {
