@@ -1136,3 +1136,28 @@ func TestOrderKeptWhenPeerLeaves(t *testing.T) {
 		}
 	}
 }
+
+// TestUndrainedEventsNeverBlock: nobody reads the PULL's events while
+// peers come and go past the channel's capacity. The engine keeps
+// working, and the events it could not deliver are counted.
+func TestUndrainedEventsNeverBlock(t *testing.T) {
+	ctx := tctx(t)
+	pull := mk(t, Pull, Config{})
+	ep := bind(t, pull, "inproc://undrained-events")
+	for i := range 200 { // an accepted and a disconnected event each
+		push := mk(t, Push, Config{})
+		connect(t, push, ep)
+		mustSend(t, ctx, push, fmt.Sprint(i))
+		if got := mustRecv(t, ctx, pull); got[0] != fmt.Sprint(i) {
+			t.Fatalf("got %q, want %d", got, i)
+		}
+		push.Close()
+	}
+	waitFor(t, "events dropped", func() bool { return pull.Stats().EventsDropped > 0 })
+	push := mk(t, Push, Config{})
+	connect(t, push, ep)
+	mustSend(t, ctx, push, "still working")
+	if got := mustRecv(t, ctx, pull); got[0] != "still working" {
+		t.Fatalf("got %q", got)
+	}
+}
