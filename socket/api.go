@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 )
 
@@ -113,6 +114,27 @@ type Config struct {
 	ReqCorrelate bool
 	// Logger receives lifecycle logs; nil discards them.
 	Logger *slog.Logger
+}
+
+// checkKind refuses options that only another kind of socket uses, as
+// libzmq refuses them with EINVAL, rather than ignore them silently.
+func (c Config) checkKind(k Kind) error {
+	for _, o := range []struct {
+		set   bool
+		name  string
+		kinds []Kind
+	}{
+		{c.PubNoDrop, "PubNoDrop", []Kind{Pub, XPub}},
+		{c.RouterMandatory, "RouterMandatory", []Kind{Router}},
+		{c.RouterHandover, "RouterHandover", []Kind{Router}},
+		{c.ReqRelaxed, "ReqRelaxed", []Kind{Req}},
+		{c.ReqCorrelate, "ReqCorrelate", []Kind{Req}},
+	} {
+		if o.set && !slices.Contains(o.kinds, k) {
+			return fmt.Errorf("%w: Config.%s applies to %v sockets, not %s", ErrNotSupported, o.name, o.kinds, k)
+		}
+	}
+	return nil
 }
 
 func (c Config) normalized() (Config, error) {

@@ -1161,3 +1161,35 @@ func TestUndrainedEventsNeverBlock(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// TestKindOptionsRefused: an option another kind of socket uses is an
+// error, not silently ignored.
+func TestKindOptionsRefused(t *testing.T) {
+	for _, c := range []struct {
+		kind Kind
+		cfg  Config
+		name string
+	}{
+		{Sub, Config{PubNoDrop: true}, "PubNoDrop"},
+		{Dealer, Config{RouterMandatory: true}, "RouterMandatory"},
+		{Pub, Config{RouterHandover: true}, "RouterHandover"},
+		{Rep, Config{ReqRelaxed: true}, "ReqRelaxed"},
+		{Dealer, Config{ReqCorrelate: true}, "ReqCorrelate"},
+	} {
+		s, err := New(c.kind, c.cfg)
+		if err == nil {
+			s.Close()
+			t.Fatalf("%s with %s: no error", c.kind, c.name)
+		}
+		if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), c.name) {
+			t.Fatalf("%s with %s: %v", c.kind, c.name, err)
+		}
+	}
+	for _, k := range []Kind{Pub, XPub} {
+		s, err := New(k, Config{PubNoDrop: true})
+		if err != nil {
+			t.Fatalf("%s with PubNoDrop: %v", k, err)
+		}
+		s.Close()
+	}
+}

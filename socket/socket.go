@@ -106,14 +106,19 @@ type dialer struct {
 	conn   net.Conn
 }
 
-// New returns a socket of the given kind. It validates cfg and starts no
-// goroutine until Bind or Connect.
+// New returns a socket of the given kind. It validates cfg, refusing with
+// ErrNotSupported an option that only another kind uses (PubNoDrop for
+// PUB/XPUB, RouterMandatory and RouterHandover for ROUTER, ReqRelaxed and
+// ReqCorrelate for REQ), and starts no goroutine until Bind or Connect.
 func New(kind Kind, cfg Config) (*Socket, error) {
 	if !kind.valid() {
 		return nil, fmt.Errorf("%w: kind %d", ErrNotSupported, int(kind))
 	}
 	c, err := cfg.normalized()
 	if err != nil {
+		return nil, err
+	}
+	if err := c.checkKind(kind); err != nil {
 		return nil, err
 	}
 	s := &Socket{

@@ -251,6 +251,13 @@ func runSocketBench(ctx context.Context, w io.Writer, pattern string, o *benchOp
 	return nil
 }
 
+// kindConfig returns cfg for a socket of kind k: --no-drop is the
+// publisher's option only.
+func kindConfig(cfg socket.Config, k socket.Kind) socket.Config {
+	cfg.PubNoDrop = cfg.PubNoDrop && k == socket.Pub
+	return cfg
+}
+
 // median returns the median of v (v is not empty).
 func median(v []float64) float64 {
 	v = slices.Clone(v)
@@ -519,7 +526,7 @@ func benchInProcess(ctx context.Context, pattern string, o *benchOpts, cfg socke
 		return benchResult{}, err
 	}
 	defer cleanup()
-	rs, err := socket.New(rk, cfg)
+	rs, err := socket.New(rk, kindConfig(cfg, rk))
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -533,7 +540,7 @@ func benchInProcess(ctx context.Context, pattern string, o *benchOpts, cfg socke
 			return benchResult{}, err
 		}
 	}
-	ss, err := socket.New(sk, cfg)
+	ss, err := socket.New(sk, kindConfig(cfg, sk))
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -588,7 +595,7 @@ func benchOneEnd(ctx context.Context, pattern string, o *benchOpts, cfg socket.C
 	if o.role == "recv" {
 		kind = rk
 	}
-	s, err := socket.New(kind, cfg)
+	s, err := socket.New(kind, kindConfig(cfg, kind))
 	if err != nil {
 		return benchResult{}, err
 	}
