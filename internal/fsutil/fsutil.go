@@ -4,6 +4,8 @@
 package fsutil
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -60,3 +62,65 @@ func SyncDir(dir string) error {
 	}
 	return nil
 }
+
+// versioned is the envelope of every small JSON state file: a format
+// version first, then the state itself.
+type versioned struct {
+	Version *int            `json:"version"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// WriteVersionedJSON writes v crash-safely (as WriteFileAtomic) as the JSON
+// object {"version": version, "data": v}. Every small state file FastMQ keeps
+// (consumer offsets, collector positions, group state) goes through it, so a
+// later format can tell old files from new ones.
+func WriteVersionedJSON(name string, version int, v any, perm os.FileMode) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", name, err)
+	}
+	b, err := json.Marshal(versioned{Version: &version, Data: data})
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", name, err)
+	}
+	return WriteFileAtomic(name, append(b, '\n'), perm)
+}
+
+// DecodeVersionedJSON decodes b, written by WriteVersionedJSON, into v and
+// returns its format version. A file from before versioning (any JSON value
+// that is not such an envelope) decodes whole into v as version 0, so old
+// files stay readable. A version above max is refused with
+// ErrUnknownVersion, before v is touched.
+func DecodeVersionedJSON(b []byte, max int, v any) (int, error) {
+	var env versioned
+	if err := json.Unmarshal(b, &env); err == nil && env.Version != nil && env.Data != nil && isEnvelope(b) {
+		if *env.Version < 1 || *env.Version > max {
+			return *env.Version, fmt.Errorf("%w: version %d, this build reads 1 to %d", ErrUnknownVersion, *env.Version, max)
+		}
+		if err := json.Unmarshal(env.Data, v); err != nil {
+			return *env.Version, err
+		}
+		return *env.Version, nil
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return 0, err
+	}
+	return 0, nil
+}
+
+// isEnvelope reports whether b is a JSON object with exactly the keys
+// "version" and "data" (an old unversioned map that happened to hold a key
+// named "version" is not one).
+func isEnvelope(b []byte) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil || len(m) != 2 {
+		return false
+	}
+	_, hv := m["version"]
+	_, hd := m["data"]
+	return hv && hd
+}
+
+// ErrUnknownVersion reports a state file written by a newer format than
+// this build reads.
+var ErrUnknownVersion = errors.New("fsutil: unknown state file version")

@@ -1,6 +1,7 @@
 package fsutil
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -28,5 +29,46 @@ func TestWriteFileAtomic(t *testing.T) {
 	}
 	if err := WriteFileAtomic(filepath.Join(dir, "missing", "x"), nil, 0o600); err == nil {
 		t.Fatal("write into a missing directory succeeded")
+	}
+}
+
+func TestVersionedJSON(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, "state.json")
+	type state struct {
+		Next uint64 `json:"next"`
+	}
+	if err := WriteVersionedJSON(name, 1, state{Next: 42}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got state
+	v, err := DecodeVersionedJSON(b, 1, &got)
+	if err != nil || v != 1 || got.Next != 42 {
+		t.Fatalf("decode = %d, %+v, %v; want 1, {42}, nil", v, got, err)
+	}
+
+	// An old, unversioned file reads whole as version 0.
+	got = state{}
+	v, err = DecodeVersionedJSON([]byte(`{"next":7}`), 1, &got)
+	if err != nil || v != 0 || got.Next != 7 {
+		t.Fatalf("old file = %d, %+v, %v; want 0, {7}, nil", v, got, err)
+	}
+	// An old map with a key named "version" is not mistaken for an envelope.
+	var m map[string]uint64
+	v, err = DecodeVersionedJSON([]byte(`{"version":3,"other":4}`), 1, &m)
+	if err != nil || v != 0 || m["version"] != 3 {
+		t.Fatalf("old map = %d, %v, %v", v, m, err)
+	}
+	// A newer version is refused.
+	if _, err := DecodeVersionedJSON([]byte(`{"version":2,"data":{}}`), 1, &got); !errors.Is(err, ErrUnknownVersion) {
+		t.Fatalf("newer version: err = %v, want ErrUnknownVersion", err)
+	}
+	// Garbage is an error.
+	if _, err := DecodeVersionedJSON([]byte(`{"version":1,"data":`), 1, &got); err == nil {
+		t.Fatal("truncated file decoded without error")
 	}
 }
