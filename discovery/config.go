@@ -195,6 +195,7 @@ func (s settings) serfConfig(logw *log.Logger, events chan serf.Event) (*serf.Co
 		ml.AdvertisePort = s.advP
 	}
 	ml.Logger = logw
+	ml.Alive = aliveFilter{}
 	if s.cfg.Key != nil {
 		kr, err := memberlist.NewKeyring(nil, append([]byte(nil), s.cfg.Key...))
 		if err != nil {
