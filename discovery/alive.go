@@ -20,7 +20,7 @@ const maxNodeNameLen = 255
 // memberlist adds or updates the member, and refuses a member that no
 // FastMQ node could have announced. Without it, one datagram on an
 // unencrypted gossip port planted a member with no protocol versions, and
-// from then on every join failed ("Node '' protocol version (0) is
+// from then on every join failed ("Node ” protocol version (0) is
 // incompatible"), because memberlist only checks versions when an alive
 // message carries them.
 type aliveFilter struct{}
