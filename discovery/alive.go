@@ -20,8 +20,8 @@ const maxNodeNameLen = 255
 // memberlist adds or updates the member, and refuses a member that no
 // FastMQ node could have announced. Without it, one datagram on an
 // unencrypted gossip port planted a member with no protocol versions, and
-// from then on every join failed ("Node ” protocol version (0) is
-// incompatible"), because memberlist only checks versions when an alive
+// from then on every join failed (the empty-named node's "protocol
+// version (0) is incompatible"), because memberlist only checks versions when an alive
 // message carries them.
 type aliveFilter struct{}
 
