@@ -12,24 +12,10 @@ func (c *Consumer) Ack(m Message) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ps := c.pubs[m.Publisher]
-	if ps == nil || m.epoch != ps.epoch || m.Offset < ps.ackNext {
-		return // unknown, from before a reset, or already acknowledged
+	if ps == nil || m.epoch != ps.epoch {
+		return // unknown, or from before a reset
 	}
-	if m.Offset == ps.ackNext {
-		ps.ackNext++
-		for len(ps.ooo) > 0 {
-			if _, ok := ps.ooo[ps.ackNext]; !ok {
-				break
-			}
-			delete(ps.ooo, ps.ackNext)
-			ps.ackNext++
-		}
-		return
-	}
-	if ps.ooo == nil {
-		ps.ooo = make(map[uint64]struct{})
-	}
-	ps.ooo[m.Offset] = struct{}{}
+	ps.acks.ack(m.Offset)
 }
 
 // Commit writes the acknowledged positions to the offset store. It is a
@@ -47,8 +33,8 @@ func (c *Consumer) Commit() error {
 	var work []todo
 	c.mu.Lock()
 	for name, ps := range c.pubs {
-		if ps.ackNext != ps.commit {
-			work = append(work, todo{name, ps.ackNext})
+		if next := ps.acks.floor(); next != ps.commit {
+			work = append(work, todo{name, next})
 		}
 	}
 	c.mu.Unlock()

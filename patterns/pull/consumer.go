@@ -189,9 +189,8 @@ type pubState struct {
 	name     string
 	endpoint string
 	started  bool
-	fetchPos uint64 // next offset to fetch
-	ackNext  uint64 // next offset after the contiguous acked prefix
-	ooo      map[uint64]struct{}
+	fetchPos uint64    // next offset to fetch
+	acks     ackWindow // acknowledged offsets; its floor is what Commit writes
 	commit   uint64
 	high     uint64
 	lastTime time.Time
@@ -295,7 +294,7 @@ func (c *Consumer) Stats() []PublisherStats {
 	for _, ps := range c.pubs {
 		st := PublisherStats{
 			Publisher: ps.name, Endpoint: ps.endpoint, Connected: ps.running,
-			Delivered: ps.deliv, Acked: ps.ackNext, Committed: ps.commit,
+			Delivered: ps.deliv, Acked: ps.acks.floor(), Committed: ps.commit,
 			Position: ps.fetchPos, High: ps.high, Resets: ps.resets, Errors: ps.errors,
 		}
 		if ps.high > ps.fetchPos {

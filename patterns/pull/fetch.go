@@ -128,7 +128,8 @@ func (c *Consumer) fetch(ctx context.Context, f *fetcher) {
 			c.mu.Lock()
 			f.ps.resets++
 			f.ps.epoch++
-			f.ps.ackNext, f.ps.ooo, f.ps.fetchPos = rep.Oldest, nil, rep.Oldest
+			f.ps.acks.reset(rep.Oldest)
+			f.ps.fetchPos = rep.Oldest
 			c.mu.Unlock()
 			pos = rep.Oldest
 			resetPending = true
@@ -246,7 +247,8 @@ func (c *Consumer) startPosition(ctx context.Context, pc *pullConn, ps *pubState
 	}
 	c.mu.Lock()
 	ps.started = true
-	ps.fetchPos, ps.ackNext, ps.commit, ps.ooo = pos, pos, pos, nil
+	ps.fetchPos, ps.commit = pos, pos
+	ps.acks.reset(pos)
 	if !committed {
 		ps.commit = ^uint64(0) // nothing committed yet: commit the start
 	}
