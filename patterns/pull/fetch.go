@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fastmq/fastmq/internal/ctxutil"
 	"github.com/fastmq/fastmq/socket"
 	"github.com/fastmq/fastmq/spool"
 )
@@ -138,7 +139,7 @@ func (c *Consumer) fetch(ctx context.Context, f *fetcher) {
 		default:
 			c.countError(f.ps)
 			lg.Warn("fetch refused", "offset", pos, "status", rep.Status.String(), "err", string(rep.Data))
-			if !sleepCtx(ctx, time.Second) {
+			if !ctxutil.Sleep(ctx, time.Second) {
 				return
 			}
 			id = pc.sendFetch(ctx, pos)
@@ -163,7 +164,7 @@ func (c *Consumer) fetch(ctx context.Context, f *fetcher) {
 				c.stopWith(fmt.Errorf("pull: %s/%s: %d bad replies in a row at offset %d, last: %w", f.ps.name, c.cfg.Stream, f.ps.badData, pos, err))
 				return
 			}
-			if !sleepCtx(ctx, 200*time.Millisecond) {
+			if !ctxutil.Sleep(ctx, 200*time.Millisecond) {
 				return
 			}
 			id = pc.sendFetch(ctx, pos)
@@ -239,7 +240,7 @@ func (c *Consumer) startPosition(ctx context.Context, pc *pullConn, ps *pubState
 					return 0, ctx.Err()
 				}
 				c.countError(ps)
-				if err == nil && !sleepCtx(ctx, time.Second) {
+				if err == nil && !ctxutil.Sleep(ctx, time.Second) {
 					return 0, ctx.Err()
 				}
 			}
@@ -308,17 +309,6 @@ func (pc *pullConn) await(ctx context.Context, id uint32) (Reply, error) {
 		if rep.ID == id {
 			return rep, nil
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 
