@@ -104,7 +104,11 @@ func (m *Membership) setNodeLocked(node string, nv *nodeView, reason Reason) {
 				r = ReasonWithdrawn
 			}
 		}
-		w.push(node, inst, ok, r)
+		if ok {
+			w.feed.Set(node, inst)
+		} else {
+			w.feed.Remove(node, r)
+		}
 	}
 }
 
