@@ -2,7 +2,8 @@ package discovery
 
 import (
 	"context"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -109,12 +110,7 @@ func (m *Membership) watch(ctx context.Context, k watchKey) (<-chan Event, error
 		m.mu.Unlock()
 		return nil, ErrClosed
 	}
-	nodes := make([]string, 0, len(m.view))
-	for node := range m.view {
-		nodes = append(nodes, node)
-	}
-	sort.Strings(nodes)
-	for _, node := range nodes {
+	for _, node := range slices.Sorted(maps.Keys(m.view)) { // initial state in name order
 		if inst, ok := m.view[node].instance(node, k); ok {
 			w.feed.Set(node, inst)
 		}

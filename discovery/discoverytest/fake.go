@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -102,7 +103,7 @@ func (n *Node) change(f func(ns *nodeState), reason discovery.Reason) error {
 		return discovery.ErrClosed
 	}
 	old := *n.state
-	old.services = maps(n.state.services)
+	old.services = maps.Clone(n.state.services)
 	f(n.state)
 	ms.notifyLocked(&old, n.state, reason)
 	if n.state.status != discovery.StatusAlive {
@@ -114,14 +115,6 @@ func (n *Node) change(f func(ns *nodeState), reason discovery.Reason) error {
 		}
 	}
 	return nil
-}
-
-func maps(m map[string]discovery.Service) map[string]discovery.Service {
-	out := make(map[string]discovery.Service, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // Advertise adds or replaces the service s.
@@ -269,12 +262,7 @@ func (n *Node) watch(ctx context.Context, k key) (<-chan discovery.Event, error)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	w := &watcher{key: k, owner: n.state, cancel: cancel, feed: discovery.NewFeed()}
-	names := make([]string, 0, len(ms.nodes))
-	for name := range ms.nodes {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(ms.nodes)) { // initial state in name order
 		if in, ok := instance(ms.nodes[name], k); ok {
 			w.feed.Set(name, in)
 		}
