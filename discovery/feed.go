@@ -26,7 +26,8 @@ const watcherBuffer = 16
 // watches behave as Membership's do.
 //
 // Set and Remove are safe for concurrent use and never block. Run is
-// called once, by the goroutine that owns the feed.
+// called once, by the goroutine that owns the feed. The zero value is not
+// usable; use NewFeed.
 type Feed struct {
 	out     chan Event
 	pending *coalesce.Queue[string, feedState] // by node
