@@ -4,6 +4,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/fastmq/fastmq/internal/testutil"
 )
 
 // benchProfile is ProfileLocal, or ProfileLAN (on loopback) when
@@ -61,7 +63,7 @@ func BenchmarkConvergence(b *testing.B) {
 			b.SetBytes(int64(tagsSize(buildTags(nil, nil, nil, ""))))
 			for b.Loop() {
 				nodes := benchCluster(b, sz.n)
-				waitFor(b, "convergence", time.Minute, func() bool { return converged(nodes, sz.n) })
+				testutil.WaitFor(b, "convergence", time.Minute, func() bool { return converged(nodes, sz.n) })
 				b.StopTimer()
 				closeAll(nodes)
 				b.StartTimer()
@@ -78,7 +80,7 @@ func BenchmarkAdvertisePropagation(b *testing.B) {
 		b.Run(sz.name, func(b *testing.B) {
 			nodes := benchCluster(b, sz.n)
 			defer closeAll(nodes)
-			waitFor(b, "convergence", time.Minute, func() bool { return converged(nodes, sz.n) })
+			testutil.WaitFor(b, "convergence", time.Minute, func() bool { return converged(nodes, sz.n) })
 			b.ReportAllocs()
 			b.SetBytes(int64(tagsSize(buildTags(nil, map[string]Service{"bench": benchService}, nil, "127.0.0.1"))))
 			port := 10000
@@ -89,7 +91,7 @@ func BenchmarkAdvertisePropagation(b *testing.B) {
 				if err := nodes[sz.n-1].Advertise(svc); err != nil {
 					b.Fatal(err)
 				}
-				waitFor(b, "propagation", time.Minute, func() bool {
+				testutil.WaitFor(b, "propagation", time.Minute, func() bool {
 					for _, m := range nodes {
 						got := m.Lookup("bench")
 						if len(got) != 1 || got[0].Service.Endpoints[0] != svc.Endpoints[0] {
@@ -120,7 +122,7 @@ func BenchmarkFailureDetection(b *testing.B) {
 					b.Fatal(err)
 				}
 				rest := nodes[:sz.n-1]
-				waitFor(b, "convergence", time.Minute, func() bool {
+				testutil.WaitFor(b, "convergence", time.Minute, func() bool {
 					for _, m := range rest {
 						if aliveCount(m) != sz.n || len(m.Lookup("bench")) != 1 {
 							return false
@@ -130,7 +132,7 @@ func BenchmarkFailureDetection(b *testing.B) {
 				})
 				b.StartTimer()
 				_ = victim.serf.Shutdown() // die without leaving; Close (untimed) follows
-				waitFor(b, "failure detected", time.Minute, func() bool {
+				testutil.WaitFor(b, "failure detected", time.Minute, func() bool {
 					for _, m := range rest {
 						if statusOfMember(m, victim.Name()) != StatusFailed || len(m.Lookup("bench")) != 0 {
 							return false

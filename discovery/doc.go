@@ -13,6 +13,9 @@
 // Watch and WatchStream stream their changes (Added, Updated, Removed with
 // ReasonFailed, ReasonLeft or ReasonWithdrawn). The local node's own
 // advertisements are included, so a node can consume its own services.
+// Each watch runs a Feed, the one mapping from instance states to events;
+// other implementations of Interface (the in-memory fake in package
+// discoverytest) run Feeds too, so their watches behave the same.
 //
 // Failure detection is memberlist's SWIM: a node that stops answering probes
 // is suspected, then declared failed, and its instances are removed with

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/fastmq/fastmq/internal/testutil"
 )
 
 func testKey(b byte) []byte {
@@ -47,7 +49,7 @@ func TestWrongKeyCannotJoin(t *testing.T) {
 	t.Logf("join error: %v", err)
 	// The right key joins.
 	ok := newNode(t, "right-key", func(c *Config) { c.Key = testKey(1); c.Seeds = []string{seed.GossipAddr()} })
-	waitFor(t, "join with right key", waitLong, func() bool { return aliveCount(ok) == 2 })
+	testutil.WaitFor(t, "join with right key", waitLong, func() bool { return aliveCount(ok) == 2 })
 }
 
 func TestKeyRotation(t *testing.T) {
@@ -55,7 +57,7 @@ func TestKeyRotation(t *testing.T) {
 	k1, k2 := testKey(1), testKey(50)
 	b1, b2 := base64.StdEncoding.EncodeToString(k1), base64.StdEncoding.EncodeToString(k2)
 	nodes := cluster(t, 3, func(c *Config) { c.Key = k1 })
-	waitFor(t, "converge", waitLong, func() bool { return converged(nodes, 3) })
+	testutil.WaitFor(t, "converge", waitLong, func() bool { return converged(nodes, 3) })
 	ctx := t.Context()
 	if err := nodes[0].InstallKey(ctx, k2); err != nil {
 		t.Fatal(err)
@@ -82,7 +84,7 @@ func TestKeyRotation(t *testing.T) {
 	}
 	// A node with only the new key joins; one with only the old key cannot.
 	newer := newNode(t, "newer", func(c *Config) { c.Key = k2; c.Seeds = []string{nodes[1].GossipAddr()} })
-	waitFor(t, "join with rotated key", waitLong, func() bool { return aliveCount(newer) == 4 })
+	testutil.WaitFor(t, "join with rotated key", waitLong, func() bool { return aliveCount(newer) == 4 })
 	_, err = New(Config{NodeName: "older", Profile: ProfileLocal, Key: k1, Seeds: []string{nodes[1].GossipAddr()},
 		JoinTimeout: time.Second, Logger: testLogger()})
 	if !errors.Is(err, ErrWrongKey) {

@@ -10,19 +10,21 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/fastmq/fastmq/internal/testutil"
 )
 
 func TestConvergeAndAdvertise(t *testing.T) {
 	skipShort(t)
 	nodes := cluster(t, 5, nil)
-	waitFor(t, "5 nodes converge", waitLong, func() bool { return converged(nodes, 5) })
+	testutil.WaitFor(t, "5 nodes converge", waitLong, func() bool { return converged(nodes, 5) })
 
 	svc := Service{Name: "jobs", Kind: "PULL", Endpoints: []string{"tcp://127.0.0.1:5557", "ipc:///tmp/jobs.sock"}}
 	if err := nodes[2].Advertise(svc); err != nil {
 		t.Fatal(err)
 	}
 	for i, m := range nodes {
-		waitFor(t, "service seen by "+m.Name(), waitLong, func() bool {
+		testutil.WaitFor(t, "service seen by "+m.Name(), waitLong, func() bool {
 			got := m.Lookup("jobs")
 			return len(got) == 1 && got[0].Node == nodes[2].Name() && slices.Equal(got[0].Service.Endpoints, svc.Endpoints) && got[0].Service.Kind == "PULL"
 		})
@@ -31,7 +33,7 @@ func TestConvergeAndAdvertise(t *testing.T) {
 		}
 	}
 	// Members carries the decoded advertisement.
-	waitFor(t, "members show service", waitLong, func() bool {
+	testutil.WaitFor(t, "members show service", waitLong, func() bool {
 		for _, mem := range nodes[0].Members() {
 			if mem.Name == nodes[2].Name() {
 				return len(mem.Services) == 1 && mem.Services[0].Name == "jobs"
@@ -52,12 +54,12 @@ func TestConvergeAndAdvertise(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "latest update despite stalled watcher", waitLong, func() bool {
+	testutil.WaitFor(t, "latest update despite stalled watcher", waitLong, func() bool {
 		got := nodes[0].Lookup("jobs")
 		return len(got) == 1 && got[0].Service.Endpoints[0] == "tcp://127.0.0.1:30049"
 	})
 	// RTT estimates appear from serf coordinates.
-	waitFor(t, "rtt estimate", waitLong, func() bool {
+	testutil.WaitFor(t, "rtt estimate", waitLong, func() bool {
 		got := nodes[0].Lookup("jobs")
 		return len(got) == 1 && got[0].RTT > 0
 	})
@@ -66,12 +68,12 @@ func TestConvergeAndAdvertise(t *testing.T) {
 func TestWatchLifecycle(t *testing.T) {
 	skipShort(t)
 	nodes := cluster(t, 3, nil)
-	waitFor(t, "converge", waitLong, func() bool { return converged(nodes, 3) })
+	testutil.WaitFor(t, "converge", waitLong, func() bool { return converged(nodes, 3) })
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	if err := b.Advertise(Service{Name: "api", Kind: "ROUTER", Endpoints: []string{"tcp://127.0.0.1:7000"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "api seen", waitLong, func() bool { return len(a.Lookup("api")) == 1 })
+	testutil.WaitFor(t, "api seen", waitLong, func() bool { return len(a.Lookup("api")) == 1 })
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -123,7 +125,7 @@ func TestWatchLifecycle(t *testing.T) {
 	if ev.Type != Removed || ev.Reason != ReasonFailed {
 		t.Fatalf("got %+v, want Removed/failed", ev)
 	}
-	waitFor(t, "c reported failed", waitLong, func() bool { return statusOfMember(a, c.Name()) == StatusFailed })
+	testutil.WaitFor(t, "c reported failed", waitLong, func() bool { return statusOfMember(a, c.Name()) == StatusFailed })
 	if got := a.Lookup("api"); len(got) != 1 || got[0].Node != a.Name() {
 		t.Fatalf("Lookup after failure = %+v, want only local", got)
 	}
@@ -142,7 +144,7 @@ func TestWatchLifecycle(t *testing.T) {
 	if ev.Type != Removed || ev.Reason != ReasonLeft {
 		t.Fatalf("got %+v, want Removed/left", ev)
 	}
-	waitFor(t, "b reported left", waitLong, func() bool { return statusOfMember(a, b.Name()) == StatusLeft })
+	testutil.WaitFor(t, "b reported left", waitLong, func() bool { return statusOfMember(a, b.Name()) == StatusLeft })
 
 	// Cancelling the context closes the channel.
 	cancel()
@@ -153,7 +155,7 @@ func TestWatchLifecycle(t *testing.T) {
 func TestWatchStream(t *testing.T) {
 	skipShort(t)
 	nodes := cluster(t, 2, nil)
-	waitFor(t, "converge", waitLong, func() bool { return converged(nodes, 2) })
+	testutil.WaitFor(t, "converge", waitLong, func() bool { return converged(nodes, 2) })
 	a, b := nodes[0], nodes[1]
 	ch, err := a.WatchStream(t.Context(), "audit")
 	if err != nil {
@@ -182,7 +184,7 @@ func TestWatchStream(t *testing.T) {
 	if err := b.AdvertiseSpool("", nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "spool withdrawn", waitLong, func() bool { return len(a.LookupStream("access-log")) == 0 })
+	testutil.WaitFor(t, "spool withdrawn", waitLong, func() bool { return len(a.LookupStream("access-log")) == 0 })
 }
 
 func TestTagsTooLarge(t *testing.T) {
@@ -335,7 +337,7 @@ func TestJoinUnreachable(t *testing.T) {
 	// With RetryJoin, New succeeds and joins once the seed appears.
 	m := newNode(t, "patient", func(c *Config) { c.Seeds = []string{dead}; c.RetryJoin = true })
 	seed := newNode(t, "probe2", func(c *Config) { c.BindAddr = dead })
-	waitFor(t, "retry join", waitLong, func() bool { return aliveCount(m) == 2 && aliveCount(seed) == 2 })
+	testutil.WaitFor(t, "retry join", waitLong, func() bool { return aliveCount(m) == 2 && aliveCount(seed) == 2 })
 }
 
 // ownGoroutines counts goroutines running this package's code, other than
@@ -356,7 +358,7 @@ func TestCloseJoinsGoroutines(t *testing.T) {
 	skipShort(t)
 	before := goleak.IgnoreCurrent()
 	nodes := cluster(t, 3, func(c *Config) { c.Key = testKey(1) })
-	waitFor(t, "converge", waitLong, func() bool { return converged(nodes, 3) })
+	testutil.WaitFor(t, "converge", waitLong, func() bool { return converged(nodes, 3) })
 	for _, m := range nodes {
 		if _, err := m.Watch(context.Background(), "x"); err != nil { // never cancelled: Close must end it
 			t.Fatal(err)

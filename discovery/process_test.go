@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fastmq/fastmq/internal/testutil"
 )
 
 const (
@@ -75,7 +77,7 @@ func TestKilledProcessDetected(t *testing.T) {
 	if ev.Type != Removed || ev.Reason != ReasonFailed {
 		t.Fatalf("got %+v, want Removed/failed", ev)
 	}
-	waitFor(t, "child failed", waitLong, func() bool { return statusOfMember(parent, "child-proc") == StatusFailed })
+	testutil.WaitFor(t, "child failed", waitLong, func() bool { return statusOfMember(parent, "child-proc") == StatusFailed })
 	if got := parent.Lookup("proc"); len(got) != 0 {
 		t.Fatalf("Lookup after kill = %+v", got)
 	}

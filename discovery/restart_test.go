@@ -3,6 +3,8 @@ package discovery
 import (
 	"context"
 	"testing"
+
+	"github.com/fastmq/fastmq/internal/testutil"
 )
 
 // TestRestartRejoins restarts a node under the same name, after a crash and
@@ -24,13 +26,13 @@ func TestRestartRejoins(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nodes := cluster(t, 3, nil)
-			waitFor(t, "converge", waitLong, func() bool { return converged(nodes, 3) })
+			testutil.WaitFor(t, "converge", waitLong, func() bool { return converged(nodes, 3) })
 			a, r := nodes[0], nodes[2]
 			svc := Service{Name: "svc", Kind: "REP", Endpoints: []string{"tcp://127.0.0.1:4000"}}
 			if err := r.Advertise(svc); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "service seen", waitLong, func() bool { return len(a.Lookup("svc")) == 1 })
+			testutil.WaitFor(t, "service seen", waitLong, func() bool { return len(a.Lookup("svc")) == 1 })
 			ch, err := a.Watch(t.Context(), "svc")
 			if err != nil {
 				t.Fatal(err)
@@ -51,7 +53,7 @@ func TestRestartRejoins(t *testing.T) {
 				r.Close()
 			}
 			if !tc.fast {
-				waitFor(t, "old incarnation "+want.String(), waitLong, func() bool { return statusOfMember(a, r.Name()) == want })
+				testutil.WaitFor(t, "old incarnation "+want.String(), waitLong, func() bool { return statusOfMember(a, r.Name()) == want })
 				ev := nextEvent(t, ch, waitLong)
 				if ev.Type != Removed {
 					t.Fatalf("got %+v, want Removed", ev)
@@ -67,7 +69,7 @@ func TestRestartRejoins(t *testing.T) {
 			if err := r2.Advertise(Service{Name: "svc", Kind: "REP", Endpoints: []string{"tcp://127.0.0.1:4001"}}); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "restarted node alive everywhere", waitLong, func() bool {
+			testutil.WaitFor(t, "restarted node alive everywhere", waitLong, func() bool {
 				return statusOfMember(a, r.Name()) == StatusAlive && statusOfMember(nodes[1], r.Name()) == StatusAlive && aliveCount(r2) == 3
 			})
 			ev := waitEvent(t, ch, waitLong, func(e Event) bool {

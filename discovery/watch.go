@@ -2,12 +2,10 @@ package discovery
 
 import (
 	"context"
+	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"time"
-
-	"github.com/fastmq/fastmq/internal/coalesce"
 )
 
 // EventType says what happened to an instance.
@@ -81,27 +79,11 @@ type watchKey struct {
 	stream bool
 }
 
-// watcherBuffer is the capacity of a watch channel.
-const watcherBuffer = 16
-
-// watcher keeps, per node, only the latest state not yet delivered, so a
-// slow reader gets current state instead of an ever-growing backlog. Memory
-// is bounded by the number of nodes.
+// watcher is one Watch or WatchStream: the key it follows and the feed
+// that delivers its events.
 type watcher struct {
-	key     watchKey
-	out     chan Event
-	pending *coalesce.Queue[string, pendingState] // by node
-}
-
-type pendingState struct {
-	inst    Instance
-	present bool
-	reason  Reason
-}
-
-// push records the latest state of node; it never blocks.
-func (w *watcher) push(node string, inst Instance, present bool, reason Reason) {
-	w.pending.Put(node, pendingState{inst: inst, present: present, reason: reason})
+	key  watchKey
+	feed *Feed
 }
 
 // Watch streams changes to the instances of the named service, starting with
@@ -121,86 +103,35 @@ func (m *Membership) WatchStream(ctx context.Context, stream string) (<-chan Eve
 }
 
 func (m *Membership) watch(ctx context.Context, k watchKey) (<-chan Event, error) {
-	w := &watcher{
-		key:     k,
-		out:     make(chan Event, watcherBuffer),
-		pending: coalesce.New[string, pendingState](),
-	}
+	w := &watcher{key: k, feed: NewFeed()}
+	w.feed.rtt = m.rtt
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
 		return nil, ErrClosed
 	}
-	nodes := make([]string, 0, len(m.view))
-	for node := range m.view {
-		nodes = append(nodes, node)
-	}
-	sort.Strings(nodes)
-	for _, node := range nodes {
+	for _, node := range slices.Sorted(maps.Keys(m.view)) { // initial state in name order
 		if inst, ok := m.view[node].instance(node, k); ok {
-			w.push(node, inst, true, ReasonNone)
+			w.feed.Set(node, inst)
 		}
 	}
 	m.watchers[w] = struct{}{}
 	m.wg.Add(1)
 	m.mu.Unlock()
 	go m.runWatcher(ctx, w)
-	return w.out, nil
+	return w.feed.Events(), nil
 }
 
+// runWatcher runs w's feed until ctx ends or the Membership closes.
 func (m *Membership) runWatcher(ctx context.Context, w *watcher) {
 	defer m.wg.Done()
-	defer close(w.out)
 	defer func() {
 		m.mu.Lock()
 		delete(m.watchers, w)
 		m.mu.Unlock()
 	}()
-	known := coalesce.NewKnown[string](sameInstance) // what the reader has been told exists
-	for {
-		node, st, ok := w.pending.Take()
-		if !ok {
-			select {
-			case <-ctx.Done():
-				return
-			case <-m.closing:
-				return
-			case <-w.pending.Ready():
-				continue
-			}
-		}
-		ev, ok := event(known, node, st.inst, st.present, st.reason)
-		if !ok {
-			continue
-		}
-		if st.present {
-			ev.Instance.RTT = m.rtt(node)
-		}
-		select {
-		case w.out <- ev:
-		case <-ctx.Done():
-			return
-		case <-m.closing:
-			return
-		}
-	}
-}
-
-// event returns what a watcher's reader is to be told of a node's latest
-// state, given what it has been told before, if anything.
-func event(known *coalesce.Known[string, Instance], node string, inst Instance, present bool, r Reason) (Event, bool) {
-	switch ch, prev := known.Apply(node, inst, present); ch {
-	case coalesce.Added:
-		return Event{Type: Added, Instance: inst}, true
-	case coalesce.Updated:
-		return Event{Type: Updated, Instance: inst}, true
-	case coalesce.Removed:
-		return Event{Type: Removed, Reason: r, Instance: prev}, true
-	}
-	return Event{}, false
-}
-
-func sameInstance(a, b Instance) bool {
-	return a.Addr == b.Addr && a.Service.Name == b.Service.Name && a.Service.Kind == b.Service.Kind &&
-		slices.Equal(a.Service.Endpoints, b.Service.Endpoints)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(m.ctx, cancel)()
+	w.feed.Run(ctx)
 }

@@ -2,7 +2,8 @@
 // of Nodes that see each other's advertisements at once, without sockets or
 // timers. It follows the discovery.Interface contract (initial state as
 // Added, coalesced per-instance updates, removal reasons, own services
-// included), so code written against discovery.Interface can be tested
+// included; its watches are discovery.Feeds, the code Membership's own
+// watches run), so code written against discovery.Interface can be tested
 // deterministically. Failures and departures are simulated with Node.Close
 // (failed) and Node.Leave (left).
 package discoverytest
@@ -11,13 +12,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
 
 	"github.com/fastmq/fastmq/discovery"
-
-	"github.com/fastmq/fastmq/internal/coalesce"
 )
 
 // Mesh is an in-memory cluster. It is safe for concurrent use.
@@ -26,7 +26,8 @@ type Mesh struct {
 	nodes    map[string]*nodeState
 	watchers map[*watcher]struct{}
 	wg       sync.WaitGroup
-	done     chan struct{}
+	ctx      context.Context // cancelled by Close: every watch ends
+	cancel   context.CancelFunc
 	closed   bool
 	nextPort int
 }
@@ -41,17 +42,17 @@ type nodeState struct {
 
 // NewMesh returns an empty mesh. Close it to end all watches.
 func NewMesh() *Mesh {
-	return &Mesh{nodes: map[string]*nodeState{}, watchers: map[*watcher]struct{}{}, done: make(chan struct{}), nextPort: 7946}
+	ms := &Mesh{nodes: map[string]*nodeState{}, watchers: map[*watcher]struct{}{}, nextPort: 7946}
+	ms.ctx, ms.cancel = context.WithCancel(context.Background())
+	return ms
 }
 
 // Close ends every watch (their channels close) and waits for the
 // goroutines that feed them. Idempotent.
 func (ms *Mesh) Close() error {
 	ms.mu.Lock()
-	if !ms.closed {
-		ms.closed = true
-		close(ms.done)
-	}
+	ms.closed = true
+	ms.cancel()
 	ms.mu.Unlock()
 	ms.wg.Wait()
 	return nil
@@ -102,27 +103,18 @@ func (n *Node) change(f func(ns *nodeState), reason discovery.Reason) error {
 		return discovery.ErrClosed
 	}
 	old := *n.state
-	old.services = maps(n.state.services)
+	old.services = maps.Clone(n.state.services)
 	f(n.state)
 	ms.notifyLocked(&old, n.state, reason)
 	if n.state.status != discovery.StatusAlive {
 		// The node's own watches end, as with a closed Membership.
 		for w := range ms.watchers {
-			if w.owner == n.state && !w.stopped {
-				w.stopped = true
-				close(w.stop)
+			if w.owner == n.state {
+				w.cancel()
 			}
 		}
 	}
 	return nil
-}
-
-func maps(m map[string]discovery.Service) map[string]discovery.Service {
-	out := make(map[string]discovery.Service, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // Advertise adds or replaces the service s.
@@ -198,7 +190,11 @@ func (ms *Mesh) notifyLocked(old, cur *nodeState, reason discovery.Reason) {
 		if !ok {
 			r = reason
 		}
-		w.push(cur.name, inst, ok, r)
+		if ok {
+			w.feed.Set(cur.name, inst)
+		} else {
+			w.feed.Remove(cur.name, r)
+		}
 	}
 }
 
@@ -259,97 +255,44 @@ func (n *Node) WatchStream(ctx context.Context, stream string) (<-chan discovery
 
 func (n *Node) watch(ctx context.Context, k key) (<-chan discovery.Event, error) {
 	ms := n.mesh
-	w := &watcher{key: k, owner: n.state, stop: make(chan struct{}), out: make(chan discovery.Event, 16), pending: coalesce.New[string, pending]()}
 	ms.mu.Lock()
 	if ms.closed || !n.alive() {
 		ms.mu.Unlock()
 		return nil, discovery.ErrClosed
 	}
-	names := make([]string, 0, len(ms.nodes))
-	for name := range ms.nodes {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &watcher{key: k, owner: n.state, cancel: cancel, feed: discovery.NewFeed()}
+	for _, name := range slices.Sorted(maps.Keys(ms.nodes)) { // initial state in name order
 		if in, ok := instance(ms.nodes[name], k); ok {
-			w.push(name, in, true, discovery.ReasonNone)
+			w.feed.Set(name, in)
 		}
 	}
 	ms.watchers[w] = struct{}{}
 	ms.wg.Add(1)
 	ms.mu.Unlock()
 	go ms.run(ctx, w)
-	return w.out, nil
+	return w.feed.Events(), nil
 }
 
-type pending struct {
-	inst    discovery.Instance
-	present bool
-	reason  discovery.Reason
-}
-
+// watcher is one Watch or WatchStream of a node; its feed turns the
+// instances' states into events exactly as discovery's own watchers do.
 type watcher struct {
-	key     key
-	owner   *nodeState
-	stop    chan struct{} // closed (under Mesh.mu) when owner fails or leaves
-	stopped bool
-	out     chan discovery.Event
-	pending *coalesce.Queue[string, pending] // by node
+	key    key
+	owner  *nodeState
+	cancel context.CancelFunc // ends the watch: called when owner fails or leaves
+	feed   *discovery.Feed
 }
 
-func (w *watcher) push(node string, in discovery.Instance, present bool, r discovery.Reason) {
-	w.pending.Put(node, pending{in, present, r})
-}
-
-// run delivers coalesced events until ctx ends, the mesh closes, or the
-// watching node itself fails or leaves.
+// run delivers w's events until ctx ends, the mesh closes, or the watching
+// node itself fails or leaves.
 func (ms *Mesh) run(ctx context.Context, w *watcher) {
 	defer ms.wg.Done()
-	defer close(w.out)
 	defer func() {
 		ms.mu.Lock()
 		delete(ms.watchers, w)
 		ms.mu.Unlock()
 	}()
-	// What the reader has been told exists; instances compare as in
-	// discovery's own watchers.
-	known := coalesce.NewKnown[string](func(a, b discovery.Instance) bool {
-		return a.Addr == b.Addr && a.Service.Name == b.Service.Name && a.Service.Kind == b.Service.Kind &&
-			slices.Equal(a.Service.Endpoints, b.Service.Endpoints)
-	})
-	for {
-		node, p, ok := w.pending.Take()
-		if !ok {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ms.done:
-				return
-			case <-w.stop:
-				return
-			case <-w.pending.Ready():
-			}
-			continue
-		}
-		var ev discovery.Event
-		switch ch, prev := known.Apply(node, p.inst, p.present); ch {
-		case coalesce.Added:
-			ev = discovery.Event{Type: discovery.Added, Instance: p.inst}
-		case coalesce.Updated:
-			ev = discovery.Event{Type: discovery.Updated, Instance: p.inst}
-		case coalesce.Removed:
-			ev = discovery.Event{Type: discovery.Removed, Reason: p.reason, Instance: prev}
-		default:
-			continue
-		}
-		select {
-		case w.out <- ev:
-		case <-ctx.Done():
-			return
-		case <-ms.done:
-			return
-		case <-w.stop:
-			return
-		}
-	}
+	defer w.cancel()
+	defer context.AfterFunc(ms.ctx, w.cancel)()
+	w.feed.Run(ctx)
 }

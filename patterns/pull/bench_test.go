@@ -11,27 +11,38 @@ import (
 	"github.com/fastmq/fastmq/spool"
 )
 
+// benchPipe opens a spool with group commit and codec, serves it over tcp
+// loopback and starts a consumer of it (stream "s", publisher "p") with
+// ccfg's tuning. Everything is closed when b's run ends.
+func benchPipe(b *testing.B, codec spool.Codec, ccfg pull.ConsumerConfig) (*spool.Log, *pull.Consumer) {
+	b.Helper()
+	l, err := spool.Open(spool.Config{Dir: b.TempDir(), Sync: spool.SyncGroup, Codec: codec})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { l.Close() })
+	srv, err := pull.NewServer(pull.ServerConfig{Lookup: func(string) (*spool.Log, bool) { return l, true }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.Close() })
+	ccfg.Stream = "s"
+	ccfg.Publishers = map[string]string{"p": srv.Endpoints()[0]}
+	c, err := pull.NewConsumer(ccfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return l, c
+}
+
 // BenchmarkEndToEnd measures one publisher to one consumer over tcp
 // loopback: records are appended with group commit while the consumer pulls
 // them; b.N records of 100 bytes pass end to end.
 func BenchmarkEndToEnd(b *testing.B) {
 	for _, codec := range []spool.Codec{spool.CodecNone, spool.CodecS2} {
 		b.Run(codec.String(), func(b *testing.B) {
-			l, err := spool.Open(spool.Config{Dir: b.TempDir(), Sync: spool.SyncGroup, Codec: codec})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer l.Close()
-			srv, err := pull.NewServer(pull.ServerConfig{Lookup: func(string) (*spool.Log, bool) { return l, true }})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer srv.Close()
-			c, err := pull.NewConsumer(pull.ConsumerConfig{Stream: "s", Publishers: map[string]string{"p": srv.Endpoints()[0]}, MaxBytes: 4 << 20, Buffer: 16})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
+			l, c := benchPipe(b, codec, pull.ConsumerConfig{MaxBytes: 4 << 20, Buffer: 16})
 			value := make([]byte, 100)
 			for i := range value {
 				value[i] = 'a' + byte(i%26)
@@ -102,21 +113,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 // records/s (one record every 100µs, each appended with group commit) and
 // reports p50 and p99. b.N is the number of records.
 func BenchmarkLatency(b *testing.B) {
-	l, err := spool.Open(spool.Config{Dir: b.TempDir(), Sync: spool.SyncGroup})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	srv, err := pull.NewServer(pull.ServerConfig{Lookup: func(string) (*spool.Log, bool) { return l, true }})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Close()
-	c, err := pull.NewConsumer(pull.ConsumerConfig{Stream: "s", Publishers: map[string]string{"p": srv.Endpoints()[0]}, MaxWait: 10 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	l, c := benchPipe(b, spool.CodecNone, pull.ConsumerConfig{MaxWait: 10 * time.Second})
 	n := max(b.N, 100)
 	lat := make([]time.Duration, 0, n)
 	done := make(chan error, 1)

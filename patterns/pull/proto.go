@@ -119,6 +119,23 @@ func appendRequestHeader(dst []byte, r *Request) []byte {
 	return append(dst, b[:]...)
 }
 
+// header checks the frame count, header size and version shared by
+// requests and replies (what names which, for errors) and returns the
+// header frame.
+func header(frames [][]byte, what string, size int) ([]byte, error) {
+	if len(frames) != 2 {
+		return nil, fmt.Errorf("%w: %s has %d frames, want 2", ErrMalformed, what, len(frames))
+	}
+	h := frames[0]
+	if len(h) != size {
+		return nil, fmt.Errorf("%w: %s header is %d bytes, want %d", ErrMalformed, what, len(h), size)
+	}
+	if h[0] != ProtocolVersion {
+		return nil, fmt.Errorf("%w: protocol version %d, want %d", ErrMalformed, h[0], ProtocolVersion)
+	}
+	return h, nil
+}
+
 // EncodeRequest returns the frames of r.
 func EncodeRequest(r *Request) [][]byte {
 	return [][]byte{appendRequestHeader(nil, r), []byte(r.Stream)}
@@ -128,15 +145,9 @@ func EncodeRequest(r *Request) [][]byte {
 // envelope). It never panics on any input.
 func DecodeRequest(frames [][]byte) (Request, error) {
 	var r Request
-	if len(frames) != 2 {
-		return r, fmt.Errorf("%w: request has %d frames, want 2", ErrMalformed, len(frames))
-	}
-	h := frames[0]
-	if len(h) != requestHeaderLen {
-		return r, fmt.Errorf("%w: request header is %d bytes, want %d", ErrMalformed, len(h), requestHeaderLen)
-	}
-	if h[0] != ProtocolVersion {
-		return r, fmt.Errorf("%w: protocol version %d, want %d", ErrMalformed, h[0], ProtocolVersion)
+	h, err := header(frames, "request", requestHeaderLen)
+	if err != nil {
+		return r, err
 	}
 	r.Op = Op(h[1])
 	if r.Op < OpFetch || r.Op > OpSeekTime {
@@ -173,15 +184,9 @@ func EncodeReply(r *Reply) [][]byte {
 // Data aliases frames[1].
 func DecodeReply(frames [][]byte) (Reply, error) {
 	var r Reply
-	if len(frames) != 2 {
-		return r, fmt.Errorf("%w: reply has %d frames, want 2", ErrMalformed, len(frames))
-	}
-	h := frames[0]
-	if len(h) != replyHeaderLen {
-		return r, fmt.Errorf("%w: reply header is %d bytes, want %d", ErrMalformed, len(h), replyHeaderLen)
-	}
-	if h[0] != ProtocolVersion {
-		return r, fmt.Errorf("%w: protocol version %d, want %d", ErrMalformed, h[0], ProtocolVersion)
+	h, err := header(frames, "reply", replyHeaderLen)
+	if err != nil {
+		return r, err
 	}
 	r.Status = Status(h[1])
 	if r.Status > StatusUnavailable {

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/socket"
 	"github.com/fastmq/fastmq/spool"
@@ -80,18 +81,6 @@ func next(t *testing.T, c *pull.Consumer) pull.Message {
 		t.Fatalf("next: %v", err)
 	}
 	return m
-}
-
-// waitFor polls cond until it holds or the bounded deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestConsumeEveryPublisherInOrder(t *testing.T) {
@@ -211,7 +200,7 @@ func TestLongPollDeliversNewRecords(t *testing.T) {
 	l := openSpool(t, spool.Config{})
 	srv := startServer(t, map[string]*spool.Log{"s": l})
 	c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Publishers: map[string]string{"p": srv.Endpoints()[0]}, MaxWait: 20 * time.Second})
-	waitFor(t, "a parked fetch", func() bool { return srv.Stats().Parked > 0 })
+	testutil.WaitFor(t, "a parked fetch", 0, func() bool { return srv.Stats().Parked > 0 })
 	appendN(t, l, "late", 0, 1)
 	m := next(t, c)
 	if string(m.Value) != "late-0" || m.Offset != 0 {
@@ -249,7 +238,7 @@ func TestStartPositions(t *testing.T) {
 		srv := startServer(t, map[string]*spool.Log{"s": l})
 		eps := map[string]string{"p": srv.Endpoints()[0]}
 		c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Publishers: eps, Start: pull.Latest(), MaxWait: 20 * time.Second})
-		waitFor(t, "a parked fetch", func() bool { return srv.Stats().Parked > 0 })
+		testutil.WaitFor(t, "a parked fetch", 0, func() bool { return srv.Stats().Parked > 0 })
 		appendN(t, l, "z", 150, 1)
 		if m := next(t, c); m.Offset != 150 {
 			t.Fatalf("latest started at %d, want 150", m.Offset)
@@ -290,7 +279,7 @@ func TestOutOfRangeStopPolicy(t *testing.T) {
 	}
 	srv := startServer(t, map[string]*spool.Log{"s": l})
 	c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Publishers: map[string]string{"p": srv.Endpoints()[0]}, Start: pull.AtOffset(0), OnOutOfRange: pull.StopPublisher})
-	waitFor(t, "the consumer's error", func() bool { return c.Err() != nil })
+	testutil.WaitFor(t, "the consumer's error", 0, func() bool { return c.Err() != nil })
 	if !strings.Contains(c.Err().Error(), "out of range (oldest") {
 		t.Fatalf("error %q does not say the offset is out of range", c.Err())
 	}
@@ -405,7 +394,7 @@ func TestConsumerSurvivesLyingPublisher(t *testing.T) {
 		}
 	}()
 	c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Publishers: map[string]string{"liar": ep}})
-	waitFor(t, "the consumer to give up on the publisher", func() bool { return c.Err() != nil })
+	testutil.WaitFor(t, "the consumer to give up on the publisher", 0, func() bool { return c.Err() != nil })
 	if !strings.Contains(c.Err().Error(), "bad replies") {
 		t.Fatalf("error %q", c.Err())
 	}
@@ -479,7 +468,7 @@ func TestSlowConsumerCostsNothingButDisk(t *testing.T) {
 	// Bound: the batch being read, one buffered, one held by the fetcher,
 	// one reply in flight; each at most maxBytes plus one whole batch.
 	const bound = 4 * (maxBytes + 8<<10)
-	waitFor(t, "the fetcher to fill its buffer", func() bool { return srv.Stats().BytesServed > 2*maxBytes })
+	testutil.WaitFor(t, "the fetcher to fill its buffer", 0, func() bool { return srv.Stats().BytesServed > 2*maxBytes })
 	for i := 0; i < 50; i++ {
 		if served := srv.Stats().BytesServed; served > bound {
 			t.Fatalf("served %d bytes to a consumer that stopped reading; bound %d", served, bound)

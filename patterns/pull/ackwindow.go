@@ -1,0 +1,48 @@
+package pull
+
+// ackWindow is what a consumer knows of one publisher's acknowledgements:
+// the committable floor (the offset after the longest acknowledged prefix)
+// and the offsets acknowledged above it, out of order. Acks may come in any
+// order and more than once; the floor only moves up, except at reset.
+//
+// An ackWindow is not safe for concurrent use: the Consumer guards it with
+// its mutex. Its memory is one map entry per acknowledged offset above the
+// floor, so at most the records delivered and not yet acknowledged in
+// order.
+type ackWindow struct {
+	next  uint64              // the floor: the offset after the acknowledged prefix
+	ahead map[uint64]struct{} // acknowledged offsets above next
+}
+
+// reset forgets every acknowledgement and puts the floor at next, the first
+// offset still to be acknowledged.
+func (w *ackWindow) reset(next uint64) {
+	w.next, w.ahead = next, nil
+}
+
+// ack records that offset is acknowledged. An offset below the floor is
+// already covered and ignored.
+func (w *ackWindow) ack(offset uint64) {
+	if offset < w.next {
+		return
+	}
+	if offset > w.next {
+		if w.ahead == nil {
+			w.ahead = make(map[uint64]struct{})
+		}
+		w.ahead[offset] = struct{}{}
+		return
+	}
+	w.next++
+	for len(w.ahead) > 0 {
+		if _, ok := w.ahead[w.next]; !ok {
+			break
+		}
+		delete(w.ahead, w.next)
+		w.next++
+	}
+}
+
+// floor returns the offset after the longest acknowledged prefix: the
+// position that may be committed.
+func (w *ackWindow) floor() uint64 { return w.next }

@@ -1,0 +1,93 @@
+package pull
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// ackModel is the reference an ackWindow is checked against: the set of
+// acknowledged offsets, and the floor as the first offset from base on that
+// is not in it.
+type ackModel struct {
+	base  uint64
+	acked map[uint64]bool
+}
+
+func (m *ackModel) floor() uint64 {
+	f := m.base
+	for m.acked[f] {
+		f++
+	}
+	return f
+}
+
+// TestAckWindowMatchesModel acknowledges delivered offsets in random order,
+// some twice and some below the floor, with resets in between, and checks
+// the floor after every step against the reference.
+func TestAckWindowMatchesModel(t *testing.T) {
+	for seed := uint64(0); seed < 200; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 0xac4))
+		var w ackWindow
+		base := rng.Uint64N(1 << 40)
+		w.reset(base)
+		m := &ackModel{base: base, acked: map[uint64]bool{}}
+		for round := 0; round < 3; round++ {
+			n := 1 + rng.IntN(300)
+			order := rng.Perm(n)
+			for i, k := range order {
+				offs := []uint64{base + uint64(k)}
+				switch rng.IntN(10) {
+				case 0: // a duplicate of an earlier ack
+					if i > 0 {
+						offs = append(offs, base+uint64(order[rng.IntN(i)]))
+					}
+				case 1: // an ack from below the window's start
+					if base > 0 {
+						offs = append(offs, base-1-rng.Uint64N(min(base, 5)))
+					}
+				}
+				for _, off := range offs {
+					w.ack(off)
+					if off >= m.base {
+						m.acked[off] = true
+					}
+					if got, want := w.floor(), m.floor(); got != want {
+						t.Fatalf("seed %d round %d step %d: ack %d: floor %d, want %d", seed, round, i, off, got, want)
+					}
+				}
+			}
+			if got, want := w.floor(), base+uint64(n); got != want {
+				t.Fatalf("seed %d round %d: floor %d after acking all %d, want %d", seed, round, got, n, want)
+			}
+			if len(w.ahead) != 0 {
+				t.Fatalf("seed %d round %d: %d offsets kept above a complete prefix", seed, round, len(w.ahead))
+			}
+			// A reset moves the window anywhere, backwards included, and
+			// forgets every ack.
+			base = rng.Uint64N(1 << 40)
+			w.reset(base)
+			m = &ackModel{base: base, acked: map[uint64]bool{}}
+			if w.floor() != base {
+				t.Fatalf("seed %d: floor %d after reset to %d", seed, w.floor(), base)
+			}
+		}
+	}
+}
+
+// TestAckWindowGapHoldsFloor checks that one missing ack holds the floor
+// however many later offsets are acknowledged, and that filling it moves
+// the floor past all of them at once.
+func TestAckWindowGapHoldsFloor(t *testing.T) {
+	var w ackWindow
+	w.reset(10)
+	for off := uint64(11); off < 100; off++ {
+		w.ack(off)
+	}
+	if w.floor() != 10 {
+		t.Fatalf("floor %d with offset 10 unacknowledged, want 10", w.floor())
+	}
+	w.ack(10)
+	if w.floor() != 100 {
+		t.Fatalf("floor %d after filling the gap, want 100", w.floor())
+	}
+}

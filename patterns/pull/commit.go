@@ -1,0 +1,72 @@
+package pull
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Ack acknowledges m: its position may be committed once every earlier
+// record of the same publisher is acknowledged too.
+func (c *Consumer) Ack(m Message) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ps := c.pubs[m.Publisher]
+	if ps == nil || m.epoch != ps.epoch {
+		return // unknown, or from before a reset
+	}
+	ps.acks.ack(m.Offset)
+}
+
+// Commit writes the acknowledged positions to the offset store. It is a
+// no-op without one.
+func (c *Consumer) Commit() error {
+	if c.cfg.Offsets == nil {
+		return nil
+	}
+	c.commitMu.Lock()
+	defer c.commitMu.Unlock()
+	type todo struct {
+		name string
+		next uint64
+	}
+	var work []todo
+	c.mu.Lock()
+	for name, ps := range c.pubs {
+		if next := ps.acks.floor(); next != ps.commit {
+			work = append(work, todo{name, next})
+		}
+	}
+	c.mu.Unlock()
+	var errs []error
+	for _, w := range work {
+		if err := c.cfg.Offsets.Commit(w.name, c.cfg.Stream, w.next); err != nil {
+			errs = append(errs, fmt.Errorf("pull: commit %s/%s at %d: %w", w.name, c.cfg.Stream, w.next, err))
+			continue
+		}
+		c.mu.Lock()
+		if ps := c.pubs[w.name]; ps != nil {
+			ps.commit = w.next
+		}
+		c.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Consumer) commitLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.cfg.CommitInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+			if err := c.Commit(); err != nil {
+				c.log.Error("commit offsets", "err", err)
+			}
+		}
+	}
+}
+
+// startFetcher starts (or restarts, on a new endpoint) the fetcher of a
