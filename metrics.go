@@ -60,9 +60,7 @@ func (n *Node) Status() Status {
 	}
 	var cs []cinfo
 	for c, k := range n.consumers {
-		if c != nil {
-			cs = append(cs, cinfo{c, k})
-		}
+		cs = append(cs, cinfo{c, k})
 	}
 	n.mu.Unlock()
 	sort.Slice(cs, func(i, j int) bool {

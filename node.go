@@ -90,6 +90,7 @@ type Node struct {
 	mu        sync.Mutex // guards the maps below; never held across I/O
 	streams   map[string]*spool.Log
 	consumers map[*pull.Consumer]consumerKey
+	starting  map[consumerKey]struct{} // consumers being started, reserved
 	offsets   map[string]*spool.OffsetStore
 	sockets   map[*socket.Socket]context.CancelFunc
 	closed    bool
@@ -119,6 +120,7 @@ func New(cfg Config) (*Node, error) {
 		log:       lg.With("component", "node", "node", cfg.Name),
 		streams:   make(map[string]*spool.Log),
 		consumers: make(map[*pull.Consumer]consumerKey),
+		starting:  make(map[consumerKey]struct{}),
 		offsets:   make(map[string]*spool.OffsetStore),
 		sockets:   make(map[*socket.Socket]context.CancelFunc),
 	}
@@ -355,13 +357,11 @@ func (n *Node) Consume(cfg ConsumerConfig) (*pull.Consumer, error) {
 		n.offsets[cfg.Name] = store
 	}
 	key := consumerKey{cfg.Name, cfg.Stream}
-	for _, k := range n.consumers {
-		if k == key {
-			n.mu.Unlock()
-			return nil, fmt.Errorf("%w: %q already consumes %q on this node", ErrConsumerExists, cfg.Name, cfg.Stream)
-		}
+	if n.consumingLocked(key) {
+		n.mu.Unlock()
+		return nil, fmt.Errorf("%w: %q already consumes %q on this node", ErrConsumerExists, cfg.Name, cfg.Stream)
 	}
-	n.consumers[nil] = key // reserve the name while the consumer starts
+	n.starting[key] = struct{}{} // reserved until the consumer runs or fails
 	n.mu.Unlock()
 	var c *pull.Consumer
 	onClose := func() {
@@ -387,7 +387,7 @@ func (n *Node) Consume(cfg ConsumerConfig) (*pull.Consumer, error) {
 		OnClose:        func() { onClose() },
 	})
 	n.mu.Lock()
-	delete(n.consumers, nil)
+	delete(n.starting, key)
 	if err != nil {
 		n.mu.Unlock()
 		return nil, err
@@ -404,6 +404,19 @@ func (n *Node) Consume(cfg ConsumerConfig) (*pull.Consumer, error) {
 
 // consumerKey names a consumer: one live consumer per name and stream.
 type consumerKey struct{ name, stream string }
+
+// consumingLocked reports whether a consumer of key runs or is starting.
+func (n *Node) consumingLocked(key consumerKey) bool {
+	if _, ok := n.starting[key]; ok {
+		return true
+	}
+	for _, k := range n.consumers {
+		if k == key {
+			return true
+		}
+	}
+	return false
+}
 
 // Serve makes a socket of kind, binds it to endpoint and advertises it in
 // the mesh as service. The node closes the socket on Close.
@@ -553,9 +566,6 @@ func (n *Node) Close() error {
 	}
 	n.wg.Wait()
 	for c := range cons {
-		if c == nil {
-			continue
-		}
 		if err := c.Close(); err != nil {
 			errs = append(errs, err)
 		}
