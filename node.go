@@ -86,8 +86,8 @@ type Node struct {
 	server  *pull.Server
 	spoolEP string
 
-	openMu    sync.Mutex // serialises opening streams (disk and gossip work)
-	mu        sync.Mutex // guards the maps below; never held across I/O
+	openMu    sync.Mutex // serialises opening streams and offset stores (disk and gossip work); taken before mu
+	mu        sync.Mutex // guards the fields below; never held across I/O
 	streams   map[string]*spool.Log
 	consumers map[*pull.Consumer]consumerKey
 	starting  map[consumerKey]struct{} // consumers being started, reserved
@@ -341,28 +341,25 @@ func (n *Node) Consume(cfg ConsumerConfig) (*pull.Consumer, error) {
 	if !streamNameRE.MatchString(cfg.Stream) {
 		return nil, fmt.Errorf("%w: %q", ErrBadStreamName, cfg.Stream)
 	}
+	key := consumerKey{cfg.Name, cfg.Stream}
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
 		return nil, ErrClosed
 	}
-	store := n.offsets[cfg.Name]
-	if store == nil {
-		var err error
-		store, err = spool.OpenOffsets(filepath.Join(n.cfg.DataDir, "consumers", cfg.Name))
-		if err != nil {
-			n.mu.Unlock()
-			return nil, fmt.Errorf("fastmq: open offsets of consumer %q: %w", cfg.Name, err)
-		}
-		n.offsets[cfg.Name] = store
-	}
-	key := consumerKey{cfg.Name, cfg.Stream}
 	if n.consumingLocked(key) {
 		n.mu.Unlock()
 		return nil, fmt.Errorf("%w: %q already consumes %q on this node", ErrConsumerExists, cfg.Name, cfg.Stream)
 	}
 	n.starting[key] = struct{}{} // reserved until the consumer runs or fails
 	n.mu.Unlock()
+	store, err := n.offsetStore(cfg.Name)
+	if err != nil {
+		n.mu.Lock()
+		delete(n.starting, key)
+		n.mu.Unlock()
+		return nil, err
+	}
 	var c *pull.Consumer
 	onClose := func() {
 		n.mu.Lock()
@@ -371,7 +368,7 @@ func (n *Node) Consume(cfg ConsumerConfig) (*pull.Consumer, error) {
 	}
 	scfg := n.cfg.Socket
 	scfg.Identity = nil // each consumer socket gets its own identity
-	c, err := pull.NewConsumer(pull.ConsumerConfig{
+	c, err = pull.NewConsumer(pull.ConsumerConfig{
 		Stream:         cfg.Stream,
 		Name:           cfg.Name,
 		Offsets:        store,
@@ -400,6 +397,42 @@ func (n *Node) Consume(cfg ConsumerConfig) (*pull.Consumer, error) {
 	n.consumers[c] = key
 	n.mu.Unlock()
 	return c, nil
+}
+
+// offsetStore returns the offset store of the consumers called name,
+// opening it on first use. The store is opened outside n.mu; openMu makes
+// sure only one is opened (it holds a file lock).
+func (n *Node) offsetStore(name string) (*spool.OffsetStore, error) {
+	n.mu.Lock()
+	st := n.offsets[name]
+	n.mu.Unlock()
+	if st != nil {
+		return st, nil
+	}
+	n.openMu.Lock()
+	defer n.openMu.Unlock()
+	n.mu.Lock()
+	st, closed := n.offsets[name], n.closed
+	n.mu.Unlock()
+	switch {
+	case closed:
+		return nil, ErrClosed
+	case st != nil:
+		return st, nil
+	}
+	st, err := spool.OpenOffsets(filepath.Join(n.cfg.DataDir, "consumers", name))
+	if err != nil {
+		return nil, fmt.Errorf("fastmq: open offsets of consumer %q: %w", name, err)
+	}
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		st.Close()
+		return nil, ErrClosed
+	}
+	n.offsets[name] = st
+	n.mu.Unlock()
+	return st, nil
 }
 
 // consumerKey names a consumer: one live consumer per name and stream.
@@ -438,12 +471,13 @@ func (n *Node) Serve(kind socket.Kind, service, endpoint string, cfg socket.Conf
 		return nil, fmt.Errorf("fastmq: advertise %q: %w", service, err)
 	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	if n.closed {
+		n.mu.Unlock()
 		s.Close()
 		return nil, ErrClosed
 	}
 	n.sockets[s] = func() {}
+	n.mu.Unlock()
 	return s, nil
 }
 
@@ -573,18 +607,22 @@ func (n *Node) Close() error {
 	if err := n.server.Close(); err != nil {
 		errs = append(errs, err)
 	}
+	// Opening a stream or an offset store after closed was set discards
+	// it, so the maps no longer change; they are closed outside n.mu.
 	n.mu.Lock()
-	for name, l := range n.streams {
+	streams, offsets := n.streams, n.offsets
+	n.streams, n.offsets = nil, nil
+	n.mu.Unlock()
+	for name, l := range streams {
 		if err := l.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("fastmq: close stream %q: %w", name, err))
 		}
 	}
-	for _, st := range n.offsets {
+	for _, st := range offsets {
 		if err := st.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	n.mu.Unlock()
 	if n.members != nil {
 		if err := n.members.Close(); err != nil && !errors.Is(err, discovery.ErrClosed) {
 			errs = append(errs, err)
