@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fastmq/fastmq/discovery"
+	"github.com/fastmq/fastmq/patterns/follow"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/socket"
 	"github.com/fastmq/fastmq/spool"
@@ -92,7 +93,7 @@ type Node struct {
 	consumers map[*pull.Consumer]consumerKey
 	starting  map[consumerKey]struct{} // consumers being started, reserved
 	offsets   map[string]*spool.OffsetStore
-	sockets   map[*socket.Socket]context.CancelFunc
+	sockets   map[*socket.Socket]*follow.Follower // nil for served sockets
 	closed    bool
 	wg        sync.WaitGroup
 }
@@ -122,7 +123,7 @@ func New(cfg Config) (*Node, error) {
 		consumers: make(map[*pull.Consumer]consumerKey),
 		starting:  make(map[consumerKey]struct{}),
 		offsets:   make(map[string]*spool.OffsetStore),
-		sockets:   make(map[*socket.Socket]context.CancelFunc),
+		sockets:   make(map[*socket.Socket]*follow.Follower),
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "streams"), 0o755); err != nil {
 		return nil, fmt.Errorf("fastmq: create data directory: %w", err)
@@ -476,7 +477,7 @@ func (n *Node) Serve(kind socket.Kind, service, endpoint string, cfg socket.Conf
 		s.Close()
 		return nil, ErrClosed
 	}
-	n.sockets[s] = func() {}
+	n.sockets[s] = nil
 	n.mu.Unlock()
 	return s, nil
 }
@@ -493,73 +494,27 @@ func (n *Node) Dial(kind socket.Kind, service string, cfg socket.Config) (*socke
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	events, err := n.members.Watch(ctx, service)
+	f, err := follow.New(follow.Config{Socket: s, Service: service, Discovery: n.members, Logger: n.cfg.Logger})
 	if err != nil {
-		cancel()
 		s.Close()
-		return nil, fmt.Errorf("fastmq: watch %q: %w", service, err)
+		return nil, err
 	}
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
-		cancel()
 		s.Close()
 		return nil, ErrClosed
 	}
-	n.sockets[s] = cancel
+	n.sockets[s] = f
 	n.wg.Add(1)
 	n.mu.Unlock()
-	go n.follow(ctx, s, events)
+	go func() {
+		defer n.wg.Done()
+		if err := f.Run(context.Background()); !errors.Is(err, follow.ErrClosed) {
+			n.log.Error("following a service stopped", "service", service, "err", err)
+		}
+	}()
 	return s, nil
-}
-
-// follow connects s to the instances reported by events until ctx ends.
-func (n *Node) follow(ctx context.Context, s *socket.Socket, events <-chan discovery.Event) {
-	defer n.wg.Done()
-	connected := make(map[string][]string) // node -> endpoints
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-events:
-			if !ok {
-				return
-			}
-			node := ev.Instance.Node
-			for _, ep := range connected[node] {
-				if ev.Type == discovery.Removed || !contains(ev.Instance.Service.Endpoints, ep) {
-					if err := s.Disconnect(ep); err != nil && !errors.Is(err, socket.ErrClosed) {
-						n.log.Debug("disconnect", "endpoint", ep, "err", err)
-					}
-				}
-			}
-			if ev.Type == discovery.Removed {
-				delete(connected, node)
-				continue
-			}
-			var now []string
-			for _, ep := range ev.Instance.Service.Endpoints {
-				if !contains(connected[node], ep) {
-					if err := s.Connect(ep); err != nil {
-						n.log.Warn("connect to discovered endpoint", "endpoint", ep, "err", err)
-						continue
-					}
-				}
-				now = append(now, ep)
-			}
-			connected[node] = now
-		}
-	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Shutdown leaves the mesh gracefully (others see "left", not "failed"),
@@ -592,8 +547,10 @@ func (n *Node) Close() error {
 	n.mu.Unlock()
 
 	var errs []error
-	for s, cancel := range socks {
-		cancel()
+	for s, f := range socks {
+		if f != nil {
+			f.Close()
+		}
 		if err := s.Close(); err != nil && !errors.Is(err, socket.ErrClosed) {
 			errs = append(errs, err)
 		}
