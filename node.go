@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"sort"
 	"sync"
-	"time"
 
 	"github.com/fastmq/fastmq/discovery"
 	"github.com/fastmq/fastmq/patterns/follow"
@@ -320,16 +319,14 @@ type ConsumerConfig struct {
 	// share committed offsets (under DataDir/consumers/Name); each name
 	// gets every record of the stream. Required.
 	Name string
-	// Start applies to publishers this consumer has no committed offset for.
-	Start pull.Start
-	// OnOutOfRange says what to do when a position fell below a
-	// publisher's retention. Default: move to the oldest record.
-	OnOutOfRange pull.OutOfRangePolicy
-	// MaxBytes, MaxWait, CommitInterval and Buffer: see pull.ConsumerConfig.
-	MaxBytes       int
-	MaxWait        time.Duration
-	CommitInterval time.Duration
-	Buffer         int
+	// Pull configures the consumer: Start, OnOutOfRange, MaxBytes,
+	// MaxWait, CommitInterval, Buffer and the others keep their meaning
+	// and defaults from package pull. The node sets Stream and Name from
+	// the fields above, Offsets to the name's offset store, Discovery to
+	// its gossip, Socket to the node's Config.Socket (with a fresh
+	// identity) and Logger to the node's logger, whatever they hold here.
+	// An OnClose set here runs before the node's own.
+	Pull pull.ConsumerConfig
 }
 
 // Consume starts a consumer of stream that pulls from every publisher of it
@@ -362,28 +359,20 @@ func (n *Node) Consume(cfg ConsumerConfig) (*pull.Consumer, error) {
 		return nil, err
 	}
 	var c *pull.Consumer
-	onClose := func() {
+	pcfg := cfg.Pull
+	pcfg.Stream, pcfg.Name = cfg.Stream, cfg.Name
+	pcfg.Offsets, pcfg.Discovery, pcfg.Logger = store, n.members, n.cfg.Logger
+	pcfg.Socket = n.cfg.Socket
+	pcfg.Socket.Identity = nil // each consumer socket gets its own identity
+	pcfg.OnClose = func() {
+		if cfg.Pull.OnClose != nil {
+			cfg.Pull.OnClose()
+		}
 		n.mu.Lock()
 		delete(n.consumers, c)
 		n.mu.Unlock()
 	}
-	scfg := n.cfg.Socket
-	scfg.Identity = nil // each consumer socket gets its own identity
-	c, err = pull.NewConsumer(pull.ConsumerConfig{
-		Stream:         cfg.Stream,
-		Name:           cfg.Name,
-		Offsets:        store,
-		Start:          cfg.Start,
-		Discovery:      n.members,
-		OnOutOfRange:   cfg.OnOutOfRange,
-		MaxBytes:       cfg.MaxBytes,
-		MaxWait:        cfg.MaxWait,
-		CommitInterval: cfg.CommitInterval,
-		Buffer:         cfg.Buffer,
-		Socket:         scfg,
-		Logger:         n.cfg.Logger,
-		OnClose:        func() { onClose() },
-	})
+	c, err = pull.NewConsumer(pcfg)
 	n.mu.Lock()
 	delete(n.starting, key)
 	if err != nil {

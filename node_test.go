@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/socket"
 )
 
@@ -291,5 +292,34 @@ func TestConcurrentConsumeStartsOne(t *testing.T) {
 	}
 	if st := n.Status(); len(st.Consumers) != names {
 		t.Errorf("status lists %d consumers, want %d", len(st.Consumers), names)
+	}
+}
+
+// TestConsumePullConfig checks what the node sets in ConsumerConfig.Pull:
+// Stream and Name come from the outer fields, and a caller's OnClose runs
+// before the node frees the name.
+func TestConsumePullConfig(t *testing.T) {
+	n := newNode(t, "pc")
+	publish(t, n, "s", 3)
+	closed := make(chan bool, 1)
+	c, err := n.Consume(fastmq.ConsumerConfig{Stream: "s", Name: "c", Pull: pull.ConsumerConfig{
+		Stream: "other", Name: "ignored", Start: pull.Latest(),
+		OnClose: func() {
+			_, err := n.Consume(fastmq.ConsumerConfig{Stream: "s", Name: "c"})
+			closed <- errors.Is(err, fastmq.ErrConsumerExists)
+		},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Stream() != "s" {
+		t.Fatalf("consumer of %q, want the outer Stream %q", c.Stream(), "s")
+	}
+	c.Close()
+	if !<-closed {
+		t.Fatal("the name was free while the caller's OnClose ran")
+	}
+	if st := n.Status(); len(st.Consumers) != 0 {
+		t.Fatalf("status lists %d consumers after Close, want 0", len(st.Consumers))
 	}
 }
