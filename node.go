@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -50,9 +49,10 @@ type Config struct {
 	RetryJoin bool
 	// Key is the gossip encryption key (16, 24 or 32 bytes); nil = none.
 	Key []byte
-	// Profile selects gossip timers. Default discovery.ProfileLocal when
-	// GossipAddr is on loopback or empty, else discovery.ProfileLAN.
-	Profile *discovery.Profile
+	// Profile selects gossip timers. The zero value, discovery.ProfileAuto,
+	// is discovery.ProfileLocal when GossipAddr is on loopback (as the
+	// default is), else discovery.ProfileLAN.
+	Profile discovery.Profile
 	// SpoolEndpoints are where the spool server binds. Default
 	// "tcp://127.0.0.1:0".
 	SpoolEndpoints []string
@@ -141,15 +141,6 @@ func New(cfg Config) (*Node, error) {
 	if n.spoolEP == "" {
 		n.spoolEP = srv.Endpoints()[0]
 	}
-	profile := discovery.ProfileLAN
-	if host, _, err := net.SplitHostPort(cfg.GossipAddr); err == nil {
-		if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
-			profile = discovery.ProfileLocal
-		}
-	}
-	if cfg.Profile != nil {
-		profile = *cfg.Profile
-	}
 	m, err := discovery.New(discovery.Config{
 		NodeName:      cfg.Name,
 		BindAddr:      cfg.GossipAddr,
@@ -157,7 +148,7 @@ func New(cfg Config) (*Node, error) {
 		Seeds:         cfg.Seeds,
 		RetryJoin:     cfg.RetryJoin,
 		Key:           cfg.Key,
-		Profile:       profile,
+		Profile:       cfg.Profile,
 		Logger:        cfg.Logger,
 	})
 	if err != nil {
