@@ -498,7 +498,8 @@ func (n *Node) Dial(kind socket.Kind, service string, cfg socket.Config) (*socke
 }
 
 // Shutdown leaves the mesh gracefully (others see "left", not "failed"),
-// then closes the node. It is idempotent.
+// then closes the node as Close does, passing ctx on to the closing of its
+// sockets. It is idempotent.
 func (n *Node) Shutdown(ctx context.Context) error {
 	n.mu.Lock()
 	closed := n.closed
@@ -507,14 +508,17 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	if !closed {
 		leaveErr = n.members.Leave(ctx)
 	}
-	return errors.Join(leaveErr, n.Close())
+	return errors.Join(leaveErr, n.close(ctx))
 }
 
 // Close closes everything the node made: sockets and consumers (committing
 // acknowledged offsets), the spool server, the spools (flushed and synced)
 // and gossip, without a graceful leave. It returns after every goroutine
 // the node owns has exited. It is idempotent.
-func (n *Node) Close() error {
+func (n *Node) Close() error { return n.close(context.Background()) }
+
+// close is Close, passing ctx to closeSocket.
+func (n *Node) close(ctx context.Context) error {
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -531,7 +535,7 @@ func (n *Node) Close() error {
 		if f != nil {
 			f.Close()
 		}
-		if err := s.Close(); err != nil && !errors.Is(err, socket.ErrClosed) {
+		if err := closeSocket(ctx, s); err != nil && !errors.Is(err, socket.ErrClosed) {
 			errs = append(errs, err)
 		}
 	}
@@ -567,4 +571,12 @@ func (n *Node) Close() error {
 	}
 	n.log.Info("node closed")
 	return errors.Join(errs...)
+}
+
+// closeSocket closes one of the node's sockets for Close and Shutdown. ctx
+// is Shutdown's bound on the time a socket may linger to deliver what it
+// has queued (Close passes a background context); socket.Socket.Close
+// lingers up to the socket's Config.Linger.
+func closeSocket(ctx context.Context, s *socket.Socket) error {
+	return s.Close()
 }
