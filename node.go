@@ -75,15 +75,16 @@ type Node struct {
 	server  *pull.Server
 	spoolEP string
 
+	wg sync.WaitGroup // the goroutines running Dial's followers
+
 	openMu    sync.Mutex // serialises opening streams and offset stores (disk and gossip work); taken before mu
 	mu        sync.Mutex // guards the fields below; never held across I/O
 	streams   map[string]*spool.Log
 	consumers map[*pull.Consumer]consumerKey
-	starting  map[consumerKey]struct{} // consumers being started, reserved
+	starting  map[consumerKey]struct{} // names and streams whose consumer is starting
 	offsets   map[string]*spool.OffsetStore
 	sockets   map[*socket.Socket]*follow.Follower // nil for served sockets
 	closed    bool
-	wg        sync.WaitGroup
 }
 
 // New starts a node: opens nothing on disk until a stream is used, starts

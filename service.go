@@ -42,8 +42,8 @@ func (n *Node) Serve(kind socket.Kind, service, endpoint string, cfg socket.Conf
 
 // Dial makes a socket of kind connected to every discovered instance of
 // service. It follows the gossip: it connects to instances as they appear
-// and disconnects from those that fail or leave. The node closes the socket
-// on Close.
+// and disconnects from those that fail or leave, through a follow.Follower
+// (patterns/follow). The node closes the socket on Close.
 func (n *Node) Dial(kind socket.Kind, service string, cfg socket.Config) (*socket.Socket, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = n.cfg.Logger
