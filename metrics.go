@@ -8,6 +8,7 @@ import (
 
 	"github.com/fastmq/fastmq/internal/metrics"
 	"github.com/fastmq/fastmq/patterns/pull"
+	"github.com/fastmq/fastmq/spool"
 )
 
 // Status is a snapshot of a node for the JSON /status endpoint.
@@ -48,9 +49,10 @@ type MemberStatus struct {
 func (n *Node) Status() Status {
 	st := Status{Name: n.cfg.Name, Gossip: n.GossipAddr(), Spool: n.spoolEP, Server: n.server.Stats()}
 	n.mu.Lock()
-	for _, name := range n.streamNamesLocked() {
-		l := n.streams[name]
-		st.Streams = append(st.Streams, StreamStatus{Name: name, Oldest: l.OldestOffset(), Next: l.NextOffset()})
+	names := n.streamNamesLocked()
+	logs := make([]*spool.Log, len(names))
+	for i, name := range names {
+		logs[i] = n.streams[name]
 	}
 	type cinfo struct {
 		c   *pull.Consumer
@@ -61,6 +63,10 @@ func (n *Node) Status() Status {
 		cs = append(cs, cinfo{c, k})
 	}
 	n.mu.Unlock()
+	// The logs' and consumers' own locks are taken outside n.mu.
+	for i, l := range logs {
+		st.Streams = append(st.Streams, StreamStatus{Name: names[i], Oldest: l.OldestOffset(), Next: l.NextOffset()})
+	}
 	sort.Slice(cs, func(i, j int) bool {
 		if cs[i].key.name != cs[j].key.name {
 			return cs[i].key.name < cs[j].key.name
