@@ -5,4 +5,10 @@
 // (package socket), finds its peers by gossip (package discovery) and keeps
 // what it publishes in a local spool (package spool) from which consumers pull
 // with their own recorded offsets (package patterns).
+//
+// The Node is a facade over those packages, and each of its parts can be
+// used without it: Consume makes a pull.Consumer (patterns/pull) keeping its
+// offsets under the node's data directory, Dial a socket that a
+// follow.Follower (patterns/follow) keeps connected to a service's
+// instances, and the node's spools are served by a pull.Server.
 package fastmq

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/spool"
 )
 
@@ -73,7 +74,7 @@ func runChild() {
 		out.Flush()
 		select {} // keep serving until killed
 	case "consumer":
-		c, err := n.Consume(fastmq.ConsumerConfig{Stream: "e2e", Name: "c", CommitInterval: 50 * time.Millisecond})
+		c, err := n.Consume(fastmq.ConsumerConfig{Stream: "e2e", Name: "c", Pull: pull.ConsumerConfig{CommitInterval: 50 * time.Millisecond}})
 		if err != nil {
 			fmt.Println("ERR", err)
 			os.Exit(2)

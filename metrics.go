@@ -6,10 +6,9 @@ import (
 	"sort"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
+	"github.com/fastmq/fastmq/internal/metrics"
 	"github.com/fastmq/fastmq/patterns/pull"
+	"github.com/fastmq/fastmq/spool"
 )
 
 // Status is a snapshot of a node for the JSON /status endpoint.
@@ -50,9 +49,10 @@ type MemberStatus struct {
 func (n *Node) Status() Status {
 	st := Status{Name: n.cfg.Name, Gossip: n.GossipAddr(), Spool: n.spoolEP, Server: n.server.Stats()}
 	n.mu.Lock()
-	for _, name := range n.streamNamesLocked() {
-		l := n.streams[name]
-		st.Streams = append(st.Streams, StreamStatus{Name: name, Oldest: l.OldestOffset(), Next: l.NextOffset()})
+	names := n.streamNamesLocked()
+	logs := make([]*spool.Log, len(names))
+	for i, name := range names {
+		logs[i] = n.streams[name]
 	}
 	type cinfo struct {
 		c   *pull.Consumer
@@ -60,11 +60,13 @@ func (n *Node) Status() Status {
 	}
 	var cs []cinfo
 	for c, k := range n.consumers {
-		if c != nil {
-			cs = append(cs, cinfo{c, k})
-		}
+		cs = append(cs, cinfo{c, k})
 	}
 	n.mu.Unlock()
+	// The logs' and consumers' own locks are taken outside n.mu.
+	for i, l := range logs {
+		st.Streams = append(st.Streams, StreamStatus{Name: names[i], Oldest: l.OldestOffset(), Next: l.NextOffset()})
+	}
 	sort.Slice(cs, func(i, j int) bool {
 		if cs[i].key.name != cs[j].key.name {
 			return cs[i].key.name < cs[j].key.name
@@ -93,9 +95,22 @@ func (n *Node) StatusHandler() http.Handler {
 // MetricsHandler serves the node's Prometheus metrics. Values are read from
 // the node's counters when scraped; nothing is counted twice on hot paths.
 func (n *Node) MetricsHandler() http.Handler {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(&collector{n: n})
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	return metrics.Handler(func() metrics.Snapshot { return n.Status().snapshot() })
+}
+
+// snapshot is st as the metrics collector takes it.
+func (st Status) snapshot() metrics.Snapshot {
+	snap := metrics.Snapshot{Server: st.Server, Members: map[string]int{}}
+	for _, s := range st.Streams {
+		snap.Streams = append(snap.Streams, metrics.Stream{Name: s.Name, Oldest: s.Oldest, Next: s.Next})
+	}
+	for _, c := range st.Consumers {
+		snap.Consumers = append(snap.Consumers, metrics.Consumer{Name: c.Name, Stream: c.Stream, Publishers: c.Publishers})
+	}
+	for _, m := range st.Members {
+		snap.Members[m.Status]++
+	}
+	return snap
 }
 
 // Handler serves /metrics and /status.
@@ -104,59 +119,4 @@ func (n *Node) Handler() http.Handler {
 	mux.Handle("/metrics", n.MetricsHandler())
 	mux.Handle("/status", n.StatusHandler())
 	return mux
-}
-
-var (
-	descAppended    = prometheus.NewDesc("fastmq_stream_next_offset", "Next offset of a local stream: the records appended to it over its life.", []string{"stream"}, nil)
-	descOldest      = prometheus.NewDesc("fastmq_stream_oldest_offset", "Oldest retained offset of a local stream.", []string{"stream"}, nil)
-	descServedRecs  = prometheus.NewDesc("fastmq_server_records_served_total", "Records served to consumers.", nil, nil)
-	descServedBytes = prometheus.NewDesc("fastmq_server_bytes_served_total", "Raw batch bytes served to consumers.", nil, nil)
-	descRequests    = prometheus.NewDesc("fastmq_server_requests_total", "Fetch requests received.", nil, nil)
-	descParked      = prometheus.NewDesc("fastmq_server_parked_fetches", "Fetches waiting at the tail.", nil, nil)
-	descDelivered   = prometheus.NewDesc("fastmq_consumer_delivered_total", "Records delivered to the application.", []string{"consumer", "stream", "publisher"}, nil)
-	descAcked       = prometheus.NewDesc("fastmq_consumer_acked_offset", "Next offset after the acknowledged prefix.", []string{"consumer", "stream", "publisher"}, nil)
-	descCommitted   = prometheus.NewDesc("fastmq_consumer_committed_offset", "Committed offset.", []string{"consumer", "stream", "publisher"}, nil)
-	descLagRecs     = prometheus.NewDesc("fastmq_consumer_lag_records", "Records the consumer is behind the publisher.", []string{"consumer", "stream", "publisher"}, nil)
-	descLagSecs     = prometheus.NewDesc("fastmq_consumer_lag_seconds", "Age of the newest delivered record while lagging.", []string{"consumer", "stream", "publisher"}, nil)
-	descResets      = prometheus.NewDesc("fastmq_consumer_out_of_range_resets_total", "Positions that fell below retention.", []string{"consumer", "stream", "publisher"}, nil)
-	descMembers     = prometheus.NewDesc("fastmq_members", "Gossip members by status.", []string{"status"}, nil)
-)
-
-type collector struct{ n *Node }
-
-func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descAppended, descOldest, descServedRecs, descServedBytes, descRequests, descParked,
-		descDelivered, descAcked, descCommitted, descLagRecs, descLagSecs, descResets, descMembers} {
-		ch <- d
-	}
-}
-
-func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	st := c.n.Status()
-	for _, s := range st.Streams {
-		ch <- prometheus.MustNewConstMetric(descAppended, prometheus.GaugeValue, float64(s.Next), s.Name)
-		ch <- prometheus.MustNewConstMetric(descOldest, prometheus.GaugeValue, float64(s.Oldest), s.Name)
-	}
-	ch <- prometheus.MustNewConstMetric(descServedRecs, prometheus.CounterValue, float64(st.Server.RecordsServed))
-	ch <- prometheus.MustNewConstMetric(descServedBytes, prometheus.CounterValue, float64(st.Server.BytesServed))
-	ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(st.Server.Requests))
-	ch <- prometheus.MustNewConstMetric(descParked, prometheus.GaugeValue, float64(st.Server.Parked))
-	for _, cs := range st.Consumers {
-		for _, p := range cs.Publishers {
-			l := []string{cs.Name, cs.Stream, p.Publisher}
-			ch <- prometheus.MustNewConstMetric(descDelivered, prometheus.CounterValue, float64(p.Delivered), l...)
-			ch <- prometheus.MustNewConstMetric(descAcked, prometheus.GaugeValue, float64(p.Acked), l...)
-			ch <- prometheus.MustNewConstMetric(descCommitted, prometheus.GaugeValue, float64(p.Committed), l...)
-			ch <- prometheus.MustNewConstMetric(descLagRecs, prometheus.GaugeValue, float64(p.LagRecords), l...)
-			ch <- prometheus.MustNewConstMetric(descLagSecs, prometheus.GaugeValue, p.LagTime.Seconds(), l...)
-			ch <- prometheus.MustNewConstMetric(descResets, prometheus.CounterValue, float64(p.Resets), l...)
-		}
-	}
-	counts := map[string]int{}
-	for _, m := range st.Members {
-		counts[m.Status]++
-	}
-	for s, k := range counts {
-		ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(k), s)
-	}
 }

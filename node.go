@@ -5,15 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
-	"regexp"
-	"sort"
 	"sync"
-	"time"
 
 	"github.com/fastmq/fastmq/discovery"
+	"github.com/fastmq/fastmq/patterns/follow"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/socket"
 	"github.com/fastmq/fastmq/spool"
@@ -21,15 +18,6 @@ import (
 
 // ErrClosed is returned by calls on a closed Node.
 var ErrClosed = errors.New("fastmq: closed")
-
-// ErrConsumerExists reports a second live consumer with the same name and
-// stream on one node: the two would overwrite each other's offsets.
-var ErrConsumerExists = errors.New("fastmq: consumer exists")
-
-// ErrBadStreamName reports a stream name that cannot be used.
-var ErrBadStreamName = errors.New("fastmq: bad stream name")
-
-var streamNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
 
 // Config configures a Node. Name and DataDir are required; the zero value
 // of every other field is a working default for one host.
@@ -50,9 +38,10 @@ type Config struct {
 	RetryJoin bool
 	// Key is the gossip encryption key (16, 24 or 32 bytes); nil = none.
 	Key []byte
-	// Profile selects gossip timers. Default discovery.ProfileLocal when
-	// GossipAddr is on loopback or empty, else discovery.ProfileLAN.
-	Profile *discovery.Profile
+	// Profile selects gossip timers. The zero value, discovery.ProfileAuto,
+	// is discovery.ProfileLocal when GossipAddr is on loopback (as the
+	// default is), else discovery.ProfileLAN.
+	Profile discovery.Profile
 	// SpoolEndpoints are where the spool server binds. Default
 	// "tcp://127.0.0.1:0".
 	SpoolEndpoints []string
@@ -86,14 +75,16 @@ type Node struct {
 	server  *pull.Server
 	spoolEP string
 
-	openMu    sync.Mutex // serialises opening streams (disk and gossip work)
-	mu        sync.Mutex // guards the maps below; never held across I/O
+	wg sync.WaitGroup // the goroutines running Dial's followers
+
+	openMu    sync.Mutex // serialises opening streams and offset stores (disk and gossip work); taken before mu
+	mu        sync.Mutex // guards the fields below; never held across I/O
 	streams   map[string]*spool.Log
 	consumers map[*pull.Consumer]consumerKey
+	starting  map[consumerKey]struct{} // names and streams whose consumer is starting
 	offsets   map[string]*spool.OffsetStore
-	sockets   map[*socket.Socket]context.CancelFunc
+	sockets   map[*socket.Socket]*follow.Follower // nil for served sockets
 	closed    bool
-	wg        sync.WaitGroup
 }
 
 // New starts a node: opens nothing on disk until a stream is used, starts
@@ -119,8 +110,9 @@ func New(cfg Config) (*Node, error) {
 		log:       lg.With("component", "node", "node", cfg.Name),
 		streams:   make(map[string]*spool.Log),
 		consumers: make(map[*pull.Consumer]consumerKey),
+		starting:  make(map[consumerKey]struct{}),
 		offsets:   make(map[string]*spool.OffsetStore),
-		sockets:   make(map[*socket.Socket]context.CancelFunc),
+		sockets:   make(map[*socket.Socket]*follow.Follower),
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "streams"), 0o755); err != nil {
 		return nil, fmt.Errorf("fastmq: create data directory: %w", err)
@@ -139,15 +131,6 @@ func New(cfg Config) (*Node, error) {
 	if n.spoolEP == "" {
 		n.spoolEP = srv.Endpoints()[0]
 	}
-	profile := discovery.ProfileLAN
-	if host, _, err := net.SplitHostPort(cfg.GossipAddr); err == nil {
-		if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
-			profile = discovery.ProfileLocal
-		}
-	}
-	if cfg.Profile != nil {
-		profile = *cfg.Profile
-	}
 	m, err := discovery.New(discovery.Config{
 		NodeName:      cfg.Name,
 		BindAddr:      cfg.GossipAddr,
@@ -155,7 +138,7 @@ func New(cfg Config) (*Node, error) {
 		Seeds:         cfg.Seeds,
 		RetryJoin:     cfg.RetryJoin,
 		Key:           cfg.Key,
-		Profile:       profile,
+		Profile:       cfg.Profile,
 		Logger:        cfg.Logger,
 	})
 	if err != nil {
@@ -207,316 +190,9 @@ func (n *Node) Membership() *discovery.Membership { return n.members }
 // Server returns the node's spool server.
 func (n *Node) Server() *pull.Server { return n.server }
 
-func (n *Node) lookupStream(name string) (*spool.Log, bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	l, ok := n.streams[name]
-	return l, ok
-}
-
-// Stream opens (creating if needed) the local spool of a stream, serves it
-// and advertises it. Calling it again returns the same log. The node owns
-// the log: do not Close it.
-func (n *Node) Stream(name string) (*spool.Log, error) {
-	if !streamNameRE.MatchString(name) {
-		return nil, fmt.Errorf("%w: %q (want 1-128 of letters, digits, '.', '_', '-')", ErrBadStreamName, name)
-	}
-	n.mu.Lock()
-	l, ok := n.streams[name]
-	closed := n.closed
-	n.mu.Unlock()
-	if closed {
-		return nil, ErrClosed
-	}
-	if ok {
-		return l, nil
-	}
-	// Opening recovers the spool and re-advertises: slow work done
-	// outside n.mu, so serving other streams goes on meanwhile.
-	n.openMu.Lock()
-	defer n.openMu.Unlock()
-	n.mu.Lock()
-	closed = n.closed
-	l, ok = n.streams[name]
-	names := n.streamNamesLocked()
-	n.mu.Unlock()
-	if closed {
-		return nil, ErrClosed
-	}
-	if ok {
-		return l, nil
-	}
-	scfg := n.cfg.Spool
-	scfg.Dir = filepath.Join(n.cfg.DataDir, "streams", name)
-	if scfg.GroupInterval == 0 {
-		scfg.GroupInterval = -1
-	}
-	if scfg.Logger == nil {
-		scfg.Logger = n.cfg.Logger
-	}
-	l, err := spool.Open(scfg)
-	if err != nil {
-		return nil, fmt.Errorf("fastmq: open stream %q: %w", name, err)
-	}
-	names = append(names, name)
-	sort.Strings(names)
-	if err := n.members.AdvertiseSpool(n.spoolEP, names); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("fastmq: advertise stream %q: %w", name, err)
-	}
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
-		l.Close()
-		return nil, ErrClosed
-	}
-	n.streams[name] = l
-	n.mu.Unlock()
-	n.log.Info("stream open", "topic", name, "offset", l.NextOffset())
-	return l, nil
-}
-
-func (n *Node) streamNamesLocked() []string {
-	names := make([]string, 0, len(n.streams))
-	for s := range n.streams {
-		names = append(names, s)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// Streams returns the names of the node's open streams, sorted.
-func (n *Node) Streams() []string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.streamNamesLocked()
-}
-
-// Publish appends one record with value to the local spool of stream and
-// returns its offset once it is durable under the spool's sync policy.
-// Consumers anywhere in the mesh pull it from here.
-func (n *Node) Publish(ctx context.Context, stream string, value []byte, headers ...spool.Header) (uint64, error) {
-	return n.Append(ctx, stream, spool.Record{Value: value, Headers: headers})
-}
-
-// Append appends records to the local spool of stream and returns the
-// offset of the first, once they are durable under the sync policy.
-func (n *Node) Append(ctx context.Context, stream string, recs ...spool.Record) (uint64, error) {
-	l, err := n.Stream(stream)
-	if err != nil {
-		return 0, err
-	}
-	return l.Append(ctx, recs...)
-}
-
-// ConsumerConfig configures a consumer made by a Node.
-type ConsumerConfig struct {
-	// Stream to consume. Required.
-	Stream string
-	// Name of the consumer. Consumers with the same name on the same node
-	// share committed offsets (under DataDir/consumers/Name); each name
-	// gets every record of the stream. Required.
-	Name string
-	// Start applies to publishers this consumer has no committed offset for.
-	Start pull.Start
-	// OnOutOfRange says what to do when a position fell below a
-	// publisher's retention. Default: move to the oldest record.
-	OnOutOfRange pull.OutOfRangePolicy
-	// MaxBytes, MaxWait, CommitInterval and Buffer: see pull.ConsumerConfig.
-	MaxBytes       int
-	MaxWait        time.Duration
-	CommitInterval time.Duration
-	Buffer         int
-}
-
-// Consume starts a consumer of stream that pulls from every publisher of it
-// in the mesh (this node included) and keeps its offsets under the node's
-// data directory. The node closes it on Close; closing it earlier is fine.
-func (n *Node) Consume(cfg ConsumerConfig) (*pull.Consumer, error) {
-	if !streamNameRE.MatchString(cfg.Name) {
-		return nil, fmt.Errorf("fastmq: bad consumer name %q", cfg.Name)
-	}
-	if !streamNameRE.MatchString(cfg.Stream) {
-		return nil, fmt.Errorf("%w: %q", ErrBadStreamName, cfg.Stream)
-	}
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
-		return nil, ErrClosed
-	}
-	store := n.offsets[cfg.Name]
-	if store == nil {
-		var err error
-		store, err = spool.OpenOffsets(filepath.Join(n.cfg.DataDir, "consumers", cfg.Name))
-		if err != nil {
-			n.mu.Unlock()
-			return nil, fmt.Errorf("fastmq: open offsets of consumer %q: %w", cfg.Name, err)
-		}
-		n.offsets[cfg.Name] = store
-	}
-	key := consumerKey{cfg.Name, cfg.Stream}
-	for _, k := range n.consumers {
-		if k == key {
-			n.mu.Unlock()
-			return nil, fmt.Errorf("%w: %q already consumes %q on this node", ErrConsumerExists, cfg.Name, cfg.Stream)
-		}
-	}
-	n.consumers[nil] = key // reserve the name while the consumer starts
-	n.mu.Unlock()
-	var c *pull.Consumer
-	onClose := func() {
-		n.mu.Lock()
-		delete(n.consumers, c)
-		n.mu.Unlock()
-	}
-	scfg := n.cfg.Socket
-	scfg.Identity = nil // each consumer socket gets its own identity
-	c, err := pull.NewConsumer(pull.ConsumerConfig{
-		Stream:         cfg.Stream,
-		Name:           cfg.Name,
-		Offsets:        store,
-		Start:          cfg.Start,
-		Discovery:      n.members,
-		OnOutOfRange:   cfg.OnOutOfRange,
-		MaxBytes:       cfg.MaxBytes,
-		MaxWait:        cfg.MaxWait,
-		CommitInterval: cfg.CommitInterval,
-		Buffer:         cfg.Buffer,
-		Socket:         scfg,
-		Logger:         n.cfg.Logger,
-		OnClose:        func() { onClose() },
-	})
-	n.mu.Lock()
-	delete(n.consumers, nil)
-	if err != nil {
-		n.mu.Unlock()
-		return nil, err
-	}
-	if n.closed {
-		n.mu.Unlock()
-		c.Close()
-		return nil, ErrClosed
-	}
-	n.consumers[c] = key
-	n.mu.Unlock()
-	return c, nil
-}
-
-// consumerKey names a consumer: one live consumer per name and stream.
-type consumerKey struct{ name, stream string }
-
-// Serve makes a socket of kind, binds it to endpoint and advertises it in
-// the mesh as service. The node closes the socket on Close.
-func (n *Node) Serve(kind socket.Kind, service, endpoint string, cfg socket.Config) (*socket.Socket, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = n.cfg.Logger
-	}
-	s, err := socket.New(kind, cfg)
-	if err != nil {
-		return nil, err
-	}
-	bound, err := s.Bind(endpoint)
-	if err != nil {
-		s.Close()
-		return nil, err
-	}
-	if err := n.members.Advertise(discovery.Service{Name: service, Kind: kind.String(), Endpoints: []string{bound}}); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("fastmq: advertise %q: %w", service, err)
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed {
-		s.Close()
-		return nil, ErrClosed
-	}
-	n.sockets[s] = func() {}
-	return s, nil
-}
-
-// Dial makes a socket of kind connected to every discovered instance of
-// service. It follows the gossip: it connects to instances as they appear
-// and disconnects from those that fail or leave. The node closes the socket
-// on Close.
-func (n *Node) Dial(kind socket.Kind, service string, cfg socket.Config) (*socket.Socket, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = n.cfg.Logger
-	}
-	s, err := socket.New(kind, cfg)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	events, err := n.members.Watch(ctx, service)
-	if err != nil {
-		cancel()
-		s.Close()
-		return nil, fmt.Errorf("fastmq: watch %q: %w", service, err)
-	}
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
-		cancel()
-		s.Close()
-		return nil, ErrClosed
-	}
-	n.sockets[s] = cancel
-	n.wg.Add(1)
-	n.mu.Unlock()
-	go n.follow(ctx, s, events)
-	return s, nil
-}
-
-// follow connects s to the instances reported by events until ctx ends.
-func (n *Node) follow(ctx context.Context, s *socket.Socket, events <-chan discovery.Event) {
-	defer n.wg.Done()
-	connected := make(map[string][]string) // node -> endpoints
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-events:
-			if !ok {
-				return
-			}
-			node := ev.Instance.Node
-			for _, ep := range connected[node] {
-				if ev.Type == discovery.Removed || !contains(ev.Instance.Service.Endpoints, ep) {
-					if err := s.Disconnect(ep); err != nil && !errors.Is(err, socket.ErrClosed) {
-						n.log.Debug("disconnect", "endpoint", ep, "err", err)
-					}
-				}
-			}
-			if ev.Type == discovery.Removed {
-				delete(connected, node)
-				continue
-			}
-			var now []string
-			for _, ep := range ev.Instance.Service.Endpoints {
-				if !contains(connected[node], ep) {
-					if err := s.Connect(ep); err != nil {
-						n.log.Warn("connect to discovered endpoint", "endpoint", ep, "err", err)
-						continue
-					}
-				}
-				now = append(now, ep)
-			}
-			connected[node] = now
-		}
-	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // Shutdown leaves the mesh gracefully (others see "left", not "failed"),
-// then closes the node. It is idempotent.
+// then closes the node as Close does, passing ctx on to the closing of its
+// sockets. It is idempotent.
 func (n *Node) Shutdown(ctx context.Context) error {
 	n.mu.Lock()
 	closed := n.closed
@@ -525,14 +201,17 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	if !closed {
 		leaveErr = n.members.Leave(ctx)
 	}
-	return errors.Join(leaveErr, n.Close())
+	return errors.Join(leaveErr, n.close(ctx))
 }
 
 // Close closes everything the node made: sockets and consumers (committing
 // acknowledged offsets), the spool server, the spools (flushed and synced)
 // and gossip, without a graceful leave. It returns after every goroutine
 // the node owns has exited. It is idempotent.
-func (n *Node) Close() error {
+func (n *Node) Close() error { return n.close(context.Background()) }
+
+// close is Close, passing ctx to closeSocket.
+func (n *Node) close(ctx context.Context) error {
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -545,17 +224,16 @@ func (n *Node) Close() error {
 	n.mu.Unlock()
 
 	var errs []error
-	for s, cancel := range socks {
-		cancel()
-		if err := s.Close(); err != nil && !errors.Is(err, socket.ErrClosed) {
+	for s, f := range socks {
+		if f != nil {
+			f.Close()
+		}
+		if err := closeSocket(ctx, s); err != nil && !errors.Is(err, socket.ErrClosed) {
 			errs = append(errs, err)
 		}
 	}
 	n.wg.Wait()
 	for c := range cons {
-		if c == nil {
-			continue
-		}
 		if err := c.Close(); err != nil {
 			errs = append(errs, err)
 		}
@@ -563,18 +241,22 @@ func (n *Node) Close() error {
 	if err := n.server.Close(); err != nil {
 		errs = append(errs, err)
 	}
+	// Opening a stream or an offset store after closed was set discards
+	// it, so the maps no longer change; they are closed outside n.mu.
 	n.mu.Lock()
-	for name, l := range n.streams {
+	streams, offsets := n.streams, n.offsets
+	n.streams, n.offsets = nil, nil
+	n.mu.Unlock()
+	for name, l := range streams {
 		if err := l.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("fastmq: close stream %q: %w", name, err))
 		}
 	}
-	for _, st := range n.offsets {
+	for _, st := range offsets {
 		if err := st.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	n.mu.Unlock()
 	if n.members != nil {
 		if err := n.members.Close(); err != nil && !errors.Is(err, discovery.ErrClosed) {
 			errs = append(errs, err)
@@ -582,4 +264,12 @@ func (n *Node) Close() error {
 	}
 	n.log.Info("node closed")
 	return errors.Join(errs...)
+}
+
+// closeSocket closes one of the node's sockets for Close and Shutdown. ctx
+// is Shutdown's bound on the time a socket may linger to deliver what it
+// has queued (Close passes a background context); socket.Socket.Close
+// lingers up to the socket's Config.Linger.
+func closeSocket(ctx context.Context, s *socket.Socket) error {
+	return s.Close()
 }

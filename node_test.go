@@ -9,10 +9,12 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/socket"
 )
 
@@ -245,5 +247,79 @@ func TestMetricsAndStatus(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Fatalf("%s lacks %q:\n%s", path, want, b)
 		}
+	}
+}
+
+// TestConcurrentConsumeStartsOne proves that a name and stream start exactly
+// one consumer however many Consume calls race for it, while calls for other
+// names start at the same time: every other call gets ErrConsumerExists.
+func TestConcurrentConsumeStartsOne(t *testing.T) {
+	n := newNode(t, "race")
+	const names, callers = 4, 8 // 32 concurrent calls, 8 per name
+	var (
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		mu      sync.Mutex
+		started = map[string]int{}
+		others  []error
+	)
+	for i := 0; i < names*callers; i++ {
+		name := fmt.Sprintf("c%d", i%names)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, err := n.Consume(fastmq.ConsumerConfig{Stream: "s", Name: name})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				started[name]++
+			case !errors.Is(err, fastmq.ErrConsumerExists):
+				others = append(others, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if len(others) > 0 {
+		t.Fatalf("Consume failed otherwise than ErrConsumerExists: %v", others)
+	}
+	for i := 0; i < names; i++ {
+		if name := fmt.Sprintf("c%d", i); started[name] != 1 {
+			t.Errorf("consumer %q started %d times, want once", name, started[name])
+		}
+	}
+	if st := n.Status(); len(st.Consumers) != names {
+		t.Errorf("status lists %d consumers, want %d", len(st.Consumers), names)
+	}
+}
+
+// TestConsumePullConfig checks what the node sets in ConsumerConfig.Pull:
+// Stream and Name come from the outer fields, and a caller's OnClose runs
+// before the node frees the name.
+func TestConsumePullConfig(t *testing.T) {
+	n := newNode(t, "pc")
+	publish(t, n, "s", 3)
+	closed := make(chan bool, 1)
+	c, err := n.Consume(fastmq.ConsumerConfig{Stream: "s", Name: "c", Pull: pull.ConsumerConfig{
+		Stream: "other", Name: "ignored", Start: pull.Latest(),
+		OnClose: func() {
+			_, err := n.Consume(fastmq.ConsumerConfig{Stream: "s", Name: "c"})
+			closed <- errors.Is(err, fastmq.ErrConsumerExists)
+		},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Stream() != "s" {
+		t.Fatalf("consumer of %q, want the outer Stream %q", c.Stream(), "s")
+	}
+	c.Close()
+	if !<-closed {
+		t.Fatal("the name was free while the caller's OnClose ran")
+	}
+	if st := n.Status(); len(st.Consumers) != 0 {
+		t.Fatalf("status lists %d consumers after Close, want 0", len(st.Consumers))
 	}
 }

@@ -16,24 +16,46 @@ import (
 type Profile int
 
 const (
+	// ProfileAuto, the zero value, is ProfileLocal when BindAddr is on
+	// loopback ("localhost", 127.0.0.0/8, ::1) and ProfileLAN otherwise,
+	// an empty BindAddr included.
+	ProfileAuto Profile = iota
 	// ProfileLAN uses memberlist's LAN timers (probe every 1 s, suspicion
 	// multiplier 4, push/pull every 30 s) and binds 0.0.0.0:7946 by default.
-	ProfileLAN Profile = iota
+	ProfileLAN
 	// ProfileLocal uses fast timers for several nodes on one host (probe every
 	// 250 ms, gossip every 25 ms, push/pull every 2 s) and binds
 	// 127.0.0.1:0 by default. It is what tests and single-host demos use.
 	ProfileLocal
 )
 
-// String returns "lan" or "local".
+// String returns "auto", "lan" or "local".
 func (p Profile) String() string {
 	switch p {
+	case ProfileAuto:
+		return "auto"
 	case ProfileLAN:
 		return "lan"
 	case ProfileLocal:
 		return "local"
 	}
 	return "Profile(" + strconv.Itoa(int(p)) + ")"
+}
+
+// resolve returns the profile p stands for with bind as the bind address:
+// p itself, unless p is ProfileAuto.
+func (p Profile) resolve(bind string) Profile {
+	if p != ProfileAuto {
+		return p
+	}
+	host, _, err := net.SplitHostPort(bind)
+	if err != nil {
+		return ProfileLAN
+	}
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return ProfileLocal
+	}
+	return ProfileLAN
 }
 
 // Config configures a Membership. The zero value is not usable: NodeName is
@@ -45,7 +67,7 @@ type Config struct {
 
 	// BindAddr is the "host:port" gossip listens on (UDP and TCP). Port 0
 	// picks a free port; GossipAddr reports it. Default "0.0.0.0:7946" for
-	// ProfileLAN and "127.0.0.1:0" for ProfileLocal.
+	// ProfileLAN and ProfileAuto, "127.0.0.1:0" for ProfileLocal.
 	BindAddr string
 
 	// AdvertiseAddr is the "host:port" other nodes use to reach this node.
@@ -72,7 +94,8 @@ type Config struct {
 	// are reserved.
 	Tags map[string]string
 
-	// Profile selects timers and the default BindAddr.
+	// Profile selects timers and the default BindAddr. The zero value,
+	// ProfileAuto, chooses by BindAddr.
 	Profile Profile
 
 	// JoinTimeout bounds a join attempt when the caller's context has no
@@ -98,12 +121,15 @@ func (c Config) validate() (settings, error) {
 	if c.NodeName == "" {
 		return s, fmt.Errorf("%w: node name is required", ErrInvalid)
 	}
-	if c.Profile != ProfileLAN && c.Profile != ProfileLocal {
+	switch c.Profile {
+	case ProfileAuto, ProfileLAN, ProfileLocal:
+	default:
 		return s, fmt.Errorf("%w: unknown profile %d", ErrInvalid, int(c.Profile))
 	}
+	s.cfg.Profile = c.Profile.resolve(c.BindAddr)
 	bind := c.BindAddr
 	if bind == "" {
-		if c.Profile == ProfileLocal {
+		if s.cfg.Profile == ProfileLocal {
 			bind = "127.0.0.1:0"
 		} else {
 			bind = "0.0.0.0:7946"
@@ -134,7 +160,7 @@ func (c Config) validate() (settings, error) {
 		_ = v
 	}
 	if c.JoinTimeout <= 0 {
-		if c.Profile == ProfileLocal {
+		if s.cfg.Profile == ProfileLocal {
 			s.cfg.JoinTimeout = 5 * time.Second
 		} else {
 			s.cfg.JoinTimeout = 10 * time.Second

@@ -99,7 +99,7 @@ func init() {
 				nf.name = hostnameOr("consumer") + "-" + name
 			}
 			return nf.runNode(cmd.Context(), func(ctx context.Context, n *fastmq.Node) error {
-				c, err := n.Consume(fastmq.ConsumerConfig{Stream: stream, Name: name, Start: start})
+				c, err := n.Consume(fastmq.ConsumerConfig{Stream: stream, Name: name, Pull: pull.ConsumerConfig{Start: start}})
 				if err != nil {
 					return err
 				}

@@ -1,0 +1,119 @@
+package fastmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"sort"
+
+	"github.com/fastmq/fastmq/spool"
+)
+
+// ErrBadStreamName reports a stream name that cannot be used.
+var ErrBadStreamName = errors.New("fastmq: bad stream name")
+
+var streamNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
+
+func (n *Node) lookupStream(name string) (*spool.Log, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	l, ok := n.streams[name]
+	return l, ok
+}
+
+// Stream opens (creating if needed) the local spool of a stream, serves it
+// and advertises it. Calling it again returns the same log. The node owns
+// the log: do not Close it.
+func (n *Node) Stream(name string) (*spool.Log, error) {
+	if !streamNameRE.MatchString(name) {
+		return nil, fmt.Errorf("%w: %q (want 1-128 of letters, digits, '.', '_', '-')", ErrBadStreamName, name)
+	}
+	n.mu.Lock()
+	l, ok := n.streams[name]
+	closed := n.closed
+	n.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if ok {
+		return l, nil
+	}
+	// Opening recovers the spool and re-advertises: slow work done
+	// outside n.mu, so serving other streams goes on meanwhile.
+	n.openMu.Lock()
+	defer n.openMu.Unlock()
+	n.mu.Lock()
+	closed = n.closed
+	l, ok = n.streams[name]
+	names := n.streamNamesLocked()
+	n.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if ok {
+		return l, nil
+	}
+	scfg := n.cfg.Spool
+	scfg.Dir = filepath.Join(n.cfg.DataDir, "streams", name)
+	if scfg.GroupInterval == 0 {
+		scfg.GroupInterval = -1
+	}
+	if scfg.Logger == nil {
+		scfg.Logger = n.cfg.Logger
+	}
+	l, err := spool.Open(scfg)
+	if err != nil {
+		return nil, fmt.Errorf("fastmq: open stream %q: %w", name, err)
+	}
+	names = append(names, name)
+	sort.Strings(names)
+	if err := n.members.AdvertiseSpool(n.spoolEP, names); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("fastmq: advertise stream %q: %w", name, err)
+	}
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		l.Close()
+		return nil, ErrClosed
+	}
+	n.streams[name] = l
+	n.mu.Unlock()
+	n.log.Info("stream open", "topic", name, "offset", l.NextOffset())
+	return l, nil
+}
+
+func (n *Node) streamNamesLocked() []string {
+	names := make([]string, 0, len(n.streams))
+	for s := range n.streams {
+		names = append(names, s)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Streams returns the names of the node's open streams, sorted.
+func (n *Node) Streams() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.streamNamesLocked()
+}
+
+// Publish appends one record with value to the local spool of stream and
+// returns its offset once it is durable under the spool's sync policy.
+// Consumers anywhere in the mesh pull it from here.
+func (n *Node) Publish(ctx context.Context, stream string, value []byte, headers ...spool.Header) (uint64, error) {
+	return n.Append(ctx, stream, spool.Record{Value: value, Headers: headers})
+}
+
+// Append appends records to the local spool of stream and returns the
+// offset of the first, once they are durable under the sync policy.
+func (n *Node) Append(ctx context.Context, stream string, recs ...spool.Record) (uint64, error) {
+	l, err := n.Stream(stream)
+	if err != nil {
+		return 0, err
+	}
+	return l.Append(ctx, recs...)
+}
