@@ -115,7 +115,7 @@ func New(cfg Config) (*Membership, error) {
 
 	m.wg.Add(1)
 	go m.consume()
-	m.log.Info("gossip started", slog.String("endpoint", m.addr), slog.String("profile", cfg.Profile.String()), slog.Bool("encrypted", cfg.Key != nil))
+	m.log.Info("gossip started", slog.String("endpoint", m.addr), slog.String("profile", set.cfg.Profile.String()), slog.Bool("encrypted", cfg.Key != nil))
 
 	if len(cfg.Seeds) > 0 {
 		seeds := slices.Clone(cfg.Seeds)
