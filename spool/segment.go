@@ -242,26 +242,6 @@ func lockFile(path string) (*os.File, error) {
 	return f, nil
 }
 
-const preallocChunk = 4 << 20
-
-// largeSyncBytes: fsyncs that carry more than this on average are not helped
-// by preallocated space.
-const largeSyncBytes = 512 << 10
-
-var zeroBuf = make([]byte, 256<<10)
-
-// writeZeros writes zeros to f over [from, to).
-func writeZeros(f *os.File, from, to int64) error {
-	for from < to {
-		n := min(int64(len(zeroBuf)), to-from)
-		if _, err := f.WriteAt(zeroBuf[:n], from); err != nil {
-			return fmt.Errorf("spool: preallocate segment: %w", err)
-		}
-		from += n
-	}
-	return nil
-}
-
 // zeroFrom reports whether f holds only zeros in [from, size).
 func zeroFrom(f *os.File, from, size int64) (bool, error) {
 	buf := make([]byte, 64<<10)
