@@ -146,30 +146,23 @@ func (l *Log) activeFile() *os.File {
 	return l.segs[len(l.segs)-1].f
 }
 
+// publish makes the batches of every group that was written without error
+// visible to readers and wakes those waiting.
 func (l *Log) publish(batch []*pendingWrite) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	changed := false
 	for _, pw := range batch {
 		if pw.err != nil {
 			continue
 		}
 		for _, c := range pw.chunks {
-			s := c.seg
-			for _, b := range c.batches {
-				l.cumMax = max(l.cumMax, b.maxTs)
-				b.cumMax = l.cumMax
-				s.maxTs = max(s.maxTs, b.maxTs)
-				s.batches = append(s.batches, b)
-				s.end = b.end()
-				l.next = b.end()
-				changed = true
-			}
-			s.size = c.endPos
+			l.addBatches(c.seg, c.batches)
+			c.seg.size = c.endPos
+			changed = changed || len(c.batches) > 0
 		}
 	}
 	if changed {
-		close(l.notify)
-		l.notify = make(chan struct{})
+		l.wakeLocked()
 	}
-	l.mu.Unlock()
 }

@@ -251,6 +251,40 @@ func (l *Log) fail(err error) {
 	l.failMu.Unlock()
 }
 
+// addBatches appends batches to the index of s, the last segment, and moves
+// the end of the log past them (l.mu held, or the Log not yet shared). It
+// sets each batch's running maximum time, which SeekTime searches.
+func (l *Log) addBatches(s *segment, bs []batchIdx) {
+	if len(bs) == 0 {
+		return
+	}
+	for i := range bs {
+		b := &bs[i]
+		l.cumMax = max(l.cumMax, b.maxTs)
+		b.cumMax = l.cumMax
+		s.maxTs = max(s.maxTs, b.maxTs)
+	}
+	s.batches = append(s.batches, bs...)
+	s.end = bs[len(bs)-1].end()
+	l.next = s.end
+}
+
+// appendSegment adds a segment read from disk, with its batches, to the end
+// of the index (l.mu held, or the Log not yet shared).
+func (l *Log) appendSegment(s *segment) {
+	bs := s.batches
+	s.batches = bs[:0] // addBatches copies bs onto itself
+	l.addBatches(s, bs)
+	l.segs = append(l.segs, s)
+	l.next = s.end
+}
+
+// wakeLocked wakes every Wait and Reader blocked at the tail (l.mu held).
+func (l *Log) wakeLocked() {
+	close(l.notify)
+	l.notify = make(chan struct{})
+}
+
 // NextOffset returns the offset the next appended record will get: every
 // offset below it that is not below OldestOffset is readable.
 func (l *Log) NextOffset() uint64 {
@@ -294,9 +328,7 @@ type Stats struct {
 
 // Stats returns a snapshot of the log's size and range.
 func (l *Log) Stats() Stats {
-	if l.readOnly {
-		_ = l.refresh()
-	}
+	_, _ = l.catchUp(latest) // a failed look shows what the Log held before
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	st := Stats{Dir: l.cfg.Dir, Oldest: l.oldestLocked(), Next: l.next, Segments: len(l.segs),

@@ -30,16 +30,8 @@ func (l *Log) wait(ctx context.Context, offset uint64, stop <-chan struct{}) err
 		}
 		ch := l.notify
 		l.mu.RUnlock()
-		if l.readOnly {
-			if err := l.refresh(); err != nil {
-				return err
-			}
-			l.mu.RLock()
-			ok := l.next > offset
-			l.mu.RUnlock()
-			if ok {
-				return nil
-			}
+		if ready, err := l.catchUp(offset); err != nil || ready {
+			return err
 		}
 		select {
 		case <-ch:
@@ -62,10 +54,8 @@ func (l *Log) wait(ctx context.Context, offset uint64, stop <-chan struct{}) err
 // OldestOffset it returns an *OutOfRangeError. The returned slice is new and
 // owned by the caller.
 func (l *Log) ReadRaw(from uint64, maxBytes int) ([]byte, uint64, error) {
-	if l.readOnly && from >= l.NextOffset() {
-		if err := l.refresh(); err != nil {
-			return nil, from, err
-		}
+	if _, err := l.catchUp(from); err != nil {
+		return nil, from, err
 	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -100,10 +90,8 @@ func (l *Log) ReadRaw(from uint64, maxBytes int) ([]byte, uint64, error) {
 // time index; only candidate batches are read.
 func (l *Log) SeekTime(t time.Time) (uint64, error) {
 	tn := t.UnixNano()
-	if l.readOnly {
-		if err := l.refresh(); err != nil {
-			return 0, err
-		}
+	if _, err := l.catchUp(latest); err != nil {
+		return 0, err
 	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()

@@ -34,13 +34,7 @@ func (l *Log) load() error {
 				l.log.Warn("gap left by repair", "segment", s.name, "from", prev.end, "to", s.base)
 			}
 		}
-		for j := range s.batches {
-			b := &s.batches[j]
-			l.cumMax = max(l.cumMax, b.maxTs)
-			b.cumMax = l.cumMax
-		}
-		l.segs = append(l.segs, s)
-		l.next = s.end
+		l.appendSegment(s)
 	}
 	return nil
 }
