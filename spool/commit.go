@@ -98,8 +98,7 @@ func (l *Log) commit(batch []*pendingWrite, doSync bool) {
 				}
 			}
 		}
-		l.syncAvg += (bytes - l.syncAvg) / 8
-		l.smallSyncs.Store(l.syncAvg < largeSyncBytes)
+		l.pre.observe(bytes)
 		t0 := time.Now()
 		defer func() {
 			if d := time.Since(t0); d > slowFsync && err == nil {

@@ -127,20 +127,11 @@ type Log struct {
 	// owned by the writer goroutine
 	active *segment
 	wpos   int64
-	alloc  int64 // end of the zero-filled (preallocated) part of the active file
-	// zero-filling ahead of the data, in the filler goroutine
-	fillCh  chan fillJob
-	fillRes chan fillJob
-	filling bool
-	// smallSyncs is set by the syncer while fsyncs carry little data: then
-	// preallocation pays (it saves a journal commit per fsync); with large
-	// fsyncs writing the zeros costs more than it saves.
-	smallSyncs atomic.Bool
-	syncAvg    int64 // syncer only: moving average of bytes per fsync
-	wnext      uint64
-	wbuf       []byte
-	raw        []byte
-	idRand     *mrand.ChaCha8 // random UUIDs, seeded from crypto/rand
+	pre    *preallocator // zero-fills ahead of wpos; the syncer reports fsync sizes to it
+	wnext  uint64
+	wbuf   []byte
+	raw    []byte
+	idRand *mrand.ChaCha8 // random UUIDs, seeded from crypto/rand
 
 	watch  *os.File      // read-only: inotify (Linux)
 	roStop chan struct{} // read-only: closed by Close
@@ -165,7 +156,6 @@ func open(cfg Config, ro bool) (*Log, error) {
 	l := &Log{cfg: cfg, readOnly: ro, notify: make(chan struct{}), closeCh: make(chan struct{}),
 		log: cfg.Logger.With("component", "spool", "dir", cfg.Dir)}
 	l.floor.Store(math.MaxUint64)
-	l.smallSyncs.Store(cfg.Sync != SyncNone && !ro)
 	if ro {
 		if _, err := os.Stat(cfg.Dir); err != nil {
 			return nil, fmt.Errorf("spool: open read-only: %w", err)
@@ -195,6 +185,7 @@ func open(cfg Config, ro bool) (*Log, error) {
 		}
 		return l, nil
 	}
+	l.pre = newPreallocator(cfg.SegmentBytes, cfg.Sync != SyncNone)
 	if len(l.segs) == 0 {
 		if err := l.createSegment(0); err != nil {
 			l.closeFiles()
@@ -203,20 +194,20 @@ func open(cfg Config, ro bool) (*Log, error) {
 	}
 	l.active = l.segs[len(l.segs)-1]
 	l.wpos = l.active.size
+	alloc := l.wpos // what follows the data may be zeros preallocated before a crash
 	if fi, err := l.active.f.Stat(); err == nil {
-		l.alloc = fi.Size()
+		alloc = fi.Size()
 	}
+	l.pre.reset(l.active.f, alloc)
 	l.wnext = l.next
 	l.reqCh = make(chan *Ack, 256)
 	l.syncCh = make(chan *pendingWrite, 64)
 	l.retainCh = make(chan struct{}, 1)
 	l.stopCh = make(chan struct{})
-	l.fillCh = make(chan fillJob)
-	l.fillRes = make(chan fillJob, 1)
-	l.wg.Add(3)
+	l.pre.start() // stopped by the writer as it exits
+	l.wg.Add(2)
 	go l.writer()
 	go l.syncer()
-	go l.filler()
 	if cfg.RetentionAge > 0 || cfg.RetentionBytes > 0 {
 		l.wg.Add(1)
 		go l.retainer()

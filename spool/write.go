@@ -145,10 +145,9 @@ func (l *Log) writer() {
 	defer l.wg.Done()
 	defer close(l.syncCh)
 	defer func() {
-		if err := l.waitFill(); err != nil {
+		if err := l.pre.Close(); err != nil {
 			l.fail(err)
 		}
-		close(l.fillCh)
 	}()
 	group := make([]*Ack, 0, 256)
 	for {
@@ -320,32 +319,14 @@ func (l *Log) writeGroup(pw *pendingWrite) error {
 // flush writes wbuf[:n] at the write position and keeps the rest at the front of wbuf.
 func (l *Log) flush(n int) error {
 	if n > 0 {
-		end := l.wpos + int64(n)
-		if end > l.alloc {
-			if err := l.waitFill(); err != nil {
-				return err
-			}
-		}
-		prealloc := l.smallSyncs.Load()
-		if end > l.alloc && prealloc {
-			// Keep zero-filled space ahead of the data: fdatasync of blocks that
-			// already exist does not wait for a journal commit.
-			na := max(end, min(l.alloc+preallocChunk, l.cfg.SegmentBytes))
-			if err := writeZeros(l.active.f, end, na); err != nil {
-				return err
-			}
-			l.alloc = max(na, end)
+		if err := l.pre.reserve(l.wpos + int64(n)); err != nil {
+			return err
 		}
 		if _, err := l.active.f.WriteAt(l.wbuf[:n], l.wpos); err != nil {
 			return fmt.Errorf("spool: write segment %s: %w", l.active.name, err)
 		}
 		l.wpos += int64(n)
-		l.alloc = max(l.alloc, l.wpos)
-		if prealloc && !l.filling && l.alloc-l.wpos < preallocChunk/2 && l.alloc < l.cfg.SegmentBytes {
-			// Zero-fill the next chunk in the background while we write below it.
-			l.filling = true
-			l.fillCh <- fillJob{f: l.active.f, from: l.alloc, to: min(l.alloc+preallocChunk, l.cfg.SegmentBytes)}
-		}
+		l.pre.wrote(l.wpos)
 	}
 	rest := copy(l.wbuf, l.wbuf[n:])
 	l.wbuf = l.wbuf[:rest]
@@ -369,14 +350,15 @@ func (l *Log) roll() error {
 
 // trimActive cuts the preallocated zeros off the active segment and fsyncs it.
 func (l *Log) trimActive() error {
-	if err := l.waitFill(); err != nil {
+	zeros, err := l.pre.trim(l.wpos)
+	if err != nil {
 		return err
 	}
-	if l.alloc > l.wpos {
+	if zeros {
 		if err := l.active.f.Truncate(l.wpos); err != nil {
 			return fmt.Errorf("spool: trim segment %s: %w", l.active.name, err)
 		}
-		l.alloc = l.wpos
+		l.pre.reset(l.active.f, l.wpos)
 	}
 	if err := l.active.f.Sync(); err != nil {
 		return fmt.Errorf("spool: fsync segment %s: %w", l.active.name, err)
@@ -412,12 +394,9 @@ func (l *Log) createSegment(base uint64) error {
 	if _, err := f.WriteAt(hb[:], 0); err != nil {
 		return fail(fmt.Errorf("spool: write segment header: %w", err))
 	}
-	alloc := int64(segHeaderLen)
-	if l.smallSyncs.Load() {
-		alloc = max(alloc, min(l.cfg.SegmentBytes, preallocChunk))
-		if err := writeZeros(f, segHeaderLen, alloc); err != nil {
-			return fail(err)
-		}
+	alloc, err := l.pre.prepare(f)
+	if err != nil {
+		return fail(err)
 	}
 	if err := fdatasync(f); err != nil {
 		return fail(err)
@@ -438,7 +417,7 @@ func (l *Log) createSegment(base uint64) error {
 	l.mu.Unlock()
 	l.active = s
 	l.wpos = segHeaderLen
-	l.alloc = max(alloc, segHeaderLen)
+	l.pre.reset(f, alloc)
 	l.log.Info("segment created", "segment", name, "offset", base)
 	return nil
 }
