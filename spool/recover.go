@@ -175,3 +175,35 @@ func (l *Log) cutTail(path, name string, from, size int64, offset uint64) error 
 	}
 	return fsyncDir(l.cfg.Dir)
 }
+
+// findValidAfter looks for a valid batch (plausible header, matching
+// checksum, base offset at or after expect) starting after position from. It
+// tells torn tails (nothing valid follows) from damage in the middle.
+func findValidAfter(f *os.File, from, size int64, expect uint64, maxBatch int) (int64, bool, error) {
+	// When the damaged batch's own header is sound, its payload is not
+	// searched: a record value may well hold a whole valid batch (a relayed
+	// ReadRaw, say). Whatever follows must start after its claimed end.
+	if size-from >= batchHeaderLen {
+		hb := make([]byte, batchHeaderLen)
+		if _, err := f.ReadAt(hb, from); err == nil {
+			if h := parseBatchHeader(hb); h.Base == expect && checkBatchHeader(h, maxBatch) == "" {
+				end := from + int64(h.Len)
+				if end >= size {
+					return 0, false, nil // it runs to the end of the file: a torn tail
+				}
+				from, expect = end-1, expect+uint64(h.Count)
+			}
+		}
+	}
+	if size-from-1 < batchHeaderLen {
+		return 0, false, nil
+	}
+	buf := make([]byte, size-from-1)
+	if _, err := f.ReadAt(buf, from+1); err != nil && !errors.Is(err, io.EOF) {
+		return 0, false, err
+	}
+	if q, ok := nextBatch(buf, 0, expect, uint64(size), maxBatch); ok {
+		return from + 1 + int64(q), true, nil
+	}
+	return 0, false, nil
+}

@@ -87,7 +87,7 @@ func checkSegment(dir string, base uint64) (segCheck, error) {
 	if err != nil {
 		c.headerBad = true
 		c.damage = append(c.damage, Damage{Segment: name, Offset: base, Reason: strings.TrimPrefix(err.Error(), "spool: ")})
-		q, ok := findValidIn(data, 0, base, verifyMaxBatch)
+		q, ok := nextBatch(data, 0, base, uint64(len(data)), verifyMaxBatch)
 		if !ok {
 			c.damage[0].Tail = true
 			return c, nil
@@ -106,7 +106,7 @@ func checkSegment(dir string, base uint64) (segCheck, error) {
 			if inPrefix {
 				c.goodEnd, c.goodNext, inPrefix = int64(pos), expect, false
 			}
-			q, ok := findValidIn(data, pos+1, expect, verifyMaxBatch)
+			q, ok := nextBatch(data, pos+1, expect, uint64(len(data)), verifyMaxBatch)
 			if !ok {
 				d.Tail = true
 				c.damage = append(c.damage, d)
@@ -161,27 +161,6 @@ func checkBatchAt(data []byte, pos int, expect uint64) (int, uint32, string) {
 		}
 	}
 	return n, v.h.Count, ""
-}
-
-// findValidIn finds the first position at or after from where a batch with a
-// plausible header, a base at or after expect and a matching checksum starts.
-func findValidIn(data []byte, from int, expect uint64, maxBatch int) (int, bool) {
-	for q := max(from, 0); q+batchHeaderLen <= len(data); q++ {
-		if data[q+8] != batchVersion || data[q+9] > byte(CodecZstd) {
-			continue
-		}
-		h := parseBatchHeader(data[q:])
-		if h.Base < expect || h.Base-expect > uint64(len(data)) || int(h.Len) > len(data)-q {
-			continue
-		}
-		if checkBatchHeader(h, maxBatch) != "" {
-			continue
-		}
-		if crc(data[q+8:q+int(h.Len)]) == h.CRC {
-			return q, true
-		}
-	}
-	return 0, false
 }
 
 // Verify reads every segment in dir and checks every batch (checksum,
