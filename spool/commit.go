@@ -20,33 +20,41 @@ type pendingWrite struct {
 }
 
 // syncer fsyncs written groups according to the policy, publishes them to
-// readers and acknowledges the appends.
+// readers and acknowledges the appends. One fsync covers every group written
+// by the time it starts; under SyncGroup it waits up to GroupInterval for
+// GroupRecords records first.
 func (l *Log) syncer() {
 	defer l.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	var batch []*pendingWrite
-	for {
-		pw, ok := <-l.syncCh
+	var records int
+	var force bool
+	open := true
+	// take adds a received group to the batch; false once the writer has exited.
+	take := func(p *pendingWrite, ok bool) bool {
 		if !ok {
+			open = false
+			return false
+		}
+		batch = append(batch, p)
+		records += p.records
+		force = force || p.force
+		return true
+	}
+	for open {
+		batch, records, force = batch[:0], 0, false
+		if p, ok := <-l.syncCh; !take(p, ok) {
 			return
 		}
-		batch = append(batch[:0], pw)
-		records := pw.records
-		force := pw.force
-		open := true
 		// Take whatever else is already written.
 	more:
 		for {
 			select {
 			case p, ok := <-l.syncCh:
-				if !ok {
-					open = false
+				if !take(p, ok) {
 					break more
 				}
-				batch = append(batch, p)
-				records += p.records
-				force = force || p.force
 			default:
 				break more
 			}
@@ -57,13 +65,9 @@ func (l *Log) syncer() {
 			for records < l.cfg.GroupRecords && !force {
 				select {
 				case p, ok := <-l.syncCh:
-					if !ok {
-						open = false
+					if !take(p, ok) {
 						break wait
 					}
-					batch = append(batch, p)
-					records += p.records
-					force = force || p.force
 				case <-timer.C:
 					break wait
 				}
@@ -71,9 +75,6 @@ func (l *Log) syncer() {
 			timer.Stop()
 		}
 		l.commit(batch, force || l.cfg.Sync != SyncNone)
-		if !open {
-			return
-		}
 	}
 }
 

@@ -99,42 +99,45 @@ type Log struct {
 	cfg      Config
 	log      *slog.Logger
 	readOnly bool
-	lock     *os.File
+	lock     *os.File // the directory lock; nil for a read-only Log
 
+	// The index readers see. The syncer (publish) and, for a read-only Log,
+	// refresh change it; the writer appends new segments (createSegment).
 	mu      sync.RWMutex // guards the fields below
 	segs    []*segment
 	next    uint64 // offset after the last published record
-	cumMax  int64
+	cumMax  int64  // largest record time published
 	notify  chan struct{}
 	closed  bool
 	closeCh chan struct{}
 
-	floor atomic.Uint64
+	floor atomic.Uint64 // SetFloor; read by retention
 
-	// write path
+	// Lifecycle of the write path (write.go, commit.go, retention.go).
 	closeMu   sync.RWMutex // guards closing; held shared while enqueueing
 	closing   bool
-	reqCh     chan *Ack
-	syncCh    chan *pendingWrite
-	retainCh  chan struct{}
-	stopCh    chan struct{}
-	wg        sync.WaitGroup
+	reqCh     chan *Ack          // Append -> writer
+	syncCh    chan *pendingWrite // writer -> syncer
+	retainCh  chan struct{}      // writer -> retainer, after a roll
+	stopCh    chan struct{}      // closed by Close: stops the retainer
+	wg        sync.WaitGroup     // writer, syncer, retainer, read-only watch
 	failMu    sync.Mutex
-	failErr   error
+	failErr   error // the first write or fsync failure: nothing is acknowledged after it
 	closeOnce sync.Once
 	closeErr  error
 
-	// owned by the writer goroutine
+	// Owned by the writer goroutine (write.go).
 	active *segment
 	wpos   int64
 	pre    *preallocator // zero-fills ahead of wpos; the syncer reports fsync sizes to it
-	wnext  uint64
+	wnext  uint64        // offset of the next record written
 	wbuf   []byte
 	raw    []byte
 	idRand *mrand.ChaCha8 // random UUIDs, seeded from crypto/rand
 
-	watch  *os.File      // read-only: inotify (Linux)
-	roStop chan struct{} // read-only: closed by Close
+	// Read-only Logs only (readonly.go, sys_*.go).
+	watch  *os.File      // inotify (Linux)
+	roStop chan struct{} // closed by Close
 }
 
 // Open opens (creating it if needed) the spool in cfg.Dir as its only writer:
@@ -216,8 +219,12 @@ func open(cfg Config, ro bool) (*Log, error) {
 	return l, nil
 }
 
+// closeFiles marks the Log closed, wakes every waiter, and closes the
+// segment files and the lock.
 func (l *Log) closeFiles() {
 	l.mu.Lock()
+	l.closed = true
+	close(l.closeCh)
 	for _, s := range l.segs {
 		s.f.Close()
 	}
@@ -361,16 +368,7 @@ func (l *Log) Close() error {
 		if !l.readOnly && l.failure() == nil {
 			err = l.trimActive()
 		}
-		l.mu.Lock()
-		l.closed = true
-		close(l.closeCh)
-		for _, s := range l.segs {
-			s.f.Close()
-		}
-		l.mu.Unlock()
-		if l.lock != nil {
-			l.lock.Close()
-		}
+		l.closeFiles()
 		if ferr := l.failure(); ferr != nil {
 			err = ferr
 		}
