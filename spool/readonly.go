@@ -16,16 +16,20 @@ import (
 // latest asks catchUp to look for new batches whatever the Log holds.
 const latest = math.MaxUint64
 
-// catchUp reports whether offset want is readable (NextOffset() > want). On a
-// read-only Log that does not hold it yet, it first picks up what the writer
-// has added since the last look (see refresh). On a writer's own Log it only
-// reports: the syncer keeps that index current.
+// catchUp runs before every read of a read-only Log: unless the Log already
+// holds offset want, it picks up what the writer has added since the last
+// look (see refresh), and it reports whether the Log now holds want
+// (NextOffset() > want). On a writer's own Log it does nothing and reports
+// false: the syncer keeps that index current and wakes whoever waits.
 func (l *Log) catchUp(want uint64) (bool, error) {
+	if !l.readOnly {
+		return false, nil
+	}
 	l.mu.RLock()
 	ready := l.next > want
 	l.mu.RUnlock()
-	if ready || !l.readOnly {
-		return ready, nil
+	if ready {
+		return true, nil
 	}
 	if err := l.refresh(); err != nil {
 		return false, err
