@@ -55,14 +55,7 @@ func benchAppendGroup(b *testing.B, c Codec, size int) {
 func BenchmarkDecodeBatches(b *testing.B) {
 	for _, c := range []Codec{CodecNone, CodecS2, CodecZstd} {
 		b.Run(c.String(), func(b *testing.B) {
-			l, err := Open(Config{Dir: b.TempDir(), Codec: c, Sync: SyncNone})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer l.Close()
-			if _, err := l.Append(context.Background(), benchRecords(1024, 100)...); err != nil {
-				b.Fatal(err)
-			}
+			l := benchFilled(b, c, 1)
 			data, _, err := l.ReadRaw(0, 1<<20)
 			if err != nil {
 				b.Fatal(err)
@@ -150,21 +143,28 @@ func BenchmarkAppendConcurrent(b *testing.B) {
 	}
 }
 
+// benchFilled opens a Log (closed when b ends) holding at least n records of
+// 100 bytes, appended 1024 at a time.
+func benchFilled(b *testing.B, c Codec, n int) *Log {
+	l, err := Open(Config{Dir: b.TempDir(), Codec: c, Sync: SyncNone})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { l.Close() })
+	recs := benchRecords(1024, 100)
+	for l.NextOffset() < uint64(n) {
+		if _, err := l.Append(context.Background(), recs...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return l
+}
+
 // BenchmarkRead reads 100-byte records sequentially with a Reader (warm cache).
 func BenchmarkRead(b *testing.B) {
 	for _, c := range []Codec{CodecNone, CodecS2, CodecZstd} {
 		b.Run(c.String(), func(b *testing.B) {
-			l, err := Open(Config{Dir: b.TempDir(), Codec: c, Sync: SyncNone})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer l.Close()
-			recs := benchRecords(1024, 100)
-			for l.NextOffset() < uint64(b.N) {
-				if _, err := l.Append(context.Background(), recs...); err != nil {
-					b.Fatal(err)
-				}
-			}
+			l := benchFilled(b, c, b.N)
 			r, _ := l.NewReader(0)
 			b.ReportAllocs()
 			b.SetBytes(100)

@@ -92,19 +92,61 @@
 // them into one batch (split only at MaxBatchBytes), compresses it and writes
 // it with one pwrite; a second goroutine fsyncs (fdatasync) and then
 // acknowledges, so that the next group is written while the last one is
-// being synced. Records become visible to readers when they are
-// acknowledged. [SyncEach] fsyncs every group before acknowledging it (so
+// being synced. [SyncEach] fsyncs every group before acknowledging it (so
 // concurrent appenders share fsyncs); [SyncGroup] waits until
 // [Config.GroupRecords] records are written or [Config.GroupInterval] has
 // passed since the first unsynced one (with a negative GroupInterval it
 // waits for nothing: each fsync takes what was written during the previous
-// one); [SyncNone] acknowledges once written to
-// the OS (it survives the process, not the machine). [Log.AppendAsync] lets one
-// goroutine keep several appends in flight. New segments are created as a
-// temporary file (header and zeros), fsynced and renamed into place. The
-// directory is fsynced after every create, rename and delete. A failed write
-// or fsync makes every later Append fail until the Log is reopened (and
-// recovers).
+// one); [SyncNone] acknowledges once written to the OS (it survives the
+// process, not the machine). [Log.AppendAsync] lets one goroutine keep
+// several appends in flight. New segments are created as a temporary file
+// (header and zeros), fsynced and renamed into place.
+//
+// The write path, with the goroutine that runs each step and its file:
+//
+//	Append, AppendAsync, Sync     any goroutine (write.go)
+//	   |
+//	   | reqCh: queued appends
+//	   v
+//	writer                        write.go: assigns offsets, encodes and
+//	   |   <--> preallocator      compresses a group, one pwrite, rolls
+//	   |        (prealloc.go)     segments; its helper zero-fills ahead
+//	   | syncCh: written groups
+//	   v
+//	syncer                        commit.go: group commit, fdatasync per policy
+//	   |
+//	   +--> publish               the batches enter the index; readers wake
+//	   +--> acknowledge           Ack.Done closes; Append returns
+//
+// Beside it, the retainer (retention.go) deletes old segments every
+// [Config.RetentionInterval] and after each roll; recovery (recover.go) runs
+// in Open before any goroutine starts; a read-only Log runs only a goroutine
+// that watches the directory (sys_linux.go) and keeps its index current
+// through readonly.go.
+//
+// The invariants the write path keeps:
+//
+//   - A record is visible to readers of the writing Log only once it is
+//     acknowledged: the syncer publishes a group after its fsync and just
+//     before it acknowledges it. (A read-only Log reads the files, so it may
+//     see records written but not yet acknowledged; see Readers.)
+//   - Nothing is acknowledged as durable after a failed write or fsync: the
+//     first failure is kept, every group an fsync was still to cover fails
+//     with it, and every later Append fails until the Log is reopened and
+//     recovers (a group written before the failure was known was never
+//     synced). Under SyncNone a group the OS took before the failure is still
+//     acknowledged: that is all SyncNone promises.
+//   - Offsets are dense and assigned in order by the one writer: the records
+//     of one Append are contiguous, and the offset it returns is the one its
+//     first record is stored at.
+//   - The writer starts a segment only after the one before it is complete:
+//     cut to its data and fsynced. Only the last segment can have a torn tail.
+//   - The directory is fsynced after every create, rename and delete, and no
+//     file is removed before its replacement is in place (a torn tail is
+//     copied to quarantine/ and that copy made durable before the segment is
+//     truncated).
+//   - Close writes and syncs (per policy) every Append queued before it and,
+//     unless a write failed, cuts the active segment to its data and fsyncs it.
 //
 // # Retention
 //
@@ -136,4 +178,23 @@
 // records that a SyncGroup or SyncEach writer has written but not yet
 // acknowledged. Decoding is bounded: a batch declares its decompressed size,
 // which is checked against the limit before anything is allocated.
+//
+// # Consumer offsets
+//
+// An [OffsetStore] keeps one file, offsets.json, in its own directory, beside
+// offsets.lock (flock(2)-ed by the one store; holds its pid). The file is a
+// JSON object, format version 1:
+//
+//	{"version":1,"data":{"<source>":{"<stream>":<next>, ...}, ...}}
+//
+// version is the format version. data maps each source (a publisher) and
+// stream to next, the next offset to read: a logical record number, never a
+// byte position. A file from before versioning (version 0) is the data
+// object alone and is still read; a file of a later version is refused with
+// an error matching [ErrUnsupportedVersion], and one that does not decode
+// with one matching [ErrCorrupt]. Every Commit replaces the whole file: it
+// writes a temporary file (offsets.json.tmp-<random>), fsyncs it, renames it
+// over offsets.json and fsyncs the directory, so after a crash the file holds
+// the old or the new offsets, never a mix; a temporary file left by a crash is
+// removed on open. When a Commit fails the store keeps what the file says.
 package spool

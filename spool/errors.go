@@ -22,7 +22,8 @@ var (
 	// ErrInvalidRecord is returned by Append for a record it cannot store,
 	// such as one with a time before 1970 or after 2116.
 	ErrInvalidRecord = errors.New("spool: invalid record")
-	// ErrUnsupportedVersion matches *VersionError.
+	// ErrUnsupportedVersion matches *VersionError, and the error OpenOffsets
+	// returns for an offsets file written in a newer format version.
 	ErrUnsupportedVersion = errors.New("spool: unsupported format version")
 )
 

@@ -585,23 +585,3 @@ func TestRecordTimeRange(t *testing.T) {
 		}
 	}
 }
-
-// TestOffsetsFileNull checks that an offsets file holding JSON null is
-// read as empty and committed to, not a crash.
-func TestOffsetsFileNull(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, offsetsFile), []byte("null"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s, err := OpenOffsets(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Commit("p", "s", 5); err != nil {
-		t.Fatal(err)
-	}
-	if v, ok := s.Get("p", "s"); !ok || v != 5 {
-		t.Fatalf("got %d %v", v, ok)
-	}
-}

@@ -1,14 +1,21 @@
 package spool
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/fastmq/fastmq/internal/fsutil"
 )
 
 const offsetsFile = "offsets.json"
+
+// offsetsVersion is the format version of offsets.json that this package
+// writes (see "Consumer offsets" in the package documentation). Files of
+// version 0 (before versioning) and 1 are read.
+const offsetsVersion = 1
 
 // OffsetStore keeps a consumer's committed offsets per (source, stream) in
 // one small file, replaced crash-safely on every Commit: write a temporary
@@ -24,7 +31,10 @@ type OffsetStore struct {
 	closed bool
 }
 
-// OpenOffsets opens (creating it if needed) the offset store in dir.
+// OpenOffsets opens (creating it if needed) the offset store in dir. It
+// reads offsets files of every format version up to the current one; a file
+// written by a newer format gives an error matching ErrUnsupportedVersion,
+// one that cannot be decoded an error matching ErrCorrupt.
 func OpenOffsets(dir string) (*OffsetStore, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("spool: create offsets directory: %w", err)
@@ -33,29 +43,47 @@ func OpenOffsets(dir string) (*OffsetStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &OffsetStore{dir: dir, lock: lock, m: map[string]map[string]uint64{}}
-	os.Remove(filepath.Join(dir, offsetsFile+".tmp")) // a temp file left by a crash is never the truth
-	b, err := os.ReadFile(filepath.Join(dir, offsetsFile))
-	switch {
-	case os.IsNotExist(err):
-	case err != nil:
+	// A temporary file left by a crash mid-commit is never the truth: the
+	// one written by this version (fsutil's) or by earlier ones.
+	tmps, _ := filepath.Glob(filepath.Join(dir, offsetsFile+".tmp-*"))
+	for _, t := range append(tmps, filepath.Join(dir, offsetsFile+".tmp")) {
+		os.Remove(t)
+	}
+	m, err := readOffsets(filepath.Join(dir, offsetsFile))
+	if err != nil {
 		lock.Close()
+		return nil, err
+	}
+	return &OffsetStore{dir: dir, lock: lock, m: m}, nil
+}
+
+// readOffsets reads an offsets file; a missing file is an empty store.
+func readOffsets(name string) (map[string]map[string]uint64, error) {
+	m := map[string]map[string]uint64{}
+	b, err := os.ReadFile(name)
+	if os.IsNotExist(err) {
+		return m, nil
+	}
+	if err != nil {
 		return nil, fmt.Errorf("spool: read offsets: %w", err)
-	default:
-		if err := json.Unmarshal(b, &s.m); err != nil {
-			lock.Close()
-			return nil, fmt.Errorf("%w: offsets file: %v", ErrCorrupt, err)
-		}
-		if s.m == nil { // the file said null
-			s.m = map[string]map[string]uint64{}
-		}
-		for src, m := range s.m {
-			if m == nil {
-				delete(s.m, src)
-			}
+	}
+	v, err := fsutil.DecodeVersionedJSON(b, offsetsVersion, &m)
+	if errors.Is(err, fsutil.ErrUnknownVersion) {
+		return nil, fmt.Errorf("%w: offsets file %s has format version %d; this build reads versions up to %d",
+			ErrUnsupportedVersion, name, v, offsetsVersion)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: offsets file %s: %v", ErrCorrupt, name, err)
+	}
+	if m == nil { // the file said null
+		m = map[string]map[string]uint64{}
+	}
+	for src, sm := range m {
+		if sm == nil {
+			delete(m, src)
 		}
 	}
-	return s, nil
+	return m, nil
 }
 
 // Commit records next (the next offset to read) for (source, stream) and
@@ -71,37 +99,22 @@ func (s *OffsetStore) Commit(source, stream string, next uint64) error {
 		s.m[source] = map[string]uint64{}
 	}
 	s.m[source][stream] = next
-	if renamed, err := s.writeLocked(); err != nil {
-		if renamed {
-			// The new file is in place; only its directory entry may not
-			// be durable yet. Memory keeps what the file says.
-			return err
-		}
-		if had {
-			s.m[source][stream] = old
-		} else {
-			delete(s.m[source], stream)
-		}
-		return err
+	name := filepath.Join(s.dir, offsetsFile)
+	err := fsutil.WriteVersionedJSON(name, offsetsVersion, s.m, 0o644)
+	if err == nil {
+		return nil
 	}
-	return nil
-}
-
-// writeLocked replaces the offsets file; renamed reports whether the new
-// file was renamed into place (even if the directory fsync then failed).
-func (s *OffsetStore) writeLocked() (renamed bool, err error) {
-	b, err := json.Marshal(s.m)
-	if err != nil {
-		return false, fmt.Errorf("spool: encode offsets: %w", err)
+	err = fmt.Errorf("spool: commit offsets: %w", err)
+	// Memory keeps what the file says: the new file may be in place with
+	// only its directory entry not yet durable, or the old one may still be.
+	if m, rerr := readOffsets(name); rerr == nil {
+		s.m = m
+	} else if had {
+		s.m[source][stream] = old
+	} else {
+		delete(s.m[source], stream)
 	}
-	tmp := filepath.Join(s.dir, offsetsFile+".tmp")
-	if err := writeSynced(tmp, b); err != nil {
-		return false, err
-	}
-	if err := os.Rename(tmp, filepath.Join(s.dir, offsetsFile)); err != nil {
-		return false, fmt.Errorf("spool: commit offsets: %w", err)
-	}
-	return true, fsyncDir(s.dir)
+	return err
 }
 
 // Get returns the committed next offset for (source, stream).

@@ -1,9 +1,11 @@
 package spool
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
 )
@@ -52,5 +54,126 @@ func TestOffsetStore(t *testing.T) {
 	}
 	if v, ok := s.Get("other", "x"); !ok || v != 7 {
 		t.Fatal(v, ok)
+	}
+}
+
+// TestOffsetsFormat pins the offsets file format: a file written before
+// versioning (testdata/golden/offsets-v0.json holds the bytes the previous
+// code's json.Marshal wrote, with sources named like the envelope's keys)
+// is still read, a commit rewrites it as a version 1 envelope, byte for byte
+// the golden offsets-v1.json (rewritten with -update), and that file reads.
+func TestOffsetsFormat(t *testing.T) {
+	want := map[string]map[string]uint64{
+		"data": {"s": 2}, "other": {"x": 7}, "src": {"a": 20, "b": 3}, "version": {"s": 1},
+	}
+	old, err := os.ReadFile(filepath.Join("testdata", "golden", "offsets-v0.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, offsetsFile), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenOffsets(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.All(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("old file read as %v, want %v", got, want)
+	}
+	if err := s.Commit("src", "a", 20); err != nil { // rewrites the file
+		t.Fatal(err)
+	}
+	s.Close()
+	got, err := os.ReadFile(filepath.Join(dir, offsetsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "golden", "offsets-v1.json")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v1, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, v1) {
+		t.Fatalf("offsets file is\n%s\nwant (golden)\n%s", got, v1)
+	}
+	s, err = OpenOffsets(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := s.All(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("version 1 file read as %v, want %v", got, want)
+	}
+}
+
+// TestOffsetsRefused checks that OpenOffsets refuses, with an error that
+// says why and without keeping the lock, a file of a newer format version
+// and a damaged file; and that fsutil's temporary files left by a crash are
+// removed.
+func TestOffsetsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, data string
+		want       error
+	}{
+		{"newer version", `{"version":2,"data":{"src":{"a":1}}}`, ErrUnsupportedVersion},
+		{"damaged", `{"src":{"a":`, ErrCorrupt},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, offsetsFile), []byte(tc.data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // the second time proves the first released the lock
+				_, err := OpenOffsets(dir)
+				if !errors.Is(err, tc.want) {
+					t.Fatalf("OpenOffsets: %v, want %v", err, tc.want)
+				}
+				t.Log(err)
+			}
+		})
+	}
+	t.Run("temporary file", func(t *testing.T) {
+		dir := t.TempDir()
+		tmp := filepath.Join(dir, offsetsFile+".tmp-12345")
+		if err := os.WriteFile(tmp, []byte("{garbage"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s, err := OpenOffsets(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+			t.Fatalf("temporary file left: %v", err)
+		}
+		if len(s.All()) != 0 {
+			t.Fatalf("offsets %v", s.All())
+		}
+	})
+}
+
+// TestOffsetsFileNull checks that an offsets file holding JSON null is
+// read as empty and committed to, not a crash.
+func TestOffsetsFileNull(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, offsetsFile), []byte("null"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenOffsets(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Commit("p", "s", 5); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := s.Get("p", "s"); !ok || v != 5 {
+		t.Fatalf("got %d %v", v, ok)
 	}
 }

@@ -2,8 +2,42 @@ package spool
 
 import (
 	"fmt"
+	"math"
 	"os"
 )
+
+// A read-only Log (OpenReadOnly) has no writer goroutines: its index of
+// segments and batches follows the directory, which another process's
+// writer changes. Two things keep it current: the watch goroutine
+// (sys_linux.go, sys_other.go) calls refresh on every change in the
+// directory, and every read first calls catchUp, so that a read never misses
+// what was on disk when it began.
+
+// latest asks catchUp to look for new batches whatever the Log holds.
+const latest = math.MaxUint64
+
+// catchUp runs before every read of a read-only Log: unless the Log already
+// holds offset want, it picks up what the writer has added since the last
+// look (see refresh), and it reports whether the Log now holds want
+// (NextOffset() > want). On a writer's own Log it does nothing and reports
+// false: the syncer keeps that index current and wakes whoever waits.
+func (l *Log) catchUp(want uint64) (bool, error) {
+	if !l.readOnly {
+		return false, nil
+	}
+	l.mu.RLock()
+	ready := l.next > want
+	l.mu.RUnlock()
+	if ready {
+		return true, nil
+	}
+	if err := l.refresh(); err != nil {
+		return false, err
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.next > want, nil
+}
 
 // refresh picks up batches and segments that the writer added since the last
 // look, and drops segments that retention deleted. Read-only Logs only.
@@ -17,6 +51,11 @@ func (l *Log) refresh() error {
 		return ErrClosed
 	}
 	changed := false
+	defer func() {
+		if changed {
+			l.wakeLocked()
+		}
+	}()
 	for len(l.segs) > 1 {
 		if _, err := os.Stat(l.segs[0].path); !os.IsNotExist(err) {
 			break
@@ -59,10 +98,6 @@ func (l *Log) refresh() error {
 			changed = changed || added
 			if b != l.next {
 				if res.bad != nil {
-					if changed {
-						close(l.notify)
-						l.notify = make(chan struct{})
-					}
 					return res.bad
 				}
 				break // zeros or nothing yet: the segment is still being written
@@ -75,17 +110,9 @@ func (l *Log) refresh() error {
 		if s == nil {
 			break
 		}
-		bs := s.batches
-		s.batches = nil
-		l.addBatches(s, bs)
-		l.segs = append(l.segs, s)
-		l.next = s.end
+		l.appendSegment(s)
 		have = true
 		changed = true
-	}
-	if changed {
-		close(l.notify)
-		l.notify = make(chan struct{})
 	}
 	return nil
 }
@@ -104,17 +131,6 @@ func (l *Log) scanTail() (scanResult, bool, error) {
 		return res, false, err
 	}
 	l.addBatches(s, res.batches)
-	s.size, s.end = res.end, res.next
+	s.size = res.end
 	return res, true, nil
-}
-
-func (l *Log) addBatches(s *segment, bs []batchIdx) {
-	for _, b := range bs {
-		l.cumMax = max(l.cumMax, b.maxTs)
-		b.cumMax = l.cumMax
-		s.maxTs = max(s.maxTs, b.maxTs)
-		s.batches = append(s.batches, b)
-		s.end = b.end()
-		l.next = s.end
-	}
 }

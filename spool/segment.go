@@ -125,6 +125,33 @@ func scanSegment(f *os.File, name string, pos, size int64, next uint64, full boo
 	return res, nil
 }
 
+// nextBatch is the package's one resynchronising scanner: after damage it
+// finds the first position at or after from in data where a valid batch
+// starts: a plausible header (version, codec, lengths within data and
+// maxBatch), a base offset at or after expect and at most maxSkip past it,
+// and a matching checksum. Recovery uses it (findValidAfter) to tell a torn
+// tail, which nothing valid follows, from damage in the middle; Verify and
+// Repair use it (checkSegment) to find every damaged region and the valid
+// batches between them.
+func nextBatch(data []byte, from int, expect, maxSkip uint64, maxBatch int) (int, bool) {
+	for q := max(from, 0); q+batchHeaderLen <= len(data); q++ {
+		if data[q+8] != batchVersion || data[q+9] > byte(CodecZstd) {
+			continue
+		}
+		h := parseBatchHeader(data[q:])
+		if h.Base < expect || h.Base-expect > maxSkip || int(h.Len) > len(data)-q {
+			continue
+		}
+		if checkBatchHeader(h, maxBatch) != "" {
+			continue
+		}
+		if crc(data[q+8:q+int(h.Len)]) == h.CRC {
+			return q, true
+		}
+	}
+	return 0, false
+}
+
 // window reads a file through a buffer of at least 64 KiB, so that scanning
 // small batches takes few reads and skipping big ones reads only their headers.
 type window struct {
@@ -157,50 +184,6 @@ func (w *window) at(pos int64, n int) ([]byte, error) {
 		return nil, err
 	}
 	return w.buf[:n], nil
-}
-
-// findValidAfter looks for a valid batch (plausible header, matching
-// checksum, base offset at or after expect) starting after position from. It
-// tells torn tails (nothing valid follows) from damage in the middle.
-func findValidAfter(f *os.File, from, size int64, expect uint64, maxBatch int) (int64, bool, error) {
-	// When the damaged batch's own header is sound, its payload is not
-	// searched: a record value may well hold a whole valid batch (a relayed
-	// ReadRaw, say). Whatever follows must start after its claimed end.
-	if size-from >= batchHeaderLen {
-		hb := make([]byte, batchHeaderLen)
-		if _, err := f.ReadAt(hb, from); err == nil {
-			if h := parseBatchHeader(hb); h.Base == expect && checkBatchHeader(h, maxBatch) == "" {
-				end := from + int64(h.Len)
-				if end >= size {
-					return 0, false, nil // it runs to the end of the file: a torn tail
-				}
-				from, expect = end-1, expect+uint64(h.Count)
-			}
-		}
-	}
-	if size-from-1 < batchHeaderLen {
-		return 0, false, nil
-	}
-	buf := make([]byte, size-from-1)
-	if _, err := f.ReadAt(buf, from+1); err != nil && !errors.Is(err, io.EOF) {
-		return 0, false, err
-	}
-	for q := 0; q+batchHeaderLen <= len(buf); q++ {
-		if buf[q+8] != batchVersion || buf[q+9] > byte(CodecZstd) {
-			continue
-		}
-		h := parseBatchHeader(buf[q:])
-		if h.Base < expect || h.Base-expect > uint64(size) || int(h.Len) > len(buf)-q {
-			continue
-		}
-		if checkBatchHeader(h, maxBatch) != "" {
-			continue
-		}
-		if crc(buf[q+8:q+int(h.Len)]) == h.CRC {
-			return from + 1 + int64(q), true, nil
-		}
-	}
-	return 0, false, nil
 }
 
 // fsyncDir fsyncs a directory so that creates, renames and deletes in it are durable.
@@ -240,26 +223,6 @@ func lockFile(path string) (*os.File, error) {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return f, nil
-}
-
-const preallocChunk = 4 << 20
-
-// largeSyncBytes: fsyncs that carry more than this on average are not helped
-// by preallocated space.
-const largeSyncBytes = 512 << 10
-
-var zeroBuf = make([]byte, 256<<10)
-
-// writeZeros writes zeros to f over [from, to).
-func writeZeros(f *os.File, from, to int64) error {
-	for from < to {
-		n := min(int64(len(zeroBuf)), to-from)
-		if _, err := f.WriteAt(zeroBuf[:n], from); err != nil {
-			return fmt.Errorf("spool: preallocate segment: %w", err)
-		}
-		from += n
-	}
-	return nil
 }
 
 // zeroFrom reports whether f holds only zeros in [from, size).

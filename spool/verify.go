@@ -3,13 +3,9 @@ package spool
 import (
 	"errors"
 	"fmt"
-	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"time"
 )
 
 // verifyMaxBatch is the decompressed batch limit Verify and Repair accept:
@@ -91,7 +87,7 @@ func checkSegment(dir string, base uint64) (segCheck, error) {
 	if err != nil {
 		c.headerBad = true
 		c.damage = append(c.damage, Damage{Segment: name, Offset: base, Reason: strings.TrimPrefix(err.Error(), "spool: ")})
-		q, ok := findValidIn(data, 0, base, verifyMaxBatch)
+		q, ok := nextBatch(data, 0, base, uint64(len(data)), verifyMaxBatch)
 		if !ok {
 			c.damage[0].Tail = true
 			return c, nil
@@ -110,7 +106,7 @@ func checkSegment(dir string, base uint64) (segCheck, error) {
 			if inPrefix {
 				c.goodEnd, c.goodNext, inPrefix = int64(pos), expect, false
 			}
-			q, ok := findValidIn(data, pos+1, expect, verifyMaxBatch)
+			q, ok := nextBatch(data, pos+1, expect, uint64(len(data)), verifyMaxBatch)
 			if !ok {
 				d.Tail = true
 				c.damage = append(c.damage, d)
@@ -167,27 +163,6 @@ func checkBatchAt(data []byte, pos int, expect uint64) (int, uint32, string) {
 	return n, v.h.Count, ""
 }
 
-// findValidIn finds the first position at or after from where a batch with a
-// plausible header, a base at or after expect and a matching checksum starts.
-func findValidIn(data []byte, from int, expect uint64, maxBatch int) (int, bool) {
-	for q := max(from, 0); q+batchHeaderLen <= len(data); q++ {
-		if data[q+8] != batchVersion || data[q+9] > byte(CodecZstd) {
-			continue
-		}
-		h := parseBatchHeader(data[q:])
-		if h.Base < expect || h.Base-expect > uint64(len(data)) || int(h.Len) > len(data)-q {
-			continue
-		}
-		if checkBatchHeader(h, maxBatch) != "" {
-			continue
-		}
-		if crc(data[q+8:q+int(h.Len)]) == h.CRC {
-			return q, true
-		}
-	}
-	return 0, false
-}
-
 // Verify reads every segment in dir and checks every batch (checksum,
 // decompression, records, offsets) and the continuity between segments. It
 // does not take the lock and changes nothing. The error is for I/O failures
@@ -226,233 +201,4 @@ func Verify(dir string) (Report, error) {
 		rep.Next = max(c.goodNext, c.maxNext)
 	}
 	return rep, nil
-}
-
-// readGaps reads the gap markers Repair left in quarantine/: from -> to.
-func readGaps(dir string) map[uint64]uint64 {
-	gaps := map[uint64]uint64{}
-	ents, err := os.ReadDir(filepath.Join(dir, "quarantine"))
-	if err != nil {
-		return gaps
-	}
-	for _, e := range ents {
-		n, ok := strings.CutSuffix(e.Name(), ".gap")
-		if !ok {
-			continue
-		}
-		a, b, ok := strings.Cut(n, "-")
-		if !ok {
-			continue
-		}
-		from, err1 := strconv.ParseUint(a, 10, 64)
-		to, err2 := strconv.ParseUint(b, 10, 64)
-		if err1 == nil && err2 == nil && to > from {
-			gaps[from] = max(gaps[from], to)
-		}
-	}
-	return gaps
-}
-
-// gapCovered reports whether markers cover [from, to) end to end.
-func gapCovered(gaps map[uint64]uint64, from, to uint64) bool {
-	for i := 0; from < to && i <= len(gaps); i++ {
-		nx, ok := gaps[from]
-		if !ok {
-			return false
-		}
-		from = nx
-	}
-	return from == to
-}
-
-func gapRecorded(dir string, from, to uint64) bool {
-	return to > from && gapCovered(readGaps(dir), from, to)
-}
-
-// Removed is a range of offsets that Repair removed from the log.
-type Removed struct {
-	From, To uint64 // offsets [From, To); To == From when the count is unknown (end of the log)
-	Pos      int64  // byte position of the removed bytes in the original segment
-	Bytes    int64  // bytes removed
-}
-
-// RepairAction is one damaged segment that Repair dealt with.
-type RepairAction struct {
-	Segment     string    // segment file name
-	Quarantined string    // where the original segment was kept, relative to the directory
-	Reason      string    // the first damage found
-	Removed     []Removed // every removed range, in offset order
-	Kept        []string  // segment files now holding the valid batches that followed damage
-	BytesCut    int64
-}
-
-// RepairReport lists what Repair removed.
-type RepairReport struct {
-	Actions []RepairAction
-}
-
-// Repair takes the directory lock (ErrLocked while a writer has it) and
-// checks every segment like Verify. For each damaged segment it moves the
-// original to quarantine/, keeps the valid prefix in place and writes every
-// later stretch of valid batches (found by resynchronising after the damage)
-// to a new segment file named by its first offset; only damaged batches are
-// removed. Offsets removed in the middle of the log are recorded as gap
-// markers in quarantine/ so that Open accepts the gaps; offsets lost at the
-// very end of the log are handed out again by the next Append. The report
-// says exactly which offsets and bytes were removed. logger may be nil.
-func Repair(dir string, logger *slog.Logger) (RepairReport, error) {
-	var rep RepairReport
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	logger = logger.With("component", "spool", "dir", dir)
-	lock, err := lockFile(filepath.Join(dir, "LOCK"))
-	if err != nil {
-		return rep, err
-	}
-	defer lock.Close()
-	bases, err := listSegments(dir)
-	if err != nil {
-		return rep, fmt.Errorf("spool: list segments: %w", err)
-	}
-	qdir := filepath.Join(dir, "quarantine")
-	for i, base := range bases {
-		c, err := checkSegment(dir, base)
-		if err != nil {
-			return rep, err
-		}
-		if len(c.damage) == 0 {
-			continue
-		}
-		if err := os.MkdirAll(qdir, 0o755); err != nil {
-			return rep, fmt.Errorf("spool: create quarantine: %w", err)
-		}
-		a, err := repairSegment(dir, c, i == len(bases)-1, bases, i)
-		if err != nil {
-			return rep, err
-		}
-		for _, r := range a.Removed {
-			logger.Warn("damaged data removed", "segment", c.name, "offset", r.From, "to", r.To,
-				"pos", r.Pos, "bytes", r.Bytes, "reason", a.Reason)
-		}
-		rep.Actions = append(rep.Actions, a)
-	}
-	return rep, nil
-}
-
-func repairSegment(dir string, c segCheck, last bool, bases []uint64, i int) (RepairAction, error) {
-	qdir := filepath.Join(dir, "quarantine")
-	a := RepairAction{Segment: c.name, Reason: c.damage[0].Reason,
-		Quarantined: filepath.Join("quarantine", fmt.Sprintf("%s.damaged-%d", c.name, time.Now().UnixNano()))}
-	path := filepath.Join(dir, c.name)
-	runs := c.runs
-	prefix := len(runs) > 0 && runs[0].pos == segHeaderLen && !c.headerBad
-	// Keep the original aside, then replace it by its valid prefix (or remove it).
-	if prefix {
-		if err := os.Link(path, filepath.Join(dir, a.Quarantined)); err != nil {
-			return a, fmt.Errorf("spool: quarantine segment: %w", err)
-		}
-		if err := rewriteFile(path, c.data[:segHeaderLen], c.data[segHeaderLen:runs[0].end]); err != nil {
-			return a, err
-		}
-	} else if err := os.Rename(path, filepath.Join(dir, a.Quarantined)); err != nil {
-		return a, fmt.Errorf("spool: quarantine segment: %w", err)
-	}
-	// Valid stretches after damage become segments of their own.
-	kept := runs
-	if prefix {
-		kept = runs[1:]
-	}
-	var next uint64 = math.MaxUint64
-	if !last {
-		next = bases[i+1]
-	}
-	var keptRuns []validRun
-	if prefix {
-		keptRuns = append(keptRuns, runs[0])
-	}
-	for _, r := range kept {
-		name := segName(r.first)
-		if r.after > next {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-			continue // would clash with an existing segment: leave it removed
-		}
-		var hb [segHeaderLen]byte
-		encodeSegHeader(hb[:], r.first, time.Now().UnixNano())
-		if err := rewriteFile(filepath.Join(dir, name), hb[:], c.data[r.pos:r.end]); err != nil {
-			return a, err
-		}
-		a.Kept = append(a.Kept, name)
-		keptRuns = append(keptRuns, r)
-	}
-	// What was removed: everything between kept stretches, and after the last one.
-	from, pos := c.base, int64(0)
-	if prefix {
-		from, pos = runs[0].after, runs[0].end
-	}
-	for _, r := range keptRuns {
-		if prefix && r == runs[0] {
-			continue
-		}
-		a.Removed = append(a.Removed, Removed{From: from, To: r.first, Pos: pos, Bytes: r.pos - pos})
-		from, pos = r.after, r.end
-	}
-	if pos < c.size {
-		to := from
-		if !last {
-			to = next
-		}
-		a.Removed = append(a.Removed, Removed{From: from, To: to, Pos: pos, Bytes: c.size - pos})
-	} else if !last && from < next {
-		a.Removed = append(a.Removed, Removed{From: from, To: next, Pos: pos})
-	}
-	for _, r := range a.Removed {
-		a.BytesCut += r.Bytes
-		if r.To > r.From {
-			marker := filepath.Join(qdir, fmt.Sprintf("%020d-%020d.gap", r.From, r.To))
-			if err := writeSynced(marker, []byte(a.Reason+"\n")); err != nil {
-				return a, err
-			}
-		}
-	}
-	if err := fsyncDir(qdir); err != nil {
-		return a, err
-	}
-	return a, fsyncDir(dir)
-}
-
-// rewriteFile replaces path by head+body: temp file, fsync, rename (the
-// caller fsyncs the directory).
-func rewriteFile(path string, head, body []byte) error {
-	tmp := path + ".repair"
-	err := writeSynced(tmp, append(append([]byte(nil), head...), body...))
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("spool: repair: %w", err)
-	}
-	return nil
-}
-
-// writeSynced writes a new file and fsyncs it (not its directory).
-func writeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("spool: write %s: %w", filepath.Base(path), err)
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("spool: write %s: %w", filepath.Base(path), err)
-	}
-	return nil
 }

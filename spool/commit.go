@@ -1,0 +1,168 @@
+package spool
+
+import (
+	"os"
+	"time"
+)
+
+type segChunk struct {
+	seg     *segment
+	batches []batchIdx
+	endPos  int64
+}
+
+type pendingWrite struct {
+	chunks  []segChunk
+	reqs    []*Ack
+	records int
+	force   bool
+	err     error
+}
+
+// syncer fsyncs written groups according to the policy, publishes them to
+// readers and acknowledges the appends. One fsync covers every group written
+// by the time it starts; under SyncGroup it waits up to GroupInterval for
+// GroupRecords records first.
+func (l *Log) syncer() {
+	defer l.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var batch []*pendingWrite
+	var records int
+	var force bool
+	open := true
+	// take adds a received group to the batch; false once the writer has exited.
+	take := func(p *pendingWrite, ok bool) bool {
+		if !ok {
+			open = false
+			return false
+		}
+		batch = append(batch, p)
+		records += p.records
+		force = force || p.force
+		return true
+	}
+	for open {
+		batch, records, force = batch[:0], 0, false
+		if p, ok := <-l.syncCh; !take(p, ok) {
+			return
+		}
+		// Take whatever else is already written.
+	more:
+		for {
+			select {
+			case p, ok := <-l.syncCh:
+				if !take(p, ok) {
+					break more
+				}
+			default:
+				break more
+			}
+		}
+		if l.cfg.Sync == SyncGroup && l.cfg.GroupInterval > 0 && !force && open && records < l.cfg.GroupRecords {
+			timer.Reset(l.cfg.GroupInterval)
+		wait:
+			for records < l.cfg.GroupRecords && !force {
+				select {
+				case p, ok := <-l.syncCh:
+					if !take(p, ok) {
+						break wait
+					}
+				case <-timer.C:
+					break wait
+				}
+			}
+			timer.Stop()
+		}
+		l.commit(batch, force || l.cfg.Sync != SyncNone)
+	}
+}
+
+// slowFsync: fsyncs that take longer are logged.
+const slowFsync = 500 * time.Millisecond
+
+// commit fsyncs (if doSync) the segments written by batch, publishes the
+// batches and acknowledges the appends.
+func (l *Log) commit(batch []*pendingWrite, doSync bool) {
+	var err error
+	if doSync {
+		// After a failed write or fsync nothing more is acknowledged: the
+		// groups written before the failure was known were never synced.
+		err = l.failure()
+	}
+	if doSync && err == nil {
+		var bytes int64
+		for _, pw := range batch {
+			for _, c := range pw.chunks {
+				for _, b := range c.batches {
+					bytes += int64(b.size)
+				}
+			}
+		}
+		l.pre.observe(bytes)
+		t0 := time.Now()
+		defer func() {
+			if d := time.Since(t0); d > slowFsync && err == nil {
+				l.log.Warn("slow fsync", "duration", d, "bytes", bytes)
+			}
+		}()
+		var last *segment
+	syncs:
+		for _, pw := range batch {
+			for _, c := range pw.chunks {
+				if c.seg != last {
+					if err = fdatasync(c.seg.f); err != nil {
+						break syncs
+					}
+					last = c.seg
+				}
+			}
+		}
+		if last == nil && err == nil {
+			err = fdatasync(l.activeFile())
+		}
+		if err != nil {
+			l.fail(err)
+		}
+	}
+	if err == nil {
+		l.publish(batch)
+	}
+	for _, pw := range batch {
+		e := pw.err
+		if e == nil {
+			e = err
+		}
+		for _, r := range pw.reqs {
+			r.err = e
+			close(r.done)
+		}
+	}
+}
+
+func (l *Log) activeFile() *os.File {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.segs[len(l.segs)-1].f
+}
+
+// publish makes the batches of every group that was written without error
+// visible to readers and wakes those waiting.
+func (l *Log) publish(batch []*pendingWrite) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	changed := false
+	for _, pw := range batch {
+		if pw.err != nil {
+			continue
+		}
+		for _, c := range pw.chunks {
+			l.addBatches(c.seg, c.batches)
+			c.seg.size = c.endPos
+			changed = changed || len(c.batches) > 0
+		}
+	}
+	if changed {
+		l.wakeLocked()
+	}
+}
