@@ -22,11 +22,13 @@ type Status struct {
 	Members   []MemberStatus   `json:"members"`
 }
 
-// StreamStatus describes one local stream.
+// StreamStatus describes one local stream. A stream on disk that would
+// not open (a damaged spool) is listed with Error set and is not served.
 type StreamStatus struct {
 	Name   string `json:"name"`
 	Oldest uint64 `json:"oldest"`
 	Next   uint64 `json:"next"`
+	Error  string `json:"error,omitempty"`
 }
 
 // ConsumerStatus describes one consumer made by the node.
@@ -54,6 +56,10 @@ func (n *Node) Status() Status {
 	for i, name := range names {
 		logs[i] = n.streams[name]
 	}
+	var failed []StreamStatus
+	for name, err := range n.failed {
+		failed = append(failed, StreamStatus{Name: name, Error: err.Error()})
+	}
 	type cinfo struct {
 		c   *pull.Consumer
 		key consumerKey
@@ -67,6 +73,10 @@ func (n *Node) Status() Status {
 	for i, l := range logs {
 		st.Streams = append(st.Streams, StreamStatus{Name: names[i], Oldest: l.OldestOffset(), Next: l.NextOffset()})
 	}
+	for _, f := range failed {
+		st.Streams = append(st.Streams, f)
+	}
+	sort.Slice(st.Streams, func(i, j int) bool { return st.Streams[i].Name < st.Streams[j].Name })
 	sort.Slice(cs, func(i, j int) bool {
 		if cs[i].key.name != cs[j].key.name {
 			return cs[i].key.name < cs[j].key.name
@@ -102,7 +112,7 @@ func (n *Node) MetricsHandler() http.Handler {
 func (st Status) snapshot() metrics.Snapshot {
 	snap := metrics.Snapshot{Server: st.Server, Members: map[string]int{}}
 	for _, s := range st.Streams {
-		snap.Streams = append(snap.Streams, metrics.Stream{Name: s.Name, Oldest: s.Oldest, Next: s.Next})
+		snap.Streams = append(snap.Streams, metrics.Stream{Name: s.Name, Oldest: s.Oldest, Next: s.Next, Failed: s.Error != ""})
 	}
 	for _, c := range st.Consumers {
 		snap.Consumers = append(snap.Consumers, metrics.Consumer{Name: c.Name, Stream: c.Stream, Publishers: c.Publishers})

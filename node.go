@@ -80,6 +80,7 @@ type Node struct {
 	openMu    sync.Mutex // serialises opening streams and offset stores (disk and gossip work); taken before mu
 	mu        sync.Mutex // guards the fields below; never held across I/O
 	streams   map[string]*spool.Log
+	failed    map[string]error // streams on disk that would not open, by name
 	consumers map[*pull.Consumer]consumerKey
 	starting  map[consumerKey]struct{} // names and streams whose consumer is starting
 	offsets   map[string]*spool.OffsetStore
@@ -109,6 +110,7 @@ func New(cfg Config) (*Node, error) {
 		cfg:       cfg,
 		log:       lg.With("component", "node", "node", cfg.Name),
 		streams:   make(map[string]*spool.Log),
+		failed:    make(map[string]error),
 		consumers: make(map[*pull.Consumer]consumerKey),
 		starting:  make(map[consumerKey]struct{}),
 		offsets:   make(map[string]*spool.OffsetStore),
@@ -152,11 +154,17 @@ func New(cfg Config) (*Node, error) {
 		n.Close()
 		return nil, fmt.Errorf("fastmq: list streams: %w", err)
 	}
+	// A stream that does not open (a damaged spool, say) does not stop
+	// the node: the healthy ones are served, the failed one is logged and
+	// shown in Status and the metrics, and every later Stream call tries it
+	// again (after a repair, say).
 	for _, e := range entries {
 		if e.IsDir() && streamNameRE.MatchString(e.Name()) {
 			if _, err := n.Stream(e.Name()); err != nil {
-				n.Close()
-				return nil, err
+				if errors.Is(err, ErrClosed) {
+					return nil, err
+				}
+				n.log.Error("stream not served", "topic", e.Name(), "err", err)
 			}
 		}
 	}

@@ -65,7 +65,11 @@ func (n *Node) Stream(name string) (*spool.Log, error) {
 	}
 	l, err := spool.Open(scfg)
 	if err != nil {
-		return nil, fmt.Errorf("fastmq: open stream %q: %w", name, err)
+		err = fmt.Errorf("fastmq: open stream %q: %w", name, err)
+		n.mu.Lock()
+		n.failed[name] = err
+		n.mu.Unlock()
+		return nil, err
 	}
 	names = append(names, name)
 	sort.Strings(names)
@@ -80,6 +84,7 @@ func (n *Node) Stream(name string) (*spool.Log, error) {
 		return nil, ErrClosed
 	}
 	n.streams[name] = l
+	delete(n.failed, name)
 	n.mu.Unlock()
 	n.log.Info("stream open", "topic", name, "offset", l.NextOffset())
 	return l, nil

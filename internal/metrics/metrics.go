@@ -21,10 +21,11 @@ type Snapshot struct {
 	Members   map[string]int // gossip members by status
 }
 
-// Stream is one local stream's offsets.
+// Stream is one local stream's offsets, or a stream that failed to open.
 type Stream struct {
 	Name         string
 	Oldest, Next uint64
+	Failed       bool // on disk but not served: its spool would not open
 }
 
 // Consumer is one consumer's per-publisher counters.
@@ -61,6 +62,7 @@ var (
 	descLagRecs     = prometheus.NewDesc("fastmq_consumer_lag_records", "Records the consumer is behind the publisher.", []string{"consumer", "stream", "publisher"}, nil)
 	descLagSecs     = prometheus.NewDesc("fastmq_consumer_lag_seconds", "Age of the newest delivered record while lagging.", []string{"consumer", "stream", "publisher"}, nil)
 	descResets      = prometheus.NewDesc("fastmq_consumer_out_of_range_resets_total", "Positions that fell below retention.", []string{"consumer", "stream", "publisher"}, nil)
+	descFailed      = prometheus.NewDesc("fastmq_stream_failed", "1 for a local stream on disk that would not open (a damaged spool) and is not served, 0 for a served one.", []string{"stream"}, nil)
 	descMembers     = prometheus.NewDesc("fastmq_members", "Gossip members by status.", []string{"status"}, nil)
 )
 
@@ -68,7 +70,7 @@ type collector struct{ snapshot func() Snapshot }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descAppended, descOldest, descServedRecs, descServedBytes, descRequests, descParked,
-		descDelivered, descAcked, descCommitted, descLagRecs, descLagSecs, descResets, descMembers} {
+		descDelivered, descAcked, descCommitted, descLagRecs, descLagSecs, descResets, descFailed, descMembers} {
 		ch <- d
 	}
 }
@@ -76,6 +78,11 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	st := c.snapshot()
 	for _, s := range st.Streams {
+		if s.Failed {
+			ch <- prometheus.MustNewConstMetric(descFailed, prometheus.GaugeValue, 1, s.Name)
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(descFailed, prometheus.GaugeValue, 0, s.Name)
 		ch <- prometheus.MustNewConstMetric(descAppended, prometheus.GaugeValue, float64(s.Next), s.Name)
 		ch <- prometheus.MustNewConstMetric(descOldest, prometheus.GaugeValue, float64(s.Oldest), s.Name)
 	}

@@ -1,0 +1,108 @@
+package fastmq_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/spool"
+)
+
+// TestDamagedStreamDoesNotStopNode proves that one damaged spool on disk
+// does not keep a node from starting: the healthy stream is served and
+// consumed, the damaged one is reported in Status and the metrics, and once
+// repaired it opens on the next use.
+func TestDamagedStreamDoesNotStopNode(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"good", "bad"} {
+		l, err := spool.Open(spool.Config{Dir: filepath.Join(dir, "streams", name), Sync: spool.SyncEach})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 2; i++ { // two batches: damage in the first is not a torn tail
+			if _, err := l.Append(context.Background(), spool.Record{Value: []byte(strings.Repeat("x", 100))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	segs, _ := filepath.Glob(filepath.Join(dir, "streams", "bad", "*.seg"))
+	if len(segs) != 1 {
+		t.Fatalf("segments of bad: %v", segs)
+	}
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[32+48+10] ^= 0xff // a payload byte of the first batch
+	if err := os.WriteFile(segs[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	n, err := fastmq.New(fastmq.Config{Name: "n", DataDir: dir})
+	if err != nil {
+		t.Fatalf("a damaged stream stopped the node: %v", err)
+	}
+	defer n.Close()
+
+	st := n.Status()
+	byName := map[string]fastmq.StreamStatus{}
+	for _, s := range st.Streams {
+		byName[s.Name] = s
+	}
+	if s := byName["good"]; s.Error != "" || s.Next != 2 {
+		t.Errorf("good stream: %+v, want served with next 2", s)
+	}
+	if s := byName["bad"]; s.Error == "" {
+		t.Errorf("bad stream: %+v, want an error", s)
+	}
+	if _, err := n.Stream("bad"); !errors.As(err, new(*spool.CorruptError)) {
+		t.Errorf("Stream(bad) = %v, want a CorruptError", err)
+	}
+	rec := httptest.NewRecorder()
+	n.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	m, _ := io.ReadAll(rec.Body)
+	for _, want := range []string{`fastmq_stream_failed{stream="bad"} 1`, `fastmq_stream_failed{stream="good"} 0`} {
+		if !strings.Contains(string(m), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+
+	// The healthy stream is consumed as usual.
+	c, err := n.Consume(fastmq.ConsumerConfig{Stream: "good", Name: "reader"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := 0; i < 2; i++ {
+		msg, err := c.Next(ctx)
+		if err != nil {
+			t.Fatalf("record %d of good: %v", i, err)
+		}
+		c.Ack(msg)
+	}
+
+	// Repaired, the damaged stream opens on its next use.
+	if _, err := spool.Repair(filepath.Join(dir, "streams", "bad"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Stream("bad"); err != nil {
+		t.Fatalf("after repair: %v", err)
+	}
+	for _, s := range n.Status().Streams {
+		if s.Error != "" {
+			t.Errorf("after repair, %s still reports %q", s.Name, s.Error)
+		}
+	}
+}
