@@ -73,10 +73,12 @@ func (m *Membership) updateAd(change func(map[string]Service, **SpoolAd) bool) e
 	for k, v := range m.services {
 		svcs[k] = v
 	}
-	sp := m.spool
+	sp := m.spoolWant
 	if !change(svcs, &sp) {
 		return nil
 	}
+	want := sp
+	sp = fitSpool(m.user, svcs, want, m.host)
 	tags := buildTags(m.user, svcs, sp, m.host)
 	if err := checkTagsSize(tags); err != nil {
 		return err
@@ -90,8 +92,11 @@ func (m *Membership) updateAd(change func(map[string]Service, **SpoolAd) bool) e
 		// and push/pull will still carry them.
 		m.log.Warn("advertisement broadcast not confirmed", slog.Any("err", err))
 	}
-	m.services, m.spool = svcs, sp
-	adv := advert{user: cloneMap(m.user), services: make(map[string]Service, len(svcs)), spool: sp}
+	if sp != want && (m.spool == nil || !m.spool.Partial || len(m.spool.Streams) != len(sp.Streams)) {
+		m.log.Warn("spool advertisement truncated to fit gossip tags", slog.Int("listed", len(sp.Streams)), slog.Int("streams", len(want.Streams)))
+	}
+	m.services, m.spool, m.spoolWant = svcs, sp, want
+	adv := advert{user: cloneMap(m.user), services: make(map[string]Service, len(svcs)), spool: want} // this node knows its whole list
 	for k, v := range svcs {
 		adv.services[k] = v
 	}

@@ -70,10 +70,14 @@ func (nv *nodeView) instance(node string, k watchKey) (Instance, bool) {
 	}
 	if k.stream {
 		sp := nv.adv.spool
-		if sp == nil || !slices.Contains(sp.Streams, k.name) {
+		if sp == nil {
 			return Instance{}, false
 		}
-		return Instance{Node: node, Addr: nv.addr, Service: Service{Name: k.name, Kind: SpoolKind, Endpoints: []string{sp.Endpoint}}}, true
+		listed := slices.Contains(sp.Streams, k.name)
+		if !listed && !sp.Partial {
+			return Instance{}, false
+		}
+		return Instance{Node: node, Addr: nv.addr, Service: Service{Name: k.name, Kind: SpoolKind, Endpoints: []string{sp.Endpoint}}, Unlisted: !listed}, true
 	}
 	s, ok := nv.adv.services[k.name]
 	if !ok {

@@ -36,10 +36,11 @@ type Membership struct {
 	ctx     context.Context // cancelled by Close
 	cancel  context.CancelFunc
 
-	tagMu    sync.Mutex // serializes changes of the local advertisement
-	user     map[string]string
-	services map[string]Service
-	spool    *SpoolAd
+	tagMu     sync.Mutex // serializes changes of the local advertisement
+	user      map[string]string
+	services  map[string]Service
+	spool     *SpoolAd // as advertised: fitted to the tags, maybe partial
+	spoolWant *SpoolAd // as asked for by AdvertiseSpool
 
 	mu       sync.Mutex // guards everything below and wg.Add
 	closed   bool

@@ -216,12 +216,10 @@ func TestTagsTooLarge(t *testing.T) {
 	if len(mem) != 1 || len(mem[0].Services) != 1 || mem[0].Tags["zone"] != "z1" {
 		t.Fatalf("members = %+v", mem)
 	}
-	// A too-large spool advertisement fails the same way.
-	var streams []string
-	for i := range 100 {
-		streams = append(streams, "stream-number-"+itoa(i))
-	}
-	if err := m.AdvertiseSpool("tcp://127.0.0.1:2", streams); !errors.Is(err, ErrTagsTooLarge) {
+	// A spool advertisement whose endpoint alone does not fit fails the
+	// same way (a stream list that does not fit is cut: see
+	// TestSpoolAdvertisementPartial).
+	if err := m.AdvertiseSpool("tcp://127.0.0.1:2/"+strings.Repeat("p", 500), []string{"s"}); !errors.Is(err, ErrTagsTooLarge) {
 		t.Fatalf("AdvertiseSpool: %v", err)
 	}
 	if mem := m.Members(); mem[0].Spool != nil {
@@ -392,5 +390,68 @@ func TestCloseJoinsGoroutines(t *testing.T) {
 	}
 	if err := goleak.Find(before); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSpoolAdvertisementPartial proves that streams whose names do not all
+// fit in the 512-byte gossip tags (four of 128 characters, allowed names)
+// still get advertised: the list is cut to what fits and marked partial,
+// and a watcher of an unlisted stream sees the node as a candidate to ask.
+// Before, AdvertiseSpool failed and an agent with such streams could not
+// start.
+func TestSpoolAdvertisementPartial(t *testing.T) {
+	skipShort(t)
+	nodes := cluster(t, 2, nil)
+	testutil.WaitFor(t, "converge", waitLong, func() bool { return converged(nodes, 2) })
+	a, b := nodes[0], nodes[1]
+	var streams []string
+	for i := range 4 {
+		streams = append(streams, string(rune('a'+i))+strings.Repeat("x", 127))
+	}
+	if err := b.AdvertiseSpool("tcp://127.0.0.1:6000", streams); err != nil {
+		t.Fatalf("AdvertiseSpool of 4 long names: %v", err)
+	}
+	var ad *SpoolAd
+	testutil.WaitFor(t, "the partial advertisement", waitLong, func() bool {
+		for _, mem := range a.Members() {
+			if mem.Name == b.Name() && mem.Spool != nil {
+				ad = mem.Spool
+				return true
+			}
+		}
+		return false
+	})
+	if !ad.Partial || len(ad.Streams) == 0 || len(ad.Streams) >= 4 || !slices.Equal(ad.Streams, streams[:len(ad.Streams)]) {
+		t.Fatalf("advertisement seen by a peer = %+v, want a partial prefix of the list", ad)
+	}
+	for i, st := range streams {
+		got := a.LookupStream(st)
+		if len(got) != 1 || got[0].Node != b.Name() || got[0].Service.Endpoints[0] != "tcp://127.0.0.1:6000" {
+			t.Fatalf("LookupStream(%d) = %+v", i, got)
+		}
+		if listed := i < len(ad.Streams); got[0].Unlisted == listed {
+			t.Fatalf("stream %d: Unlisted = %v, listed = %v", i, got[0].Unlisted, listed)
+		}
+	}
+	// The node itself knows its whole list.
+	for _, mem := range b.Members() {
+		if mem.Name == b.Name() && (mem.Spool == nil || len(mem.Spool.Streams) != 4 || mem.Spool.Partial) {
+			t.Fatalf("own advertisement = %+v, want the whole list", mem.Spool)
+		}
+	}
+	// With fewer streams the list fits again, whole, and is no longer partial.
+	if err := b.AdvertiseSpool("tcp://127.0.0.1:6000", streams[:1]); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the whole advertisement", waitLong, func() bool {
+		got := a.LookupStream(streams[3])
+		return len(got) == 0
+	})
+	if got := a.LookupStream(streams[0]); len(got) != 1 || got[0].Unlisted {
+		t.Fatalf("LookupStream after shrinking = %+v", got)
+	}
+	// A name holding the partial mark is refused.
+	if err := b.AdvertiseSpool("tcp://127.0.0.1:6000", []string{"*"}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("stream named *: %v", err)
 	}
 }

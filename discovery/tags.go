@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strings"
 
@@ -37,7 +38,18 @@ type Service struct {
 type SpoolAd struct {
 	Endpoint string
 	Streams  []string
+	// Partial says the node serves more streams than Streams lists: the
+	// whole list did not fit in the gossip tags (MaxTagsSize), so only the
+	// first streams, in the order given, are listed. Watchers of an
+	// unlisted stream see such a node as a candidate (Instance.Unlisted)
+	// and ask its spool server.
+	Partial bool
 }
+
+// partialMark ends the stream list of a partial spool advertisement. It is
+// no valid stream name, and a peer that predates it ignores it as a stream
+// nobody asks for.
+const partialMark = "*"
 
 // SpoolKind is the Service.Kind reported for spool streams by LookupStream
 // and WatchStream.
@@ -78,7 +90,7 @@ func validateSpool(endpoint string, streams []string) error {
 		return err
 	}
 	for _, st := range streams {
-		if err := validToken("stream name", st, "|,"); err != nil {
+		if err := validToken("stream name", st, "|,*"); err != nil {
 			return err
 		}
 	}
@@ -139,7 +151,39 @@ func encodeService(s Service, host string) (key, value string) {
 }
 
 func encodeSpool(ad SpoolAd, host string) string {
-	return compactEndpoint(ad.Endpoint, host) + fieldSep + strings.Join(ad.Streams, listSep)
+	list := ad.Streams
+	if ad.Partial {
+		list = append(slices.Clip(list), partialMark)
+	}
+	return compactEndpoint(ad.Endpoint, host) + fieldSep + strings.Join(list, listSep)
+}
+
+// fitSpool returns sp, or, when tags with it would not fit in MaxTagsSize,
+// a partial copy that lists as many of its streams as fit. It returns sp
+// itself when even no stream at all does not fit: the size check then
+// reports the error.
+func fitSpool(user map[string]string, services map[string]Service, sp *SpoolAd, host string) *SpoolAd {
+	if sp == nil || checkTagsSize(buildTags(user, services, sp, host)) == nil {
+		return sp
+	}
+	// The largest prefix of the list that fits, by binary search.
+	lo, hi := 0, len(sp.Streams)-1 // lo fits (if anything does), hi+1 does not
+	fits := func(n int) bool {
+		c := &SpoolAd{Endpoint: sp.Endpoint, Streams: sp.Streams[:n], Partial: true}
+		return checkTagsSize(buildTags(user, services, c, host)) == nil
+	}
+	if !fits(0) {
+		return sp
+	}
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if fits(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return &SpoolAd{Endpoint: sp.Endpoint, Streams: slices.Clone(sp.Streams[:lo]), Partial: true}
 }
 
 // decodeService parses a service tag value. ok is false for malformed values,
@@ -172,6 +216,10 @@ func decodeSpool(value, host string) (SpoolAd, bool) {
 		for st := range strings.SplitSeq(streams, listSep) {
 			if validToken("s", st, "|,") != nil {
 				return SpoolAd{}, false
+			}
+			if st == partialMark {
+				ad.Partial = true
+				continue
 			}
 			ad.Streams = append(ad.Streams, st)
 		}

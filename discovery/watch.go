@@ -64,6 +64,10 @@ type Instance struct {
 	Addr    string        // the node's gossip host:port
 	Service Service       // what it offers
 	RTT     time.Duration // estimated round-trip time; 0 if unknown or local
+	// Unlisted is set on a stream's instance when the node's spool
+	// advertisement is partial (SpoolAd.Partial) and does not list the
+	// stream: the node may serve it; ask its spool server.
+	Unlisted bool
 }
 
 // Event is one change seen by a watcher. For Removed events Instance is the
