@@ -37,7 +37,13 @@ type Config struct {
 	// RetryJoin keeps trying the seeds in the background when none answers.
 	RetryJoin bool
 	// Key is the gossip encryption key (16, 24 or 32 bytes); nil = none.
+	// Without a key, gossip on an address that is not loopback is refused
+	// unless GossipPlaintext is set.
 	Key []byte
+	// GossipPlaintext allows gossip without Key on an address that is not
+	// loopback (see discovery.Config.AllowPlaintext): only on a trusted,
+	// isolated network.
+	GossipPlaintext bool
 	// Profile selects gossip timers. The zero value, discovery.ProfileAuto,
 	// is discovery.ProfileLocal when GossipAddr is on loopback (as the
 	// default is), else discovery.ProfileLAN.
@@ -134,14 +140,15 @@ func New(cfg Config) (*Node, error) {
 		n.spoolEP = srv.Endpoints()[0]
 	}
 	m, err := discovery.New(discovery.Config{
-		NodeName:      cfg.Name,
-		BindAddr:      cfg.GossipAddr,
-		AdvertiseAddr: cfg.AdvertiseAddr,
-		Seeds:         cfg.Seeds,
-		RetryJoin:     cfg.RetryJoin,
-		Key:           cfg.Key,
-		Profile:       cfg.Profile,
-		Logger:        cfg.Logger,
+		NodeName:       cfg.Name,
+		BindAddr:       cfg.GossipAddr,
+		AdvertiseAddr:  cfg.AdvertiseAddr,
+		Seeds:          cfg.Seeds,
+		RetryJoin:      cfg.RetryJoin,
+		Key:            cfg.Key,
+		AllowPlaintext: cfg.GossipPlaintext,
+		Profile:        cfg.Profile,
+		Logger:         cfg.Logger,
 	})
 	if err != nil {
 		srv.Close()

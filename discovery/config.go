@@ -52,7 +52,7 @@ func (p Profile) resolve(bind string) Profile {
 	if err != nil {
 		return ProfileLAN
 	}
-	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+	if isLoopbackHost(host) {
 		return ProfileLocal
 	}
 	return ProfileLAN
@@ -87,7 +87,16 @@ type Config struct {
 
 	// Key is the 16, 24 or 32-byte AES-GCM key that encrypts all gossip.
 	// nil disables encryption (and key rotation). All members must share it.
+	// Without a key, New refuses a bind address that is not loopback
+	// unless AllowPlaintext is set.
 	Key []byte
+
+	// AllowPlaintext lets gossip run without Key on an address that is not
+	// loopback. In clear text, anyone who can reach the gossip port can
+	// join the mesh, read every advertisement and announce services and
+	// spools of their own, so New refuses it unless this is set (a trusted,
+	// isolated network, say).
+	AllowPlaintext bool
 
 	// Tags are extra user tags gossiped with this node. They count against
 	// the 512-byte budget shared with advertisements. Keys starting with "~"
@@ -121,6 +130,9 @@ func (c Config) validate() (settings, error) {
 	if c.NodeName == "" {
 		return s, fmt.Errorf("%w: node name is required", ErrInvalid)
 	}
+	if err := checkNodeName(c.NodeName); err != nil {
+		return s, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
 	switch c.Profile {
 	case ProfileAuto, ProfileLAN, ProfileLocal:
 	default:
@@ -139,6 +151,9 @@ func (c Config) validate() (settings, error) {
 	s.bind, s.port, err = splitHostPort(bind)
 	if err != nil {
 		return s, fmt.Errorf("%w: bind address %q: %v", ErrInvalid, bind, err)
+	}
+	if c.Key == nil && !c.AllowPlaintext && !isLoopbackHost(s.bind) {
+		return s, fmt.Errorf("%w: gossip on %s without an encryption key: anyone who reaches the port can join the mesh and announce services; set Key (shared by all members), or AllowPlaintext on a trusted network, or bind to loopback", ErrInvalid, bind)
 	}
 	if c.AdvertiseAddr != "" {
 		s.adv, s.advP, err = splitHostPort(c.AdvertiseAddr)
@@ -253,4 +268,11 @@ func (s settings) serfConfig(logw *log.Logger, events chan serf.Event) (*serf.Co
 	// name once the old incarnation is dead.
 	sc.EnableNameConflictResolution = false
 	return sc, nil
+}
+
+// isLoopbackHost reports whether host (a name or an address, no port) is
+// on loopback: "localhost", 127.0.0.0/8 or ::1.
+func isLoopbackHost(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }

@@ -1,6 +1,9 @@
 package discovery
 
-import "testing"
+import (
+	"errors"
+	"testing"
+)
 
 // TestProfileAuto checks the timers the zero Profile stands for: local ones
 // on a loopback bind address, LAN ones elsewhere and without one; an
@@ -24,7 +27,7 @@ func TestProfileAuto(t *testing.T) {
 		{ProfileLocal, "10.0.0.5:7946", ProfileLocal},
 		{ProfileLocal, "", ProfileLocal},
 	} {
-		s, err := Config{NodeName: "x", Profile: tc.profile, BindAddr: tc.bind}.validate()
+		s, err := Config{NodeName: "x", Profile: tc.profile, BindAddr: tc.bind, AllowPlaintext: true}.validate()
 		if err != nil {
 			t.Fatalf("%v on %q: %v", tc.profile, tc.bind, err)
 		}
@@ -34,7 +37,7 @@ func TestProfileAuto(t *testing.T) {
 	}
 	// An empty BindAddr binds as the profile it resolves to.
 	for p, want := range map[Profile]string{ProfileAuto: "0.0.0.0", ProfileLAN: "0.0.0.0", ProfileLocal: "127.0.0.1"} {
-		s, err := Config{NodeName: "x", Profile: p}.validate()
+		s, err := Config{NodeName: "x", Profile: p, AllowPlaintext: true}.validate()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,5 +47,36 @@ func TestProfileAuto(t *testing.T) {
 	}
 	if got := ProfileAuto.String(); got != "auto" {
 		t.Errorf("ProfileAuto.String() = %q", got)
+	}
+}
+
+// TestPlaintextRefused checks that gossip without a key binds only to
+// loopback unless AllowPlaintext says otherwise, and that node names with
+// control characters are refused.
+func TestPlaintextRefused(t *testing.T) {
+	key := make([]byte, 32)
+	for _, tc := range []struct {
+		cfg  Config
+		want bool // accepted
+	}{
+		{Config{NodeName: "x", BindAddr: "127.0.0.1:0"}, true},
+		{Config{NodeName: "x", BindAddr: "[::1]:0"}, true},
+		{Config{NodeName: "x", BindAddr: "localhost:0"}, true},
+		{Config{NodeName: "x", Profile: ProfileLocal}, true},
+		{Config{NodeName: "x", BindAddr: "0.0.0.0:7946"}, false},
+		{Config{NodeName: "x", BindAddr: "10.0.0.5:7946"}, false},
+		{Config{NodeName: "x"}, false}, // binds 0.0.0.0:7946
+		{Config{NodeName: "x", BindAddr: "10.0.0.5:7946", Key: key}, true},
+		{Config{NodeName: "x", BindAddr: "10.0.0.5:7946", AllowPlaintext: true}, true},
+		{Config{NodeName: "bad name", Profile: ProfileLocal}, false},
+		{Config{NodeName: "bad\x00name", Profile: ProfileLocal}, false},
+	} {
+		_, err := tc.cfg.validate()
+		if (err == nil) != tc.want {
+			t.Errorf("%+v: err = %v, want accepted %v", tc.cfg, err, tc.want)
+		}
+		if err != nil && !errors.Is(err, ErrInvalid) {
+			t.Errorf("%+v: err = %v, want ErrInvalid", tc.cfg, err)
+		}
 	}
 }

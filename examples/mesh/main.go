@@ -5,12 +5,14 @@
 //
 // On host A (10.0.0.1) and host B (10.0.0.2):
 //
-//	mesh --name a --gossip 10.0.0.1:7946 --spool tcp://10.0.0.1:7950 --data /var/lib/mesh
-//	mesh --name b --gossip 10.0.0.2:7946 --spool tcp://10.0.0.2:7950 --data /var/lib/mesh --join 10.0.0.1:7946
+//	key=$(head -c 32 /dev/urandom | base64)   # once, then the same on every host
+//	mesh --name a --gossip 10.0.0.1:7946 --spool tcp://10.0.0.1:7950 --data /var/lib/mesh --key $key
+//	mesh --name b --gossip 10.0.0.2:7946 --spool tcp://10.0.0.2:7950 --data /var/lib/mesh --key $key --join 10.0.0.1:7946
 //
-// Add --key with a base64 16/24/32-byte key on every host to encrypt the
-// gossip. On one machine, try it with loopback addresses and two data
-// directories.
+// --key takes a base64 16/24/32-byte key, the same on every host: it
+// encrypts the gossip, and gossip on an address that is not loopback needs
+// it (or --plaintext, on a trusted network). On one machine, try it with
+// loopback addresses and two data directories.
 package main
 
 import (
@@ -37,6 +39,7 @@ func main() {
 	spoolEP := flag.String("spool", "tcp://127.0.0.1:0", "spool server endpoint")
 	join := flag.String("join", "", "comma-separated gossip addresses to join")
 	key := flag.String("key", "", "gossip encryption key (base64)")
+	plaintext := flag.Bool("plaintext", false, "allow unencrypted gossip on an address that is not loopback")
 	stream := flag.String("stream", "chat", "stream to publish and consume")
 	flag.Parse()
 	if *name == "" || *data == "" {
@@ -45,7 +48,7 @@ func main() {
 	}
 	cfg := fastmq.Config{
 		Name: *name, DataDir: *data, GossipAddr: *gossip, SpoolEndpoints: []string{*spoolEP},
-		RetryJoin: true, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		RetryJoin: true, GossipPlaintext: *plaintext, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}
 	if *join != "" {
 		cfg.Seeds = strings.Split(*join, ",")
