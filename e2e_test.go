@@ -147,6 +147,10 @@ func TestMain(m *testing.M) {
 		runChild()
 		return
 	}
+	if role := os.Getenv(crossHostEnv); role != "" {
+		runCrossHostChild(role)
+		return
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -28,7 +28,12 @@ type Config struct {
 	// DataDir holds the node's spools (one directory per stream under
 	// streams/) and its consumers' offsets (under consumers/).
 	DataDir string
-	// GossipAddr is the serf bind address. Default "127.0.0.1:0".
+	// GossipAddr is the serf bind address. Default "127.0.0.1:0", or, when
+	// a seed is on another host, the address of the local interface that
+	// routes to it (port 0), so that a node never advertises loopback to a
+	// remote mesh. A loopback GossipAddr with a seed on another host (and no
+	// AdvertiseAddr) is refused. Gossip beyond loopback needs Key (or
+	// GossipPlaintext).
 	GossipAddr string
 	// AdvertiseAddr is the gossip address others should use, if it differs.
 	AdvertiseAddr string
@@ -48,8 +53,11 @@ type Config struct {
 	// is discovery.ProfileLocal when GossipAddr is on loopback (as the
 	// default is), else discovery.ProfileLAN.
 	Profile discovery.Profile
-	// SpoolEndpoints are where the spool server binds. Default
-	// "tcp://127.0.0.1:0".
+	// SpoolEndpoints are where the spool server binds. Default: the gossip
+	// host, port 0 ("tcp://127.0.0.1:0" with the default GossipAddr; every
+	// interface when gossip binds 0.0.0.0). A loopback endpoint on a node
+	// that gossips beyond loopback, without SpoolAdvertise, is refused:
+	// remote consumers could not reach it.
 	SpoolEndpoints []string
 	// SpoolAdvertise is the endpoint advertised for the spool server, if it
 	// differs from the first bound endpoint (for example a bind on 0.0.0.0).
@@ -105,8 +113,8 @@ func New(cfg Config) (*Node, error) {
 	}
 	cfg.Seeds = append([]string(nil), cfg.Seeds...)
 	cfg.SpoolEndpoints = append([]string(nil), cfg.SpoolEndpoints...)
-	if cfg.GossipAddr == "" {
-		cfg.GossipAddr = "127.0.0.1:0"
+	if err := resolveNetwork(&cfg); err != nil {
+		return nil, err
 	}
 	lg := cfg.Logger
 	if lg == nil {
