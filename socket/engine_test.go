@@ -991,9 +991,9 @@ func TestReqRecvNotBlockedBySend(t *testing.T) {
 	// needs while it waits).
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		req.reqMu.Lock()
-		sending := req.reqSending
-		req.reqMu.Unlock()
+		req.req.mu.Lock()
+		sending := req.req.sending
+		req.req.mu.Unlock()
 		if sending {
 			break
 		}

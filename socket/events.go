@@ -1,6 +1,9 @@
 package socket
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // EventType says what an Event reports.
 type EventType int
@@ -57,19 +60,37 @@ func (e Event) String() string {
 	return s
 }
 
+// eventQueue is the socket's bounded event channel: a full channel drops
+// new events rather than block whoever reports them.
+type eventQueue struct {
+	mu     sync.Mutex // guards closed and sends on ch
+	closed bool
+	ch     chan Event
+}
+
+func (q *eventQueue) init() { q.ch = make(chan Event, 256) }
+
+// close closes the channel; later events are discarded.
+func (q *eventQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	close(q.ch)
+	q.mu.Unlock()
+}
+
 // Events returns the socket's event channel. It is buffered (256 events);
 // when it is full new events are dropped and counted in
 // Stats.EventsDropped. It is closed when Close returns.
-func (s *Socket) Events() <-chan Event { return s.events }
+func (s *Socket) Events() <-chan Event { return s.ev.ch }
 
 func (s *Socket) emit(e Event) {
-	s.evMu.Lock()
-	if !s.evClosed {
+	s.ev.mu.Lock()
+	if !s.ev.closed {
 		select {
-		case s.events <- e:
+		case s.ev.ch <- e:
 		default:
 			s.st.eventsDropped.Add(1)
 		}
 	}
-	s.evMu.Unlock()
+	s.ev.mu.Unlock()
 }

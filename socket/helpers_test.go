@@ -142,7 +142,7 @@ func withTimeout(ctx context.Context, ms int) context.Context {
 
 // queued returns how many received messages wait for Recv.
 func (s *Socket) queued() int {
-	n := int(s.leftN.Load())
+	n := int(s.in.leftN.Load())
 	for _, p := range *s.peers.Load() {
 		n += p.inq.len()
 	}

@@ -227,7 +227,7 @@ func TestPubNoDropPassesWakeupOn(t *testing.T) {
 			q1 = p.outq
 		}
 	}
-	blocked := func() int { q1.mu.Lock(); defer q1.mu.Unlock(); return q1.blocked }
+	blocked := q1.blocked.waiting
 	n1 := make(chan error, 1)
 	go func() { n1 <- pub.Send(withTimeout(ctx, 2000), big('a')) }() // waits on s1, then on s2
 	waitFor(t, "first sender blocked on s1", func() bool { return blocked() == 1 })

@@ -132,13 +132,8 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 			p.minor = 1
 		}
 		p.id = string(info.Identity)
-		switch {
-		case s.kind == Router && p.id == "":
-			p.id = s.genID()
-		case s.kind == Router && p.id[0] == 0:
-			// Identities starting with a zero byte are the ones a ROUTER
-			// generates (as in libzmq): a peer may not claim one.
-			err = fmt.Errorf("%w: a peer identity may not start with a zero byte", ErrIdentityInUse)
+		if s.kind == Router {
+			err = s.router.checkIdentity(p)
 		}
 		if err == nil {
 			err = s.addPeer(p)
@@ -160,7 +155,7 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 	}
 	s.log.Debug("peer connected", "endpoint", ep, "peer", remote, "type", info.SocketType)
 	s.emit(Event{Type: typ, Endpoint: ep, Peer: remote})
-	s.wake()
+	s.rr.blocked.wake()
 
 	writerDone := make(chan struct{})
 	s.wg.Add(1)

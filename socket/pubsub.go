@@ -3,7 +3,19 @@ package socket
 import (
 	"context"
 	"fmt"
+	"sync"
 )
+
+// pubState is what PUB and XPUB keep beyond each peer's subscriptions
+// (peer.subs, changed by the peer's reader).
+type pubState struct {
+	// noDrop makes checking for room and queueing one step for PubNoDrop
+	// sends (see sendFanoutNoDrop).
+	noDrop sync.Mutex
+
+	mu    sync.Mutex // guards xsubs
+	xsubs subSet     // XPUB: union of peers' subscriptions
+}
 
 // maxPeerSubs bounds the distinct subscriptions one peer may hold, so a
 // flood of SUBSCRIBEs cannot cost unbounded memory.
@@ -34,14 +46,14 @@ func (p *peer) subscription(add bool, topic []byte) error {
 // xpubUpdate keeps the union of subscriptions and passes a change of the
 // union to Recv as a \x01topic or \x00topic message.
 func (s *Socket) xpubUpdate(p *peer, topic []byte, add, leaving bool) {
-	s.mu.Lock()
+	s.pub.mu.Lock()
 	var changed bool
 	if add {
-		changed = s.xsubs.add(topic)
+		changed = s.pub.xsubs.add(topic)
 	} else {
-		_, changed = s.xsubs.remove(topic)
+		_, changed = s.pub.xsubs.remove(topic)
 	}
-	s.mu.Unlock()
+	s.pub.mu.Unlock()
 	if !changed || s.closed.Load() {
 		return
 	}
@@ -68,7 +80,7 @@ func (s *Socket) sendFanout(m Msg, filter bool) {
 // sendFanoutNoDrop queues m for every matching peer once all of them have
 // room (Config.PubNoDrop): until then nothing is queued, so a deadline
 // leaves no peer with the message and the others without it. The check
-// and the queueing happen together under s.noDropMu, which every such
+// and the queueing happen together under s.pub.noDrop, which every such
 // Send takes, so no other sender can take the room in between (writers
 // only ever make room).
 func (s *Socket) sendFanoutNoDrop(ctx context.Context, m Msg) error {
@@ -94,8 +106,8 @@ func (s *Socket) sendFanoutNoDrop(ctx context.Context, m Msg) error {
 // room, and returns nil; otherwise it queues nothing and returns a full
 // peer.
 func (s *Socket) queueAllOrNone(m Msg) *peer {
-	s.noDropMu.Lock()
-	defer s.noDropMu.Unlock()
+	s.pub.noDrop.Lock()
+	defer s.pub.noDrop.Unlock()
 	ps := *s.peers.Load()
 	if len(ps) == 1 {
 		if p := ps[0]; p.subs.match(m.Frames[0]) && !p.outq.push(m) {
@@ -111,7 +123,7 @@ func (s *Socket) queueAllOrNone(m Msg) *peer {
 	for _, p := range ps {
 		if p.subs.match(m.Frames[0]) && !p.outq.push(m) {
 			// Cannot happen: only PubNoDrop sends queue here, and they
-			// hold noDropMu. Count it rather than block under the lock.
+			// hold pub.noDrop. Count it rather than block under the lock.
 			s.drop(p)
 		}
 	}

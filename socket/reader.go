@@ -148,8 +148,8 @@ func (p *peer) flushIn() {
 		k, room := p.inq.push(b)
 		b = b[k:]
 		p.inRoom = room
-		if k > 0 && s.rwaiters.Load() > 0 {
-			s.wakeRecv()
+		if k > 0 {
+			s.in.blocked.wakeIfWaiting()
 		}
 		if len(b) == 0 {
 			break

@@ -3,6 +3,8 @@ package socket
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 )
 
 // Recv returns the next message, fair-queued among peers. It blocks until
@@ -29,15 +31,38 @@ func (s *Socket) Recv(ctx context.Context) (Msg, error) {
 		im, err = s.recvIn(ctx)
 		m = im.m
 		if err == nil && s.kind == Router {
-			f := make([][]byte, 0, len(m.Frames)+1)
-			f = append(f, []byte(im.p.id))
-			m.Frames = append(f, m.Frames...)
+			m = withIdentity(im)
 		}
 	}
 	if err == nil {
 		s.st.received.Add(1)
 	}
 	return m, err
+}
+
+// fairQueue is the receiving side every kind that receives shares. Each
+// peer has its own bounded queue (peer.inq); Recv visits them round-robin.
+// The queues of peers that went away with messages still in them wait in
+// departed, oldest first, and are read from in place (so a Recv that still
+// holds the old peer list pops from the same queue, in order); XPUB's own
+// unsubscriptions wait in left.
+type fairQueue struct {
+	next atomic.Uint32 // where the next visit starts
+	// blocked holds receivers that found every queue empty; readers wake
+	// them when they add messages.
+	blocked waiters
+
+	leftN    atomic.Int32 // len(departed) + len(left), a hint for the fast path
+	mu       sync.Mutex   // guards departed and left
+	departed []*peer
+	left     []inMsg
+}
+
+// inMsg is a received message and the peer it came from (nil for XPUB's
+// own unsubscriptions).
+type inMsg struct {
+	p *peer
+	m Msg
 }
 
 // recvIn takes the next incoming message, visiting the peers' queues
@@ -51,31 +76,16 @@ func (s *Socket) recvIn(ctx context.Context) (inMsg, error) {
 	}
 	ctx, cancel := ctxFor(ctx, s.cfg.RecvTimeout)
 	defer cancel()
-	for {
-		s.rwaiters.Add(1)
-		im, ok := s.tryRecv()
-		if !ok {
-			select {
-			case <-s.inReady:
-				s.rwakes.Add(1)
-			case <-ctx.Done():
-				s.rwaiters.Add(-1)
-				return inMsg{}, ctxErr(ctx)
-			case <-s.closing:
-				s.rwaiters.Add(-1)
-				return inMsg{}, ErrClosed
-			}
-		}
-		// A receiver that got a message passes the wake-up on to the
-		// next blocked one. One that did not keeps it: every queue was
-		// empty, and the readers wake receivers again when they add.
-		if s.rwaiters.Add(-1) > 0 && ok {
-			s.wakeRecv()
-		}
-		if ok {
-			return im, nil
-		}
-	}
+	var im inMsg
+	// A receiver that got a message passes the wake-up on to the next
+	// blocked one. One that did not keeps it: every queue was empty, and
+	// the readers wake receivers again when they add.
+	err := s.in.blocked.wait(ctx, nil, s.closing, func() bool {
+		var ok bool
+		im, ok = s.tryRecv()
+		return ok
+	})
+	return im, err
 }
 
 func (s *Socket) tryRecv() (inMsg, bool) {
@@ -87,7 +97,7 @@ func (s *Socket) tryRecv() (inMsg, bool) {
 	if n == 0 {
 		return inMsg{}, false
 	}
-	start := s.rrIn.Add(1)
+	start := s.in.next.Add(1)
 	for i := uint32(0); i < n; i++ {
 		p := ps[(start+i)%n]
 		if m, ok := p.inq.pop(); ok {
@@ -95,11 +105,6 @@ func (s *Socket) tryRecv() (inMsg, bool) {
 		}
 	}
 	return inMsg{}, false
-}
-
-type inMsg struct {
-	p *peer
-	m Msg
 }
 
 // keepDeparted keeps the queue of a peer that went away for Recv, if it
@@ -112,61 +117,62 @@ func (s *Socket) keepDeparted(p *peer) {
 	if k == 0 {
 		return
 	}
-	s.leftMu.Lock()
-	kept := len(s.left)
-	for _, q := range s.departed {
-		kept += q.inq.len()
+	q := &s.in
+	q.mu.Lock()
+	kept := len(q.left)
+	for _, d := range q.departed {
+		kept += d.inq.len()
 	}
 	if over := kept + k - s.cfg.RecvHWM; over > 0 {
 		s.st.dropped.Add(uint64(p.inq.dropNewest(over)))
 	}
 	if p.inq.len() > 0 {
-		s.departed = append(s.departed, p)
-		s.leftN.Add(1)
+		q.departed = append(q.departed, p)
+		q.leftN.Add(1)
 	}
-	s.leftMu.Unlock()
-	s.wakeRecv()
+	q.mu.Unlock()
+	q.blocked.wake()
 }
 
 // pushLeft keeps a message not tied to a live peer (XPUB's own
 // unsubscriptions) for Recv, bounded by RecvHWM; beyond it messages are
 // dropped and counted in Stats.Dropped.
 func (s *Socket) pushLeft(im inMsg) {
-	s.leftMu.Lock()
-	if len(s.left) >= s.cfg.RecvHWM {
-		s.leftMu.Unlock()
+	q := &s.in
+	q.mu.Lock()
+	if len(q.left) >= s.cfg.RecvHWM {
+		q.mu.Unlock()
 		s.st.dropped.Add(1)
 		return
 	}
-	s.left = append(s.left, im)
-	s.leftN.Add(1)
-	s.leftMu.Unlock()
-	s.wakeRecv()
+	q.left = append(q.left, im)
+	q.leftN.Add(1)
+	q.mu.Unlock()
+	q.blocked.wake()
 }
 
 func (s *Socket) popLeft() (inMsg, bool) {
-	if s.leftN.Load() == 0 {
+	q := &s.in
+	if q.leftN.Load() == 0 {
 		return inMsg{}, false
 	}
-	s.leftMu.Lock()
-	defer s.leftMu.Unlock()
-	for len(s.departed) > 0 {
-		p := s.departed[0]
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.departed) > 0 {
+		p := q.departed[0]
 		if m, ok := p.inq.pop(); ok {
 			return inMsg{p: p, m: m}, true
 		}
-		s.departed[0] = nil
-		s.departed = s.departed[1:]
-		s.leftN.Add(-1)
+		q.departed[0] = nil
+		q.departed = q.departed[1:]
+		q.leftN.Add(-1)
 	}
-	if len(s.left) == 0 {
+	if len(q.left) == 0 {
 		return inMsg{}, false
 	}
-	im := s.left[0]
-	s.left[0] = inMsg{}
-	s.left = s.left[1:]
-	s.leftN.Add(-1)
+	im := q.left[0]
+	q.left[0] = inMsg{}
+	q.left = q.left[1:]
+	q.leftN.Add(-1)
 	return im, true
 }
-
-func (s *Socket) wakeRecv() { signal(s.inReady) }

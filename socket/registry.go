@@ -2,6 +2,10 @@ package socket
 
 import "fmt"
 
+// addPeer registers a peer that finished its handshake: from now on Send
+// and Recv see it. It holds s.mu, so that Close (which takes it too)
+// either sees the peer or refuses it, and SUB/XSUB's subscriptions cannot
+// change while the peer is given them.
 func (s *Socket) addPeer(p *peer) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -15,14 +19,9 @@ func (s *Socket) addPeer(p *peer) error {
 		return fmt.Errorf("socket: PAIR already has a peer")
 	}
 	if s.kind == Router {
-		if prev, ok := s.byID[p.id]; ok {
-			if !s.cfg.RouterHandover {
-				return fmt.Errorf("%w: identity %q is already in use", ErrIdentityInUse, p.id)
-			}
-			// Handover: the newest connection with an identity wins.
-			prev.shutdown(fmt.Errorf("socket: identity taken over by a new connection"))
+		if err := s.router.add(p, s.cfg.RouterHandover); err != nil {
+			return err
 		}
-		s.byID[p.id] = p
 	}
 	if s.kind == Sub || s.kind == XSub {
 		// Under s.mu, like every change of s.subs: the peer gets each
@@ -36,6 +35,9 @@ func (s *Socket) addPeer(p *peer) error {
 	return nil
 }
 
+// removePeer unregisters a peer whose connection ended. What it sent and
+// Recv did not take yet stays readable; an XPUB reports the
+// subscriptions that went with it.
 func (s *Socket) removePeer(p *peer) {
 	s.peersMu.Lock()
 	old := *s.peers.Load()
@@ -46,8 +48,8 @@ func (s *Socket) removePeer(p *peer) {
 		}
 	}
 	s.peers.Store(&n)
-	if s.kind == Router && s.byID[p.id] == p {
-		delete(s.byID, p.id)
+	if s.kind == Router {
+		s.router.remove(p)
 	}
 	s.peersMu.Unlock()
 	// Keep what the peer sent before it went away.
@@ -57,5 +59,5 @@ func (s *Socket) removePeer(p *peer) {
 			s.xpubUpdate(p, []byte(t), false, true)
 		}
 	}
-	s.wake()
+	s.rr.blocked.wake()
 }

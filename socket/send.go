@@ -105,5 +105,3 @@ func (s *Socket) sendTo(ctx context.Context, p *peer, m Msg) error {
 	}
 	return nil
 }
-
-func (s *Socket) wake() { signal(s.room) }

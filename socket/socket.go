@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -30,52 +29,28 @@ type Socket struct {
 	closed  atomic.Bool
 	closing chan struct{} // closed by Close
 
+	// mu guards the endpoints and SUB/XSUB's own subscriptions, and is
+	// held while a peer is registered (registry.go).
 	mu        sync.Mutex
-	listeners map[string]*listener // by resolved endpoint
-	dialers   map[string][]*dialer
-	pending   map[net.Conn]struct{} // connections still handshaking
-	subs      subTable              // SUB/XSUB: our subscriptions (changed under mu)
-	xsubs     subSet                // XPUB: union of peers' subscriptions
-	peersMu   sync.Mutex            // guards writes of peers and byID
-	byID      map[string]*peer      // ROUTER
+	listeners map[string]*listener     // by resolved endpoint
+	dialers   map[string][]*dialer     // by endpoint given to Connect
+	pending   map[net.Conn]struct{}    // connections still handshaking
+	subs      subTable                 // SUB/XSUB: our subscriptions (changed under mu)
+	mySubs    atomic.Pointer[subTable] // SUB: the table the reader filters with (&subs)
 
+	// The peers that finished their handshake, replaced as a whole under
+	// peersMu and read without a lock (registry.go).
+	peersMu sync.Mutex
 	peers   atomic.Pointer[[]*peer]
-	mySubs  atomic.Pointer[subTable] // SUB: the table the reader filters with (&subs)
-	rr      atomic.Uint32
-	waiters atomic.Int32
-	room    chan struct{}
-	nextID  atomic.Uint32
 
-	// Incoming side: each peer has its own bounded queue (peer.inq); Recv
-	// visits them round-robin. The queues of peers that went away with
-	// messages still in them wait in departed, oldest first, and are read
-	// from in place (so a Recv that still holds the old peer list pops from
-	// the same queue, in order); XPUB's own unsubscriptions wait in left.
-	rrIn     atomic.Uint32
-	rwaiters atomic.Int32
-	rwakes   atomic.Int64 // receivers woken while blocked (for tests)
-
-	noDropMu sync.Mutex // PubNoDrop: checking and queueing are one step
-	inReady  chan struct{}
-	leftN    atomic.Int32 // len(departed) + len(left), a hint for the fast path
-	leftMu   sync.Mutex
-	departed []*peer
-	left     []inMsg
-
-	evMu     sync.Mutex
-	evClosed bool
-	events   chan Event
-
-	reqMu      sync.Mutex
-	reqPeer    *peer
-	reqWaiting bool
-	reqSending bool // a Send is on its way (reqMu is not held while it blocks)
-	reqID      uint32
-
-	repMu      sync.Mutex
-	repPeer    *peer
-	repEnv     [][]byte
-	repPending bool
+	// Each pattern family's own state and lock, in the family's file.
+	rr     roundRobin  // PUSH, DEALER, PAIR, REQ: sending (roundrobin.go)
+	in     fairQueue   // every kind that receives (recv.go)
+	pub    pubState    // PUB, XPUB (pubsub.go)
+	router routerState // ROUTER (router.go)
+	req    reqState    // REQ (reqrep.go)
+	rep    repState    // REP (reqrep.go)
+	ev     eventQueue  // events.go
 
 	st struct {
 		sent, received, dropped, eventsDropped, hsFail, disconnects, retries, tooLarge atomic.Uint64
@@ -107,11 +82,11 @@ func New(kind Kind, cfg Config) (*Socket, error) {
 		listeners: make(map[string]*listener),
 		dialers:   make(map[string][]*dialer),
 		pending:   make(map[net.Conn]struct{}),
-		byID:      make(map[string]*peer),
-		room:      make(chan struct{}, 1),
-		inReady:   make(chan struct{}, 1),
-		events:    make(chan Event, 256),
 	}
+	s.rr.blocked.init()
+	s.in.blocked.init()
+	s.router.init()
+	s.ev.init()
 	s.hs = zmtp.Config{
 		SocketType: kind.String(),
 		Identity:   c.Identity,
@@ -119,7 +94,6 @@ func New(kind Kind, cfg Config) (*Socket, error) {
 		Password:   c.PlainPassword,
 		Auth:       c.PlainAuth,
 	}
-	s.nextID.Store(rand.Uint32())
 	empty := []*peer{}
 	s.peers.Store(&empty)
 	s.mySubs.Store(&s.subs)
@@ -167,10 +141,7 @@ func (s *Socket) Close() error {
 		}
 	}
 	s.wg.Wait()
-	s.evMu.Lock()
-	s.evClosed = true
-	close(s.events)
-	s.evMu.Unlock()
+	s.ev.close()
 	return nil
 }
 

@@ -75,9 +75,7 @@ func (p *peer) writeQueued(batch []Msg, rounds int) error {
 		if len(b) == 0 {
 			return nil
 		}
-		if s.waiters.Load() > 0 {
-			s.wake()
-		}
+		s.rr.blocked.wakeIfWaiting()
 		for _, m := range b {
 			if err := p.write(m); err != nil {
 				clear(b)
