@@ -19,7 +19,8 @@ import (
 // send/receive state, so concurrent Send or Recv calls on them interleave
 // unpredictably. Send and Recv block as documented on each; Bind, Connect
 // and their inverses do not block on the network; Subscribe and
-// Unsubscribe never block. Close may be called more than once.
+// Unsubscribe never block. Close and Shutdown may be called more than
+// once, and after either every other method returns ErrClosed.
 type Socket struct {
 	kind Kind
 	cfg  Config
@@ -27,7 +28,10 @@ type Socket struct {
 	hs   zmtp.Config
 
 	closed  atomic.Bool
-	closing chan struct{} // closed by Close
+	closing chan struct{} // closed by Close or Shutdown
+	// lingerEnd is when lingering writers give up (close.go): written
+	// before closing closes, read only after.
+	lingerEnd time.Time
 
 	// mu guards the endpoints and SUB/XSUB's own subscriptions, and is
 	// held while a peer is registered (registry.go).
@@ -102,48 +106,6 @@ func New(kind Kind, cfg Config) (*Socket, error) {
 
 // Kind returns the socket's kind.
 func (s *Socket) Kind() Kind { return s.kind }
-
-// Close stops listening and dialing, gives each connection up to
-// Config.Linger to flush its queued messages, closes every connection and
-// returns once all the socket's goroutines have exited. Blocked Send and
-// Recv calls return ErrClosed. Close is idempotent.
-func (s *Socket) Close() error {
-	s.mu.Lock()
-	if s.closed.Load() {
-		s.mu.Unlock()
-		s.wg.Wait()
-		return nil
-	}
-	s.closed.Store(true)
-	close(s.closing)
-	for k, ln := range s.listeners {
-		ln.l.Close()
-		delete(s.listeners, k)
-	}
-	for k, ds := range s.dialers {
-		for _, d := range ds {
-			d.cancel()
-		}
-		delete(s.dialers, k)
-	}
-	for c := range s.pending {
-		c.Close()
-	}
-	s.mu.Unlock()
-	// A writer blocked on a peer that stopped reading must give up when
-	// the linger time is over.
-	deadline := time.Now().Add(s.cfg.Linger)
-	for _, p := range *s.peers.Load() {
-		if s.cfg.Linger < 0 {
-			p.shutdown(ErrClosed)
-		} else {
-			_ = p.conn.SetWriteDeadline(deadline)
-		}
-	}
-	s.wg.Wait()
-	s.ev.close()
-	return nil
-}
 
 // ctxFor applies a default timeout when ctx has none.
 func ctxFor(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {

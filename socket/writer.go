@@ -98,17 +98,19 @@ func (p *peer) write(m Msg) error {
 	return p.w.WriteMessage(m.Frames)
 }
 
-// linger flushes what is queued (subscription changes, then messages),
-// within Config.Linger, then half-closes
-// the connection so the peer reads everything before EOF. The reader ends
-// the connection when the peer closes its side or the deadline passes.
+// linger flushes what is queued (subscription changes, then messages)
+// before s.lingerEnd (Config.Linger after Close or Shutdown began, or
+// Shutdown's ctx deadline if sooner), then half-closes the connection so
+// the peer reads everything before EOF. The reader ends the connection
+// when the peer closes its side or the deadline passes; a Shutdown whose
+// ctx ends cuts it at once.
 func (p *peer) linger() {
 	s := p.s
 	if s.cfg.Linger < 0 {
 		p.shutdown(ErrClosed)
 		return
 	}
-	deadline := time.Now().Add(s.cfg.Linger)
+	deadline := s.lingerEnd
 	_ = p.conn.SetWriteDeadline(deadline)
 	err := p.writeSubs() // subscription changes not yet sent go first
 	if err == nil {
