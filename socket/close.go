@@ -90,6 +90,11 @@ func (s *Socket) waitClosed(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
+		// The writers give up at ctx's deadline, maybe just before ctx's
+		// own timer fires: that is ctx ending first all the same.
+		if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+			return context.DeadlineExceeded
+		}
 		return ctx.Err()
 	case <-ctx.Done():
 		for _, p := range *s.peers.Load() {
