@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fastmq/fastmq/internal/testutil"
 )
 
 func TestHWMAndTimeouts(t *testing.T) {
@@ -51,7 +53,7 @@ func TestHWMAndTimeouts(t *testing.T) {
 	if _, err := pull.Recv(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "room", func() bool {
+	testutil.WaitFor(t, "room", 0, func() bool {
 		c, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		defer cancel()
 		if _, err := pull.Recv(c); err != nil && !isTimeout(err) {
@@ -74,7 +76,7 @@ func TestSlowSubscriberIsolation(t *testing.T) {
 			}
 			connect(t, s, addr)
 		}
-		waitFor(t, "subscriptions", func() bool {
+		testutil.WaitFor(t, "subscriptions", 0, func() bool {
 			mustSend(t, ctx, pub, "probe")
 			_, err1 := fast.Recv(withTimeout(ctx, 20))
 			_, err2 := slow.Recv(withTimeout(ctx, 20))
@@ -148,7 +150,7 @@ func TestRecvHWMBatches(t *testing.T) {
 			}
 			sent <- nil
 		}()
-		waitFor(t, "queue full", func() bool { return pull.queued() == hwm })
+		testutil.WaitFor(t, "queue full", 0, func() bool { return pull.queued() == hwm })
 		for i := range n {
 			if q := pull.queued(); q > hwm {
 				t.Fatalf("%d messages queued, RecvHWM %d", q, hwm)
@@ -245,7 +247,7 @@ func TestUndrainedEventsNeverBlock(t *testing.T) {
 		}
 		push.Close()
 	}
-	waitFor(t, "events dropped", func() bool { return pull.Stats().EventsDropped > 0 })
+	testutil.WaitFor(t, "events dropped", 0, func() bool { return pull.Stats().EventsDropped > 0 })
 	push := mk(t, Push, Config{})
 	connect(t, push, ep)
 	mustSend(t, ctx, push, "still working")

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/internal/zmtp"
 )
 
@@ -99,7 +100,7 @@ func TestHostileHandshakes(t *testing.T) {
 			before := pull.Stats().HandshakeFailures
 			p := rawDial(t, addr)
 			p.write(t, tc.data)
-			waitFor(t, "handshake failure", func() bool { return pull.Stats().HandshakeFailures > before })
+			testutil.WaitFor(t, "handshake failure", 0, func() bool { return pull.Stats().HandshakeFailures > before })
 			if pull.Stats().Peers != 1 {
 				t.Fatalf("peers = %d", pull.Stats().Peers)
 			}
@@ -112,7 +113,7 @@ func TestHostileHandshakes(t *testing.T) {
 	hdr := []byte{zmtp.FlagLong, 0, 0, 0, 0, 0, 0, 0, 0}
 	binary.BigEndian.PutUint64(hdr[1:], 1<<62)
 	p.write(t, hdr)
-	waitFor(t, "too-large disconnect", func() bool { return pull.Stats().TooLarge == 1 })
+	testutil.WaitFor(t, "too-large disconnect", 0, func() bool { return pull.Stats().TooLarge == 1 })
 	mustSend(t, ctx, push, "still")
 	eq(t, mustRecv(t, ctx, pull), "still")
 
@@ -120,7 +121,7 @@ func TestHostileHandshakes(t *testing.T) {
 	p = rawConnect(t, addr, "PUSH")
 	waitPeers(t, pull, 2)
 	p.write(t, bytes.Repeat([]byte{zmtp.FlagMore, 0}, 40000))
-	waitFor(t, "frame-flood disconnect", func() bool { return pull.Stats().TooLarge == 2 })
+	testutil.WaitFor(t, "frame-flood disconnect", 0, func() bool { return pull.Stats().TooLarge == 2 })
 
 	// Even with no size limit, a lying length allocates only as data
 	// arrives: the peer disappears and nothing breaks.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/internal/zmtp"
 )
 
@@ -136,7 +137,7 @@ func TestBlockedReceiversDoNotBounceWakeups(t *testing.T) {
 	for range n - n/50 {
 		<-got
 	}
-	waitFor(t, "both receivers blocked", func() bool { return pull.in.blocked.waiting() == 2 })
+	testutil.WaitFor(t, "both receivers blocked", 0, func() bool { return pull.in.blocked.waiting() == 2 })
 	before := pull.in.blocked.woken.Load()
 	deadline := time.Now().Add(100 * time.Millisecond)
 	for time.Now().Before(deadline) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/internal/zmtp"
 )
 
@@ -204,7 +205,7 @@ func TestPubSub(t *testing.T) {
 		}
 		connect(t, sub, addr)
 		// Publish until the subscription has arrived.
-		waitFor(t, "subscription", func() bool {
+		testutil.WaitFor(t, "subscription", 0, func() bool {
 			mustSend(t, ctx, pub, "a.probe")
 			_, err := sub.Recv(withTimeout(ctx, 20))
 			return err == nil
@@ -221,7 +222,7 @@ func TestPubSub(t *testing.T) {
 		if err := sub.Subscribe([]byte("b.")); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "resubscription", func() bool {
+		testutil.WaitFor(t, "resubscription", 0, func() bool {
 			mustSend(t, ctx, pub, "b.probe")
 			_, err := sub.Recv(withTimeout(ctx, 20))
 			return err == nil
@@ -360,7 +361,7 @@ func TestRoundRobinAndFairQueue(t *testing.T) {
 				mustSend(t, ctx, s, fmt.Sprint(i), fmt.Sprint(j))
 			}
 		}
-		waitFor(t, "all messages queued", func() bool { return pull.queued() == 60 })
+		testutil.WaitFor(t, "all messages queued", 0, func() bool { return pull.queued() == 60 })
 		next := map[string]int{}
 		for round := range 20 {
 			seen := map[string]bool{}

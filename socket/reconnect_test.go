@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fastmq/fastmq/internal/testutil"
 )
 
 func TestReconnectAfterRestart(t *testing.T) {
@@ -39,7 +41,7 @@ func TestReconnectAfterRestart(t *testing.T) {
 			bind(t, pub, pubAddr)
 			// Messages queued for the dead connection before it was noticed
 			// are lost; probe until the new connection carries them.
-			waitFor(t, "push reconnect", func() bool {
+			testutil.WaitFor(t, "push reconnect", 0, func() bool {
 				if err := push.Send(withTimeout(ctx, 20), NewMsgString("probe")); err != nil {
 					return false
 				}
@@ -47,7 +49,7 @@ func TestReconnectAfterRestart(t *testing.T) {
 				return err == nil
 			})
 			// The subscription is replayed: x-messages get through.
-			waitFor(t, "sub replay", func() bool {
+			testutil.WaitFor(t, "sub replay", 0, func() bool {
 				mustSend(t, ctx, pub, "y-no")
 				mustSend(t, ctx, pub, fmt.Sprint("x", round))
 				m, err := sub.Recv(withTimeout(ctx, 20))

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/internal/zmtp"
 )
 
@@ -280,7 +281,7 @@ func TestSubscribeNotBlockedByStuckPeer(t *testing.T) {
 
 	// The healthy PUB has exactly our subscriptions and filters by them.
 	pp := (*pub.peers.Load())[0]
-	waitFor(t, "healthy PUB's subscriptions", func() bool {
+	testutil.WaitFor(t, "healthy PUB's subscriptions", 0, func() bool {
 		got := map[string]int{}
 		pp.subs.each(func(t string, n int) { got[t] = n })
 		return maps.Equal(got, want)
@@ -532,7 +533,7 @@ func TestPubHoldsPrefixOncePerPeer(t *testing.T) {
 				t.Fatal(err)
 			}
 			pp := (*pub.peers.Load())[0]
-			waitFor(t, "the marker subscription", func() bool { return pp.subs.match([]byte("m")) })
+			testutil.WaitFor(t, "the marker subscription", 0, func() bool { return pp.subs.match([]byte("m")) })
 			if pp.subs.match([]byte("a.x")) {
 				t.Fatal("the peer still holds a after its CANCEL")
 			}
