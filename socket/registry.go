@@ -39,6 +39,10 @@ func (s *Socket) addPeer(p *peer) error {
 // Recv did not take yet stays readable; an XPUB reports the
 // subscriptions that went with it.
 func (s *Socket) removePeer(p *peer) {
+	// Keep what the peer sent before it went away. It is kept before the
+	// peer leaves the list, so Recv finds it in one place or the other
+	// (both pop the same queue) and never in neither.
+	s.keepDeparted(p)
 	s.peersMu.Lock()
 	old := *s.peers.Load()
 	n := make([]*peer, 0, len(old))
@@ -52,8 +56,6 @@ func (s *Socket) removePeer(p *peer) {
 		s.router.remove(p)
 	}
 	s.peersMu.Unlock()
-	// Keep what the peer sent before it went away.
-	s.keepDeparted(p)
 	if s.kind == XPub {
 		for _, t := range p.subs.topics() {
 			s.xpubUpdate(p, []byte(t), false, true)
