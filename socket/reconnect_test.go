@@ -1,13 +1,11 @@
 package socket
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,57 +98,6 @@ func TestIPCStaleFile(t *testing.T) {
 	if b, _ := os.ReadFile(plain); string(b) != "data" {
 		t.Fatal("regular file clobbered")
 	}
-}
-
-// TestSoakChurn runs traffic while receivers come and go. It is long, so
-// it runs only with FASTMQ_LONG=1.
-func TestSoakChurn(t *testing.T) {
-	if os.Getenv("FASTMQ_LONG") == "" {
-		t.Skip("set FASTMQ_LONG=1 to run")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	push := mk(t, Push, Config{ReconnectInterval: time.Millisecond, ReconnectIntervalMax: 10 * time.Millisecond, HeartbeatInterval: 10 * time.Millisecond})
-	var addrs []string
-	var pulls []*Socket
-	for range 3 {
-		p := mk(t, Pull, Config{HeartbeatInterval: 10 * time.Millisecond})
-		addrs = append(addrs, bind(t, p, "tcp://127.0.0.1:0"))
-		pulls = append(pulls, p)
-		connect(t, push, addrs[len(addrs)-1])
-	}
-	var received atomic.Int64
-	recv := func(p *Socket) {
-		for {
-			if _, err := p.Recv(ctx); err != nil {
-				return
-			}
-			received.Add(1)
-		}
-	}
-	for _, p := range pulls {
-		go recv(p)
-	}
-	for round := 0; ctx.Err() == nil && round < 1<<30; round++ {
-		if err := push.Send(ctx, NewMsgString("m")); err != nil {
-			if ctx.Err() == nil {
-				t.Fatal(err)
-			}
-			break
-		}
-		if round%5000 == 4999 {
-			i := (round / 5000) % len(pulls)
-			pulls[i].Close()
-			p := mk(t, Pull, Config{HeartbeatInterval: 10 * time.Millisecond})
-			bind(t, p, addrs[i])
-			pulls[i] = p
-			go recv(p)
-		}
-	}
-	if received.Load() == 0 {
-		t.Fatal("nothing received")
-	}
-	t.Logf("received %d", received.Load())
 }
 
 func TestConnectBeforeBind(t *testing.T) {
