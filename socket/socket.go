@@ -12,6 +12,17 @@ import (
 	"github.com/fastmq/fastmq/internal/zmtp"
 )
 
+// Where things are: socket.go holds the Socket and New, close.go Close and
+// Shutdown, registry.go the peer list, listen.go and connect.go the accept
+// and dial loops. peer.go is one connection and its handshake, reader.go
+// and writer.go its two goroutines, outqueue.go and inqueue.go its
+// queues. send.go dispatches Send by kind to the pattern families, each
+// with its rules, state and lock in a file of its own: roundrobin.go,
+// pubsub.go (with subctl.go and subs.go for subscriptions), router.go and
+// reqrep.go; recv.go is Recv and the fair queue. waiter.go is how blocked
+// senders and receivers wait. config.go, errors.go, msg.go, events.go and
+// stats.go hold the API's types.
+
 // Socket is a ZeroMQ socket of one Kind, speaking ZMTP 3 over tcp://,
 // ipc:// and inproc:// endpoints.
 //
