@@ -23,8 +23,9 @@ type Config struct {
 	// frames, and a command (such as a subscription) may be as large as
 	// the limit or 64 KiB, whichever is larger.
 	MaxMsgSize int64
-	// Linger is how long Close keeps flushing queued outgoing messages.
-	// 0 means 1s; <0 means discard queued messages immediately.
+	// Linger is how long Close and Shutdown keep flushing queued outgoing
+	// messages (Shutdown stops sooner if its ctx ends). 0 means 1s; <0
+	// means discard queued messages immediately.
 	Linger time.Duration
 	// SendTimeout and RecvTimeout bound Send and Recv when the context has
 	// no deadline; 0 means wait forever.
