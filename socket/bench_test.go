@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/socket/sockettest"
 )
 
@@ -40,7 +41,7 @@ func BenchmarkPubSub(b *testing.B) {
 			b.Fatal(err)
 		}
 		// Wait until the subscription has reached the publisher.
-		waitFor(b, "subscription", func() bool {
+		testutil.WaitFor(b, "subscription", 0, func() bool {
 			_ = pub.Send(ctx, NewMsgString("probe"))
 			m, err := sub.Recv(withTimeout(ctx, 10))
 			return err == nil && string(m.Frames[0]) == "probe"

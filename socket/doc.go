@@ -60,6 +60,18 @@
 // neither pinged nor timed out. PINGs are always answered and never reach
 // the application.
 //
+// # Closing
+//
+// Close and Shutdown follow http.Server. Both stop listening and dialing at
+// once, make blocked Send and Recv calls return ErrClosed and return only
+// once every goroutine of the socket has exited. In between, each
+// connection lingers: it writes what is queued for it, half-closes and
+// waits for the peer to close its side. Close lingers up to
+// Config.Linger; Shutdown(ctx) also stops lingering when ctx ends (the
+// writes give up at ctx's deadline, and cancelling ctx cuts every
+// connection), so a caller with a shutdown deadline is never held past
+// it by a peer that stopped reading.
+//
 // # Security
 //
 // NULL by default. Config.PlainUsername/PlainPassword make a PLAIN client,

@@ -172,3 +172,46 @@ func ExampleConfig_pubNoDrop() {
 	fmt.Println("received", next, "dropped", pub.Stats().Dropped)
 	// Output: received 1000 dropped 0
 }
+
+// Shutdown writes what is queued before closing, within the caller's
+// deadline; Close would linger up to Config.Linger instead.
+func ExampleSocket_Shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pull, err := socket.New(socket.Pull, socket.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pull.Close()
+	if _, err := pull.Bind("inproc://example-shutdown"); err != nil {
+		log.Fatal(err)
+	}
+	push, err := socket.New(socket.Push, socket.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := push.Connect("inproc://example-shutdown"); err != nil {
+		log.Fatal(err)
+	}
+	for i := range 3 {
+		if err := push.Send(ctx, socket.NewMsgString(fmt.Sprint("job ", i))); err != nil {
+			log.Fatal(err)
+		}
+	}
+	shutdownCtx, cancelShutdown := context.WithTimeout(ctx, time.Second)
+	defer cancelShutdown()
+	if err := push.Shutdown(shutdownCtx); err != nil {
+		log.Print("not everything was written: ", err)
+	}
+	for range 3 {
+		m, err := pull.Recv(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s\n", m.Frames[0])
+	}
+	// Output:
+	// job 0
+	// job 1
+	// job 2
+}

@@ -3,11 +3,13 @@ package socket
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/socket/sockettest"
 )
 
@@ -82,28 +84,10 @@ func eq(t testing.TB, got []string, want ...string) {
 	}
 }
 
-// waitPeers polls until s has n connected peers.
+// waitPeers waits until s has n connected peers.
 func waitPeers(t testing.TB, s *Socket, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for s.Stats().Peers != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d peers, want %d", s.Kind(), s.Stats().Peers, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// waitFor polls cond until it holds (bounded).
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, fmt.Sprintf("%s with %d peers", s.Kind(), n), 0, func() bool { return s.Stats().Peers == n })
 }
 
 // waitEv returns the next event of type typ.
@@ -142,7 +126,7 @@ func withTimeout(ctx context.Context, ms int) context.Context {
 
 // queued returns how many received messages wait for Recv.
 func (s *Socket) queued() int {
-	n := int(s.leftN.Load())
+	n := int(s.in.leftN.Load())
 	for _, p := range *s.peers.Load() {
 		n += p.inq.len()
 	}

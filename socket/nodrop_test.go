@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fastmq/fastmq/internal/testutil"
 )
 
 // subscribedPair returns a PUB with cfg bound on ep and a SUB (subscribed
@@ -23,7 +25,7 @@ func subscribedPair(t *testing.T, ctx context.Context, ep string, cfg Config, su
 		}
 		connect(t, s, addr)
 	}
-	waitFor(t, "subscriptions", func() bool {
+	testutil.WaitFor(t, "subscriptions", 0, func() bool {
 		mustSend(t, ctx, pub, "probe")
 		for _, s := range subs {
 			if _, err := s.Recv(withTimeout(ctx, 20)); err != nil {
@@ -147,7 +149,7 @@ func TestPubNoDropIgnoresUnmatched(t *testing.T) {
 		t.Fatal(err)
 	}
 	connect(t, stuck, addr)
-	waitFor(t, "subscription", func() bool {
+	testutil.WaitFor(t, "subscription", 0, func() bool {
 		mustSend(t, ctx, pub, "A-probe")
 		_, err := stuck.Recv(withTimeout(ctx, 20))
 		return err == nil
@@ -191,7 +193,7 @@ func TestPubNoDropPassesWakeupOn(t *testing.T) {
 			t.Fatal(err)
 		}
 		connect(t, s, addr)
-		waitFor(t, "subscription", func() bool {
+		testutil.WaitFor(t, "subscription", 0, func() bool {
 			mustSend(t, ctx, pub, "a-probe")
 			_, err := s.Recv(withTimeout(ctx, 20))
 			return err == nil
@@ -227,13 +229,13 @@ func TestPubNoDropPassesWakeupOn(t *testing.T) {
 			q1 = p.outq
 		}
 	}
-	blocked := func() int { q1.mu.Lock(); defer q1.mu.Unlock(); return q1.blocked }
+	blocked := q1.blocked.waiting
 	n1 := make(chan error, 1)
 	go func() { n1 <- pub.Send(withTimeout(ctx, 2000), big('a')) }() // waits on s1, then on s2
-	waitFor(t, "first sender blocked on s1", func() bool { return blocked() == 1 })
+	testutil.WaitFor(t, "first sender blocked on s1", 0, func() bool { return blocked() == 1 })
 	n2 := make(chan error, 1)
 	go func() { n2 <- pub.Send(withTimeout(ctx, 5000), big('b')) }() // only s1 wants it
-	waitFor(t, "second sender blocked on s1", func() bool { return blocked() == 2 })
+	testutil.WaitFor(t, "second sender blocked on s1", 0, func() bool { return blocked() == 2 })
 	defer drain()()
 	if err := <-n2; err != nil {
 		t.Fatalf("a message only s1 wants: %v (s1 queue holds %d)", err, q1.len())

@@ -17,13 +17,13 @@ type outQueue struct {
 	hwm      int
 	sleeping bool          // the writer found the queue empty
 	ready    chan struct{} // capacity 1: wakes the writer
-	blocked  int           // senders waiting in waitRoom
-	room     chan struct{} // capacity 1: wakes a blocked sender
+	blocked  waiters       // senders waiting in waitRoom
 }
 
 func newOutQueue(hwm int) *outQueue {
-	return &outQueue{hwm: hwm, sleeping: true,
-		ready: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+	q := &outQueue{hwm: hwm, sleeping: true, ready: make(chan struct{}, 1)}
+	q.blocked.init()
+	return q
 }
 
 // push adds m unless the queue is full.
@@ -40,39 +40,22 @@ func (q *outQueue) push(m Msg) bool {
 // errPeerGone ends a wait for room in the queue of a peer that went away.
 var errPeerGone = errors.New("socket: peer went away")
 
-// waitRoom blocks a sender whose push failed until the writer has taken
-// messages, so that room may be free; the sender then pushes again. It
-// ends early with errPeerGone when quit closes (the peer went away), with
-// ctx's error, or with ErrClosed when closing closes. A woken sender
-// passes the wake-up on while room is left: one take signals room once,
-// and the sender it woke may not queue here after all (a PubNoDrop send
-// goes on to wait for another peer).
+// waitRoom blocks a sender whose push failed until the queue has room;
+// the sender then pushes again (and may find the room taken, as another
+// sender can push first). It ends early with errPeerGone when quit closes
+// (the peer went away), with ctx's error, or with ErrClosed when closing
+// closes. A woken sender passes the wake-up on while room is left: one
+// take signals room once, and the sender it woke may not queue here after
+// all (a PubNoDrop send goes on to wait for another peer).
 func (q *outQueue) waitRoom(ctx context.Context, quit, closing <-chan struct{}) error {
+	return q.blocked.wait(ctx, quit, closing, q.hasRoom)
+}
+
+// hasRoom reports whether a push would succeed now.
+func (q *outQueue) hasRoom() bool {
 	q.mu.Lock()
-	if q.ring.n < q.hwm {
-		q.mu.Unlock()
-		return nil
-	}
-	q.blocked++
-	q.mu.Unlock()
-	var err error
-	select {
-	case <-q.room:
-	case <-quit:
-		err = errPeerGone
-	case <-ctx.Done():
-		err = ctxErr(ctx)
-	case <-closing:
-		err = ErrClosed
-	}
-	q.mu.Lock()
-	q.blocked--
-	pass := err == nil && q.blocked > 0 && q.ring.n < q.hwm
-	q.mu.Unlock()
-	if pass {
-		signal(q.room)
-	}
-	return err
+	defer q.mu.Unlock()
+	return q.ring.n < q.hwm
 }
 
 // add appends m and unlocks q, waking the writer if it sleeps.
@@ -99,10 +82,9 @@ func (q *outQueue) take(dst []Msg) []Msg {
 	if k == 0 {
 		q.sleeping = true
 	}
-	wake := k > 0 && q.blocked > 0
 	q.mu.Unlock()
-	if wake {
-		signal(q.room)
+	if k > 0 {
+		q.blocked.wakeIfWaiting()
 	}
 	return dst
 }

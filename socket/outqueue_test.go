@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/internal/zmtp"
 )
 
@@ -63,8 +64,8 @@ func TestOutQueueBlockedSenders(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if q.blocked != 0 || q.ring.n != 0 {
-		t.Fatalf("blocked=%d queued=%d after the run", q.blocked, q.ring.n)
+	if q.blocked.waiting() != 0 || q.ring.n != 0 {
+		t.Fatalf("blocked=%d queued=%d after the run", q.blocked.waiting(), q.ring.n)
 	}
 }
 
@@ -136,11 +137,11 @@ func TestBlockedReceiversDoNotBounceWakeups(t *testing.T) {
 	for range n - n/50 {
 		<-got
 	}
-	waitFor(t, "both receivers blocked", func() bool { return pull.rwaiters.Load() == 2 })
-	before := pull.rwakes.Load()
+	testutil.WaitFor(t, "both receivers blocked", 0, func() bool { return pull.in.blocked.waiting() == 2 })
+	before := pull.in.blocked.woken.Load()
 	deadline := time.Now().Add(100 * time.Millisecond)
 	for time.Now().Before(deadline) {
-		if w := pull.rwakes.Load(); w > before+2 {
+		if w := pull.in.blocked.woken.Load(); w > before+2 {
 			t.Fatalf("idle receivers woke %d times", w-before)
 		}
 		runtime.Gosched()

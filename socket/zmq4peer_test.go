@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/fastmq/fastmq/internal/testutil"
 )
 
 // zmq4 sockets as peers: cheap in-process evidence of wire compatibility
@@ -146,7 +148,7 @@ func TestZmq4PubSub(t *testing.T) {
 			t.Fatal(err)
 		}
 		connect(t, sub, "tcp://"+z.Addr().String())
-		waitFor(t, "subscription", func() bool {
+		testutil.WaitFor(t, "subscription", 0, func() bool {
 			_ = z.Send(zmq4.NewMsgString("b-no"))
 			_ = z.Send(zmq4.NewMsgString("a-yes"))
 			m, err := sub.Recv(withTimeout(ctx, 20))
@@ -166,7 +168,7 @@ func TestZmq4PubSub(t *testing.T) {
 		if err := z.Dial(addr); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "subscription", func() bool {
+		testutil.WaitFor(t, "subscription", 0, func() bool {
 			pub.peersMu.Lock()
 			defer pub.peersMu.Unlock()
 			ps := *pub.peers.Load()

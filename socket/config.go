@@ -1,50 +1,11 @@
 package socket
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"time"
 )
-
-// Errors returned by Socket methods. Match them with errors.Is.
-var (
-	// ErrClosed is returned by every method after Close.
-	ErrClosed = errors.New("socket: closed")
-	// ErrTimeout is returned when a Send or Recv deadline passes, whether
-	// it came from the caller's context or from Config.SendTimeout /
-	// RecvTimeout. Such errors also match context.DeadlineExceeded.
-	ErrTimeout = errors.New("socket: timeout")
-	// ErrUnknownPeer is returned by a ROUTER with RouterMandatory set when
-	// the destination identity is not connected.
-	ErrUnknownPeer = errors.New("socket: unknown peer")
-	// ErrIdentityInUse is the reason a ROUTER refuses a connection whose
-	// identity another connection holds (see Config.RouterHandover), or
-	// one that claims an identity reserved for generated ones.
-	ErrIdentityInUse = errors.New("socket: identity in use or reserved")
-	// ErrMsgTooLarge reports a message over Config.MaxMsgSize; the peer
-	// that sent it is disconnected.
-	ErrMsgTooLarge = errors.New("socket: message too large")
-	// ErrState is returned when REQ/REP calls come in the wrong order
-	// (REQ: Send, Recv, Send...; REP: Recv, Send, Recv...).
-	ErrState = errors.New("socket: operation not valid in current state")
-	// ErrNotSupported is returned for operations the kind does not support
-	// (Recv on PUSH, Subscribe on PULL, ...).
-	ErrNotSupported = errors.New("socket: not supported")
-	// ErrBadEndpoint is returned for a malformed or unusable endpoint.
-	ErrBadEndpoint = errors.New("socket: bad endpoint")
-)
-
-// timeoutError matches both ErrTimeout and context.DeadlineExceeded.
-type timeoutError struct{ cause error }
-
-func (e timeoutError) Error() string { return "socket: timeout" }
-func (e timeoutError) Is(target error) bool {
-	return target == ErrTimeout || target == e.cause
-}
-func (e timeoutError) Unwrap() error { return e.cause }
-func (e timeoutError) Timeout() bool { return true }
 
 // Config configures a Socket. The zero value is usable: NULL security,
 // default limits, no heartbeats.
@@ -62,8 +23,9 @@ type Config struct {
 	// frames, and a command (such as a subscription) may be as large as
 	// the limit or 64 KiB, whichever is larger.
 	MaxMsgSize int64
-	// Linger is how long Close keeps flushing queued outgoing messages.
-	// 0 means 1s; <0 means discard queued messages immediately.
+	// Linger is how long Close and Shutdown keep flushing queued outgoing
+	// messages (Shutdown stops sooner if its ctx ends). 0 means 1s; <0
+	// means discard queued messages immediately.
 	Linger time.Duration
 	// SendTimeout and RecvTimeout bound Send and Recv when the context has
 	// no deadline; 0 means wait forever.
@@ -191,96 +153,4 @@ func (c Config) normalized() (Config, error) {
 	}
 	c.Identity = append([]byte(nil), c.Identity...)
 	return c, nil
-}
-
-// Msg is one (possibly multipart) message. A Msg passed to Send belongs to
-// the socket afterwards: do not modify its frames. A Msg returned by Recv
-// belongs to the caller; to save allocations, the frames of successive
-// received messages may share backing arrays, but each frame is capped at
-// its own length and the socket never writes to or reuses them, so the
-// caller may modify, append to and keep them freely.
-type Msg struct {
-	Frames [][]byte
-}
-
-// NewMsg returns a message with the given frames (not copied).
-func NewMsg(frames ...[]byte) Msg { return Msg{Frames: frames} }
-
-// NewMsgString returns a message whose frames are the given strings.
-func NewMsgString(frames ...string) Msg {
-	m := Msg{Frames: make([][]byte, len(frames))}
-	for i, f := range frames {
-		m.Frames[i] = []byte(f)
-	}
-	return m
-}
-
-// String renders the frames for debugging.
-func (m Msg) String() string { return fmt.Sprintf("%q", m.Frames) }
-
-// EventType says what an Event reports.
-type EventType int
-
-// Event types.
-const (
-	EventConnected       EventType = iota // handshake done on a connection we dialed
-	EventAccepted                         // handshake done on a connection we accepted
-	EventDisconnected                     // an established connection ended (Err says why)
-	EventHandshakeFailed                  // a connection failed its handshake (Err says why)
-	EventDropped                          // messages dropped for a slow peer (rate limited)
-	EventListening                        // Bind succeeded
-	EventConnectRetried                   // a dial failed; will retry after backoff
-)
-
-// String returns the event name, e.g. "connected".
-func (t EventType) String() string {
-	switch t {
-	case EventConnected:
-		return "connected"
-	case EventAccepted:
-		return "accepted"
-	case EventDisconnected:
-		return "disconnected"
-	case EventHandshakeFailed:
-		return "handshake-failed"
-	case EventDropped:
-		return "dropped"
-	case EventListening:
-		return "listening"
-	case EventConnectRetried:
-		return "connect-retried"
-	}
-	return fmt.Sprintf("EventType(%d)", int(t))
-}
-
-// Event is a notable thing that happened to a socket.
-type Event struct {
-	Type     EventType
-	Endpoint string // the endpoint bound or connected
-	Peer     string // remote address, when known
-	Err      error
-}
-
-// String renders e for logs.
-func (e Event) String() string {
-	s := e.Type.String() + " " + e.Endpoint
-	if e.Peer != "" {
-		s += " peer=" + e.Peer
-	}
-	if e.Err != nil {
-		s += " err=" + e.Err.Error()
-	}
-	return s
-}
-
-// Stats are cumulative counters of a socket.
-type Stats struct {
-	Sent, Received    uint64 // messages handed to / taken from the socket
-	Dropped           uint64 // messages dropped by HWM policy or unroutable
-	EventsDropped     uint64 // events lost because Events() was not drained
-	Peers             int    // currently connected peers (handshake done)
-	HandshakeFailures uint64
-	Disconnects       uint64 // established connections that ended
-	ConnectRetries    uint64
-	TooLarge          uint64 // peers disconnected for exceeding MaxMsgSize
 }

@@ -1,0 +1,178 @@
+package socket
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Recv returns the next message, fair-queued among peers. It blocks until
+// a message arrives, ctx ends or, if ctx has no deadline,
+// Config.RecvTimeout passes. ROUTER prepends the sender's identity as
+// Frames[0]; REQ and REP strip the envelope. PUB and PUSH return
+// ErrNotSupported; XPUB returns subscription changes (\x01topic,
+// \x00topic). The returned frames belong to the caller (see Msg).
+func (s *Socket) Recv(ctx context.Context) (Msg, error) {
+	if !s.kind.canRecv() {
+		return Msg{}, fmt.Errorf("%w: Recv on %s", ErrNotSupported, s.kind)
+	}
+	var (
+		m   Msg
+		err error
+	)
+	switch s.kind {
+	case Req:
+		m, err = s.recvReq(ctx)
+	case Rep:
+		m, err = s.recvRep(ctx)
+	default:
+		var im inMsg
+		im, err = s.recvIn(ctx)
+		m = im.m
+		if err == nil && s.kind == Router {
+			m = withIdentity(im)
+		}
+	}
+	if err == nil {
+		s.st.received.Add(1)
+	}
+	return m, err
+}
+
+// fairQueue is the receiving side every kind that receives shares. Each
+// peer has its own bounded queue (peer.inq); Recv visits them round-robin.
+// The queues of peers that went away with messages still in them wait in
+// departed, oldest first, and are read from in place (so a Recv that still
+// holds the old peer list pops from the same queue, in order); XPUB's own
+// unsubscriptions wait in left.
+type fairQueue struct {
+	next atomic.Uint32 // where the next visit starts
+	// blocked holds receivers that found every queue empty; readers wake
+	// them when they add messages.
+	blocked waiters
+
+	leftN    atomic.Int32 // len(departed) + len(left), a hint for the fast path
+	mu       sync.Mutex   // guards departed and left
+	departed []*peer
+	left     []inMsg
+}
+
+// inMsg is a received message and the peer it came from (nil for XPUB's
+// own unsubscriptions).
+type inMsg struct {
+	p *peer
+	m Msg
+}
+
+// recvIn takes the next incoming message, visiting the peers' queues
+// round-robin (fair queueing).
+func (s *Socket) recvIn(ctx context.Context) (inMsg, error) {
+	if s.closed.Load() {
+		return inMsg{}, ErrClosed
+	}
+	if im, ok := s.tryRecv(); ok {
+		return im, nil
+	}
+	ctx, cancel := ctxFor(ctx, s.cfg.RecvTimeout)
+	defer cancel()
+	var im inMsg
+	// A receiver that got a message passes the wake-up on to the next
+	// blocked one. One that did not keeps it: every queue was empty, and
+	// the readers wake receivers again when they add.
+	err := s.in.blocked.wait(ctx, nil, s.closing, func() bool {
+		var ok bool
+		im, ok = s.tryRecv()
+		return ok
+	})
+	return im, err
+}
+
+func (s *Socket) tryRecv() (inMsg, bool) {
+	if im, ok := s.popLeft(); ok {
+		return im, true
+	}
+	ps := *s.peers.Load()
+	n := uint32(len(ps))
+	if n == 0 {
+		return inMsg{}, false
+	}
+	start := s.in.next.Add(1)
+	for i := uint32(0); i < n; i++ {
+		p := ps[(start+i)%n]
+		if m, ok := p.inq.pop(); ok {
+			return inMsg{p: p, m: m}, true
+		}
+	}
+	return inMsg{}, false
+}
+
+// keepDeparted keeps the queue of a peer that went away for Recv, if it
+// still holds messages. Messages kept from departed peers are bounded by
+// RecvHWM like any peer's queue, so a peer that reconnects again and again
+// cannot grow memory past it: beyond it the newest are dropped and counted
+// in Stats.Dropped.
+func (s *Socket) keepDeparted(p *peer) {
+	k := p.inq.len()
+	if k == 0 {
+		return
+	}
+	q := &s.in
+	q.mu.Lock()
+	kept := len(q.left)
+	for _, d := range q.departed {
+		kept += d.inq.len()
+	}
+	if over := kept + k - s.cfg.RecvHWM; over > 0 {
+		s.st.dropped.Add(uint64(p.inq.dropNewest(over)))
+	}
+	if p.inq.len() > 0 {
+		q.departed = append(q.departed, p)
+		q.leftN.Add(1)
+	}
+	q.mu.Unlock()
+	q.blocked.wake()
+}
+
+// pushLeft keeps a message not tied to a live peer (XPUB's own
+// unsubscriptions) for Recv, bounded by RecvHWM; beyond it messages are
+// dropped and counted in Stats.Dropped.
+func (s *Socket) pushLeft(im inMsg) {
+	q := &s.in
+	q.mu.Lock()
+	if len(q.left) >= s.cfg.RecvHWM {
+		q.mu.Unlock()
+		s.st.dropped.Add(1)
+		return
+	}
+	q.left = append(q.left, im)
+	q.leftN.Add(1)
+	q.mu.Unlock()
+	q.blocked.wake()
+}
+
+func (s *Socket) popLeft() (inMsg, bool) {
+	q := &s.in
+	if q.leftN.Load() == 0 {
+		return inMsg{}, false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.departed) > 0 {
+		p := q.departed[0]
+		if m, ok := p.inq.pop(); ok {
+			return inMsg{p: p, m: m}, true
+		}
+		q.departed[0] = nil
+		q.departed = q.departed[1:]
+		q.leftN.Add(-1)
+	}
+	if len(q.left) == 0 {
+		return inMsg{}, false
+	}
+	im := q.left[0]
+	q.left[0] = inMsg{}
+	q.left = q.left[1:]
+	q.leftN.Add(-1)
+	return im, true
+}
