@@ -214,8 +214,10 @@ func (n *Node) Membership() *discovery.Membership { return n.members }
 func (n *Node) Server() *pull.Server { return n.server }
 
 // Shutdown leaves the mesh gracefully (others see "left", not "failed"),
-// then closes the node as Close does, passing ctx on to the closing of its
-// sockets. It is idempotent.
+// then closes the node as Close does. ctx bounds the graceful part: the
+// leave, and how long the node's sockets linger to deliver what they have
+// queued; once ctx ends they are cut, the rest of the close goes on, and
+// Shutdown's error includes ctx's. It is idempotent.
 func (n *Node) Shutdown(ctx context.Context) error {
 	n.mu.Lock()
 	closed := n.closed
@@ -224,7 +226,12 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	if !closed {
 		leaveErr = n.members.Leave(ctx)
 	}
-	return errors.Join(leaveErr, n.close(ctx))
+	err := errors.Join(leaveErr, n.close(ctx))
+	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		// Sockets stopped lingering when ctx ended: say so.
+		err = errors.Join(err, ctx.Err())
+	}
+	return err
 }
 
 // Close closes everything the node made: sockets and consumers (committing
@@ -289,10 +296,13 @@ func (n *Node) close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// closeSocket closes one of the node's sockets for Close and Shutdown. ctx
-// is Shutdown's bound on the time a socket may linger to deliver what it
-// has queued (Close passes a background context); socket.Socket.Close
-// lingers up to the socket's Config.Linger.
+// closeSocket closes one of the node's sockets for Close and Shutdown: it
+// lingers to deliver what is queued up to the socket's Config.Linger, and
+// no longer than ctx allows (Close passes a background context).
 func closeSocket(ctx context.Context, s *socket.Socket) error {
-	return s.Close()
+	err := s.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return nil // ctx's end is reported once, by Shutdown
+	}
+	return err
 }

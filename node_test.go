@@ -323,3 +323,59 @@ func TestConsumePullConfig(t *testing.T) {
 		t.Fatalf("status lists %d consumers after Close, want 0", len(st.Consumers))
 	}
 }
+
+// TestShutdownBoundedByContext proves Node.Shutdown stops a socket's linger
+// when its context ends: a PUSH socket with a day's linger and messages
+// queued for a peer that never reads used to hold Shutdown for the whole
+// linger.
+func TestShutdownBoundedByContext(t *testing.T) {
+	n, err := fastmq.New(fastmq.Config{Name: "n", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	push, err := n.Serve(socket.Push, "work", "tcp://127.0.0.1:0", socket.Config{Linger: 24 * time.Hour, SendHWM: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pull, err := socket.New(socket.Pull, socket.Config{RecvHWM: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pull.Close()
+	insts := n.Membership().Lookup("work")
+	if len(insts) != 1 {
+		t.Fatalf("advertised instances of work: %+v", insts)
+	}
+	if err := pull.Connect(insts[0].Service.Endpoints[0]); err != nil {
+		t.Fatal(err)
+	}
+	// Fill the PULL's queue, the connection and the PUSH's queue.
+	body := make([]byte, 256<<10)
+	for sent := 0; ; sent++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := push.Send(ctx, socket.NewMsg(body))
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) && sent > 0 {
+			break
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatal(err)
+		}
+		if sent > 10000 {
+			t.Fatal("the PUSH never filled up")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- n.Shutdown(ctx) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Shutdown = %v, want it to report the context's deadline", err)
+		}
+	case <-time.After(30 * time.Second): // a watchdog, not a measurement
+		t.Fatal("Shutdown is still lingering long after its context ended")
+	}
+}
