@@ -20,6 +20,7 @@ type fetcher struct {
 	done     chan struct{}
 }
 
+// startFetcher starts (or restarts, on a new endpoint) the fetcher of a
 // publisher.
 func (c *Consumer) startFetcher(name, endpoint string) {
 	c.mu.Lock()
