@@ -24,6 +24,13 @@
 // every CommitInterval and on Close. Delivery is at least once: a restarted
 // consumer resumes at its last commit.
 //
+// A consumer crosses gaps a publisher's log really has (offsets spool
+// repair removed) and counts them; it never skips data that is only
+// unreadable (unrepaired damage): it delivers the records before the
+// damage and stops that publisher. A publisher stopped for good is
+// reported through Next, once, as a *FetchError, while the other
+// publishers go on; see Consumer for the rule.
+//
 // # Protocol, version 1
 //
 // Requests and replies are two ZeroMQ frames after the ROUTER envelope. All
