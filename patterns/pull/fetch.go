@@ -103,7 +103,10 @@ func (c *Consumer) fetch(ctx context.Context, f *fetcher) {
 
 	pos, err := c.startPosition(ctx, pc, f.ps)
 	if err != nil {
-		return // ctx ended
+		if ctx.Err() == nil {
+			c.stop(ctx, lg, f.ps, c.position(f.ps), err)
+		}
+		return
 	}
 	// One fetch is always in flight while records are delivered: the next
 	// is sent before the records of the current reply are handed over.
@@ -290,7 +293,9 @@ func (c *Consumer) stop(ctx context.Context, lg *slog.Logger, ps *pubState, pos 
 }
 
 // startPosition decides where to start on a publisher: where this consumer
-// left off in this process, its committed offset, or the Start policy.
+// left off in this process, its committed offset, or the Start policy. It
+// returns ctx.Err(), or an error wrapping ErrProtocol when the publisher
+// keeps refusing the request for a start position.
 func (c *Consumer) startPosition(ctx context.Context, pc *pullConn, ps *pubState) (uint64, error) {
 	c.mu.Lock()
 	if ps.started {
@@ -316,6 +321,7 @@ func (c *Consumer) startPosition(ctx context.Context, pc *pullConn, ps *pubState
 			if c.cfg.Start.Kind == StartTime {
 				op, arg = OpSeekTime, uint64(c.cfg.Start.Time.UnixNano())
 			}
+			refused := 0 // bad requests in a row
 			for {
 				id := pc.send(ctx, op, arg)
 				rep, err := pc.await(ctx, id)
@@ -330,6 +336,16 @@ func (c *Consumer) startPosition(ctx context.Context, pc *pullConn, ps *pubState
 					return 0, ctx.Err()
 				}
 				c.countError(ps)
+				if err == nil {
+					pc.lg.Warn("start position refused", "op", int(op), "status", rep.Status.String(), "err", message(rep.Data))
+					if rep.Status == StatusBadRequest {
+						if refused++; refused >= maxBadReplies {
+							return 0, fmt.Errorf("%w: the publisher refused %d requests for a start position in a row, last: %s", ErrProtocol, refused, message(rep.Data))
+						}
+					} else {
+						refused = 0
+					}
+				}
 				if err == nil && !ctxutil.Sleep(ctx, time.Second) {
 					return 0, ctx.Err()
 				}

@@ -534,3 +534,17 @@ func TestConsumerStopsOnImpossibleGaps(t *testing.T) {
 		t.Fatalf("skipped %d gaps, %d records on impossible gap replies", st.GapsSkipped, st.RecordsSkipped)
 	}
 }
+
+// TestConsumerStopsWhenStartIsRefused points a consumer without a start
+// offset at a publisher that refuses every request as bad: the consumer
+// reports a protocol error instead of asking forever.
+func TestConsumerStopsWhenStartIsRefused(t *testing.T) {
+	ep := fakePublisher(t, func(req pull.Request) *pull.Reply {
+		return &pull.Reply{Version: req.Version, Status: pull.StatusBadRequest, ID: req.ID, Data: []byte("no")}
+	})
+	c := startConsumer(t, pull.ConsumerConfig{Stream: "logs", Publishers: map[string]string{"pa": ep}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := c.Next(ctx)
+	expectStopped(t, err, "pa", 0, pull.ErrProtocol)
+}

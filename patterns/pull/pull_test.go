@@ -264,8 +264,8 @@ func TestOutOfRangeMovesToOldest(t *testing.T) {
 		t.Fatalf("first offset %d, want the oldest %d", m.Offset, oldest)
 	}
 	st := c.Stats()
-	if len(st) != 1 || st[0].Resets != 1 {
-		t.Fatalf("stats %+v: want one out-of-range reset", st)
+	if len(st) != 1 || st[0].Resets != 1 || st[0].RecordsSkipped != oldest || st[0].GapsSkipped != 0 {
+		t.Fatalf("stats %+v: want one out-of-range reset, %d records skipped below retention", st, oldest)
 	}
 	if srv.Stats().OutOfRange == 0 {
 		t.Fatal("server did not count the out-of-range fetch")
