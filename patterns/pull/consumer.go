@@ -181,7 +181,8 @@ type PublisherStats struct {
 // fetcher stops for good (damage, out of range under StopPublisher, too
 // many bad replies, a socket that cannot be created), Next returns its
 // *FetchError exactly once, in the place of the publisher's next record:
-// after every record fetched from it before it stopped. The other
+// after every record fetched from it before it stopped (unless discovery
+// removed the publisher or Close was called first). The other
 // publishers are not affected: their records keep coming, before and after
 // the error, so a caller that wants to go on with the healthy publishers
 // calls Next again, and one that wants to stop (a CLI exiting non-zero)

@@ -157,16 +157,7 @@ func (c *Consumer) fetch(ctx context.Context, f *fetcher) {
 				c.stop(ctx, lg, f.ps, pos, fmt.Errorf("%w (oldest %d, next %d): %s", ErrOutOfRange, rep.Oldest, rep.High, message(rep.Data)))
 				return
 			}
-			lg.Warn("offset out of range, moving to the oldest", "offset", pos, "oldest", rep.Oldest, "next", rep.High)
-			c.mu.Lock()
-			f.ps.resets++
-			f.ps.epoch++
-			if rep.Oldest > pos {
-				f.ps.skipped += rep.Oldest - pos
-			}
-			f.ps.acks.reset(rep.Oldest)
-			f.ps.fetchPos = rep.Oldest
-			c.mu.Unlock()
+			c.resetToOldest(lg, f.ps, pos, rep)
 			pos = rep.Oldest
 			resetPending = true
 			id = pc.sendFetch(ctx, pos)
@@ -264,6 +255,21 @@ func message(b []byte) string {
 		return string(b[:maxMessage]) + "..."
 	}
 	return string(b)
+}
+
+// resetToOldest moves a publisher's position from pos, out of range, to
+// the oldest retained record, under the ResetToOldest policy.
+func (c *Consumer) resetToOldest(lg *slog.Logger, ps *pubState, pos uint64, rep Reply) {
+	lg.Warn("offset out of range, moving to the oldest", "offset", pos, "oldest", rep.Oldest, "next", rep.High)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ps.resets++
+	ps.epoch++
+	if rep.Oldest > pos {
+		ps.skipped += rep.Oldest - pos
+	}
+	ps.acks.reset(rep.Oldest)
+	ps.fetchPos = rep.Oldest
 }
 
 // position returns the next offset to fetch from a publisher.
