@@ -367,7 +367,7 @@ func (c *Consumer) Stats() []PublisherStats {
 func (c *Consumer) Stream() string { return c.cfg.Stream }
 
 // Err returns the first error that stopped a publisher's fetcher for good
-// (a *FetchError), or nil. It stays set until Close.
+// (a *FetchError), or nil. Once set, it does not change.
 func (c *Consumer) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
