@@ -12,12 +12,30 @@ package pull
 type ackWindow struct {
 	next  uint64              // the floor: the offset after the acknowledged prefix
 	ahead map[uint64]struct{} // acknowledged offsets above next
+	skips map[uint64]uint64   // gaps above next: from -> to, offsets [from, to) that do not exist
 }
 
 // reset forgets every acknowledgement and puts the floor at next, the first
 // offset still to be acknowledged.
 func (w *ackWindow) reset(next uint64) {
-	w.next, w.ahead = next, nil
+	w.next, w.ahead, w.skips = next, nil, nil
+}
+
+// skip records that the offsets [from, to) do not exist: the floor passes
+// over them once it reaches from. One map entry per gap.
+func (w *ackWindow) skip(from, to uint64) {
+	if to <= w.next || to <= from {
+		return
+	}
+	if from <= w.next {
+		w.next = to
+		w.advance()
+		return
+	}
+	if w.skips == nil {
+		w.skips = make(map[uint64]uint64)
+	}
+	w.skips[from] = max(w.skips[from], to)
 }
 
 // ack records that offset is acknowledged. An offset below the floor is
@@ -34,12 +52,23 @@ func (w *ackWindow) ack(offset uint64) {
 		return
 	}
 	w.next++
-	for len(w.ahead) > 0 {
-		if _, ok := w.ahead[w.next]; !ok {
-			break
+	w.advance()
+}
+
+// advance moves the floor over acknowledged offsets and gaps right above it.
+func (w *ackWindow) advance() {
+	for {
+		if _, ok := w.ahead[w.next]; ok {
+			delete(w.ahead, w.next)
+			w.next++
+			continue
 		}
-		delete(w.ahead, w.next)
-		w.next++
+		if to, ok := w.skips[w.next]; ok {
+			delete(w.skips, w.next)
+			w.next = max(w.next, to)
+			continue
+		}
+		return
 	}
 }
 

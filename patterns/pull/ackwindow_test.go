@@ -91,3 +91,41 @@ func TestAckWindowGapHoldsFloor(t *testing.T) {
 		t.Fatalf("floor %d after filling the gap, want 100", w.floor())
 	}
 }
+
+// TestAckWindowCrossesSkippedOffsets checks that offsets recorded as
+// skipped (a gap in the publisher's log) never hold the floor: it passes
+// over them as soon as it reaches them, whether the gap is recorded before
+// or after the acks below it.
+func TestAckWindowCrossesSkippedOffsets(t *testing.T) {
+	var w ackWindow
+	w.reset(0)
+	w.skip(10, 20) // above the floor: remembered
+	w.skip(30, 35)
+	for off := uint64(0); off < 10; off++ {
+		w.ack(off)
+	}
+	if w.floor() != 20 {
+		t.Fatalf("floor %d after acking up to a gap, want 20", w.floor())
+	}
+	for off := uint64(21); off < 30; off++ {
+		w.ack(off)
+	}
+	if w.floor() != 20 {
+		t.Fatalf("floor %d with offset 20 unacknowledged, want 20", w.floor())
+	}
+	w.ack(20)
+	if w.floor() != 35 {
+		t.Fatalf("floor %d after filling up to the second gap, want 35", w.floor())
+	}
+	w.skip(35, 40) // at the floor: crossed at once
+	w.skip(38, 39) // inside what is crossed: nothing to keep
+	if w.floor() != 40 || len(w.skips) != 0 {
+		t.Fatalf("floor %d with %d gaps kept, want 40 and none", w.floor(), len(w.skips))
+	}
+	w.reset(100)
+	w.skip(101, 105)
+	w.reset(0)
+	if len(w.skips) != 0 {
+		t.Fatal("reset kept a gap")
+	}
+}

@@ -68,5 +68,3 @@ func (c *Consumer) commitLoop() {
 		}
 	}
 }
-
-// startFetcher starts (or restarts, on a new endpoint) the fetcher of a

@@ -148,6 +148,18 @@ type PublisherStats struct {
 	LagTime    time.Duration // age of the newest delivered record when lagging
 	Resets     uint64        // out-of-range resets
 	Errors     uint64        // failed or timed-out fetches
+	// GapsSkipped counts the gaps in the publisher's log the consumer
+	// crossed: offsets the publisher says do not exist (spool repair
+	// removed them).
+	GapsSkipped uint64
+	// RecordsSkipped counts the offsets passed over without a record: in
+	// those gaps, and below the oldest retained record at an out-of-range
+	// reset.
+	RecordsSkipped uint64
+	// Stopped is the error that stopped the publisher's last fetcher for
+	// good (see FetchError), or nil. A later fetcher (a discovery update)
+	// clears it.
+	Stopped error `json:"-"`
 }
 
 // Consumer pulls a stream from every publisher of it, delivering each
@@ -155,9 +167,35 @@ type PublisherStats struct {
 // committed only once acknowledged, and a restarted consumer resumes after
 // its last commit.
 //
-// A Consumer is safe for concurrent use. Next blocks until a record is
-// available; Close commits what was acknowledged and returns after every
-// goroutine has exited.
+// Gaps and damage. Offsets that no longer exist in a publisher's log are
+// crossed: where spool repair removed damaged batches, the publisher says
+// so (StatusGap) and the consumer goes on after the gap, counts the gap in
+// PublisherStats.GapsSkipped and RecordsSkipped and logs a warning with
+// the publisher and the range; below the oldest retained record, the
+// OnOutOfRange policy applies. Data that exists but cannot be read
+// (unrepaired damage) is never skipped: the consumer delivers the records
+// before it, then stops pulling from that publisher with a *FetchError
+// wrapping ErrDamaged.
+//
+// A stopped publisher never goes unnoticed. Whenever a publisher's
+// fetcher stops for good (damage, out of range under StopPublisher, too
+// many bad replies, a socket that cannot be created), Next returns its
+// *FetchError exactly once, in the place of the publisher's next record:
+// after every record fetched from it before it stopped (unless discovery
+// removed the publisher or Close was called first). The other
+// publishers are not affected: their records keep coming, before and after
+// the error, so a caller that wants to go on with the healthy publishers
+// calls Next again, and one that wants to stop (a CLI exiting non-zero)
+// returns the error. (With no other publisher to deliver from, the next
+// call blocks as at any quiet time.) Err keeps returning the first such
+// error, and
+// PublisherStats.Stopped says which publisher stopped. A stopped publisher
+// is pulled again only if discovery reports it again (a restart, an
+// update).
+//
+// A Consumer is safe for concurrent use. Next blocks until a record (or a
+// stopped publisher's error) is available; Close commits what was
+// acknowledged and returns after every goroutine has exited.
 type Consumer struct {
 	cfg ConsumerConfig
 	log *slog.Logger
@@ -179,9 +217,12 @@ type Consumer struct {
 	commitMu sync.Mutex
 }
 
+// delivery is what a fetcher hands to Next: records, or the error that
+// stopped it.
 type delivery struct {
 	msgs []Message
 	i    int
+	err  *FetchError
 }
 
 // pubState is what a consumer knows of one publisher; it outlives fetchers.
@@ -199,7 +240,9 @@ type pubState struct {
 	errors   uint64
 	running  bool
 	epoch    uint64 // incremented by every reset; acks of older epochs are ignored
-	badData  int    // consecutive undecodable replies
+	gaps     uint64 // gaps crossed
+	skipped  uint64 // offsets skipped in gaps and at resets
+	stopped  *FetchError
 }
 
 // NewConsumer starts a consumer. It returns at once; fetching happens in
@@ -267,12 +310,19 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 
 // Next returns the next record from any publisher. It blocks until one is
 // available or ctx ends. Records of one publisher come in offset order.
+// When a publisher's fetcher stopped for good, Next returns its
+// *FetchError once, after that publisher's records fetched before it
+// stopped; later calls go on with the other publishers (see Consumer).
+// After Close it returns ErrClosed.
 func (c *Consumer) Next(ctx context.Context) (Message, error) {
 	c.nextMu.Lock()
 	defer c.nextMu.Unlock()
 	for c.cur == nil || c.cur.i >= len(c.cur.msgs) {
 		select {
 		case d := <-c.batches:
+			if d.err != nil {
+				return Message{}, d.err
+			}
 			c.cur = d
 		case <-ctx.Done():
 			return Message{}, ctx.Err()
@@ -296,6 +346,10 @@ func (c *Consumer) Stats() []PublisherStats {
 			Publisher: ps.name, Endpoint: ps.endpoint, Connected: ps.running,
 			Delivered: ps.deliv, Acked: ps.acks.floor(), Committed: ps.commit,
 			Position: ps.fetchPos, High: ps.high, Resets: ps.resets, Errors: ps.errors,
+			GapsSkipped: ps.gaps, RecordsSkipped: ps.skipped,
+		}
+		if ps.stopped != nil {
+			st.Stopped = ps.stopped
 		}
 		if ps.high > ps.fetchPos {
 			st.LagRecords = ps.high - ps.fetchPos
@@ -312,8 +366,8 @@ func (c *Consumer) Stats() []PublisherStats {
 // Stream returns the consumed stream's name.
 func (c *Consumer) Stream() string { return c.cfg.Stream }
 
-// Err returns the first error that stopped a publisher's fetcher under the
-// StopPublisher policy, or nil.
+// Err returns the first error that stopped a publisher's fetcher for good
+// (a *FetchError), or nil. Once set, it does not change.
 func (c *Consumer) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

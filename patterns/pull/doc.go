@@ -24,6 +24,13 @@
 // every CommitInterval and on Close. Delivery is at least once: a restarted
 // consumer resumes at its last commit.
 //
+// A consumer crosses gaps a publisher's log really has (offsets spool
+// repair removed) and counts them; it never skips data that is only
+// unreadable (unrepaired damage): it delivers the records before the
+// damage and stops that publisher. A publisher stopped for good is
+// reported through Next, once, as a *FetchError, while the other
+// publishers go on; see Consumer for the rule.
+//
 // # Protocol, version 1
 //
 // Requests and replies are two ZeroMQ frames after the ROUTER envelope. All
@@ -55,4 +62,32 @@
 // the log is), 3 too large, 4 bad request (malformed or another version),
 // 5 internal error, 6 unavailable (server closing). A server answers a
 // request of another version with status 4.
+//
+// # Protocol, version 2
+//
+// Version 2 has the frames and fields of version 1, with version byte 2,
+// and two more statuses. A server checks the length, checksum and offsets
+// of every stored batch before it sends it (it still does not decompress
+// them), so an ok reply holds only batches whose checksums are valid, dense
+// from the batch holding the requested offset; damage ends the data before
+// the damaged batch. Then:
+//
+//   - 7 gap: the records from the requested offset up to next do not exist
+//     in the log (spool repair removed them; the offset is within [oldest,
+//     next) but the first stored batch after it starts at next). Data says
+//     so in words, e.g. "records from 580 to 589 do not exist in the log".
+//     The consumer goes on at next.
+//   - 8 damaged: the stored batch holding the requested offset is damaged
+//     on the publisher's disk (data says how); next is the requested offset.
+//     Nothing there can be served until the spool is repaired.
+//
+// Version negotiation: a server answers requests of version 1 and 2, each
+// in the request's version, and never sends statuses 7 or 8 in version 1:
+// a version 1 fetch in a gap gets the batches after the gap as version 1
+// servers sent them, and one at damage status 5 with the message. A
+// request of any other version gets status 4 in version 1 (without the
+// request's id). A consumer sends version 2; when a reply of status 4
+// comes in an older version, the publisher does not speak version 2, and
+// the consumer speaks version 1 to it from then on (without gap or damage
+// statuses it then stops at a gap, reporting a protocol error).
 package pull

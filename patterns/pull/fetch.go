@@ -20,6 +20,7 @@ type fetcher struct {
 	done     chan struct{}
 }
 
+// startFetcher starts (or restarts, on a new endpoint) the fetcher of a
 // publisher.
 func (c *Consumer) startFetcher(name, endpoint string) {
 	c.mu.Lock()
@@ -43,6 +44,7 @@ func (c *Consumer) startFetcher(name, endpoint string) {
 	}
 	ps.endpoint = endpoint
 	ps.running = true
+	ps.stopped = nil
 	ctx, cancel := context.WithCancel(c.ctx)
 	f := &fetcher{ps: ps, endpoint: endpoint, cancel: cancel, done: make(chan struct{})}
 	c.fetchers[name] = f
@@ -89,23 +91,29 @@ func (c *Consumer) fetch(ctx context.Context, f *fetcher) {
 	}
 	sock, err := socket.New(socket.Dealer, scfg)
 	if err != nil {
-		lg.Error("create socket", "err", err)
+		c.stop(ctx, lg, f.ps, c.position(f.ps), fmt.Errorf("pull: create socket: %w", err))
 		return
 	}
 	defer sock.Close()
 	if err := sock.Connect(f.endpoint); err != nil {
-		lg.Error("connect", "err", err)
+		c.stop(ctx, lg, f.ps, c.position(f.ps), fmt.Errorf("pull: connect to %s: %w", f.endpoint, err))
 		return
 	}
-	pc := &pullConn{c: c, sock: sock, lg: lg}
+	pc := &pullConn{c: c, sock: sock, lg: lg, version: ProtocolVersion}
 
 	pos, err := c.startPosition(ctx, pc, f.ps)
 	if err != nil {
-		return // ctx ended
+		if ctx.Err() == nil {
+			c.stop(ctx, lg, f.ps, c.position(f.ps), err)
+		}
+		return
 	}
-	// One fetch is always in flight: the next is sent before the records of
-	// the current reply are delivered.
+	// One fetch is always in flight while records are delivered: the next
+	// is sent before the records of the current reply are handed over.
+	// After a bad reply, the valid records it held are delivered first and
+	// the fetch is sent again after a pause.
 	resetPending := false
+	badReplies := 0 // in a row
 	id := pc.sendFetch(ctx, pos)
 	for {
 		rep, err := pc.await(ctx, id)
@@ -117,90 +125,183 @@ func (c *Consumer) fetch(ctx context.Context, f *fetcher) {
 			id = pc.sendFetch(ctx, pos)
 			continue
 		}
+		var msgs []Message
+		var bad error // what is wrong with this reply
 		switch rep.Status {
 		case StatusOK:
+			if len(rep.Data) == 0 || rep.Next <= pos {
+				c.mu.Lock()
+				f.ps.high = rep.High
+				c.mu.Unlock()
+				id = pc.sendFetch(ctx, pos)
+				continue
+			}
+			c.mu.Lock()
+			epoch := f.ps.epoch
+			c.mu.Unlock()
+			msgs, bad = decodeReply(rep, pos, c.cfg.MaxBatchBytes, f.ps.name, c.cfg.Stream, epoch)
+		case StatusGap:
+			if rep.Next <= pos || rep.Next > rep.High {
+				bad = fmt.Errorf("%w: gap up to %d for a fetch at %d with high %d", errBadReply, rep.Next, pos, rep.High)
+				break
+			}
+			c.skipGap(lg, f.ps, pos, rep)
+			pos = rep.Next
+			id = pc.sendFetch(ctx, pos)
+			continue
+		case StatusDamaged:
+			c.stop(ctx, lg, f.ps, pos, fmt.Errorf("%w: %s", ErrDamaged, message(rep.Data)))
+			return
 		case StatusOutOfRange:
 			if c.cfg.OnOutOfRange == StopPublisher {
-				lg.Error("offset out of range", "offset", pos, "oldest", rep.Oldest, "next", rep.High)
-				c.stopWith(fmt.Errorf("pull: %s/%s: offset %d out of range (oldest %d, next %d): %s", f.ps.name, c.cfg.Stream, pos, rep.Oldest, rep.High, rep.Data))
+				c.stop(ctx, lg, f.ps, pos, fmt.Errorf("%w (oldest %d, next %d): %s", ErrOutOfRange, rep.Oldest, rep.High, message(rep.Data)))
 				return
 			}
-			lg.Warn("offset out of range, moving to the oldest", "offset", pos, "oldest", rep.Oldest, "next", rep.High)
-			c.mu.Lock()
-			f.ps.resets++
-			f.ps.epoch++
-			f.ps.acks.reset(rep.Oldest)
-			f.ps.fetchPos = rep.Oldest
-			c.mu.Unlock()
+			c.resetToOldest(lg, f.ps, pos, rep)
 			pos = rep.Oldest
 			resetPending = true
 			id = pc.sendFetch(ctx, pos)
 			continue
+		case StatusBadRequest:
+			bad = fmt.Errorf("%w: the publisher refused the request: %s", errBadReply, message(rep.Data))
 		default:
 			c.countError(f.ps)
-			lg.Warn("fetch refused", "offset", pos, "status", rep.Status.String(), "err", string(rep.Data))
+			lg.Warn("fetch refused", "offset", pos, "status", rep.Status.String(), "err", message(rep.Data))
 			if !ctxutil.Sleep(ctx, time.Second) {
 				return
 			}
 			id = pc.sendFetch(ctx, pos)
 			continue
 		}
-		if len(rep.Data) == 0 || rep.Next <= pos {
-			c.mu.Lock()
-			f.ps.high = rep.High
-			c.mu.Unlock()
+		if bad == nil {
+			badReplies = 0
+			pos = rep.Next
 			id = pc.sendFetch(ctx, pos)
-			continue
-		}
-		c.mu.Lock()
-		epoch := f.ps.epoch
-		c.mu.Unlock()
-		msgs, err := decodeReply(rep, pos, c.cfg.MaxBatchBytes, f.ps.name, c.cfg.Stream, epoch)
-		if err != nil {
+		} else {
+			badReplies++
 			c.countError(f.ps)
-			f.ps.badData++
-			lg.Error("bad fetched data", "offset", pos, "err", err)
-			if f.ps.badData >= maxBadReplies {
-				c.stopWith(fmt.Errorf("pull: %s/%s: %d bad replies in a row at offset %d, last: %w", f.ps.name, c.cfg.Stream, f.ps.badData, pos, err))
-				return
+			if n := len(msgs); n > 0 {
+				pos = msgs[n-1].Offset + 1
 			}
-			if !ctxutil.Sleep(ctx, 200*time.Millisecond) {
-				return
-			}
-			id = pc.sendFetch(ctx, pos)
-			continue
+			lg.Warn("bad fetched data", "offset", pos, "err", bad)
 		}
-		f.ps.badData = 0
 		if resetPending && len(msgs) > 0 {
 			msgs[0].Reset = true
 			resetPending = false
 		}
-		pos = rep.Next
-		id = pc.sendFetch(ctx, pos)
-		if len(msgs) == 0 {
-			continue
-		}
-		c.mu.Lock()
-		f.ps.fetchPos = pos
-		f.ps.high = rep.High
-		f.ps.deliv += uint64(len(msgs))
-		f.ps.lastTime = msgs[len(msgs)-1].Time
-		c.mu.Unlock()
-		select {
-		case c.batches <- &delivery{msgs: msgs}:
-		case <-ctx.Done():
-			// Not delivered: fetch them again next time.
-			c.mu.Lock()
-			f.ps.fetchPos = msgs[0].Offset
-			f.ps.deliv -= uint64(len(msgs))
-			c.mu.Unlock()
+		if len(msgs) > 0 && !c.deliver(ctx, f.ps, msgs, pos, rep.High) {
 			return
 		}
+		if bad == nil {
+			continue
+		}
+		if badReplies >= maxBadReplies {
+			cause := ErrProtocol
+			if errors.Is(bad, spool.ErrCorrupt) {
+				cause = ErrDamaged
+			}
+			c.stop(ctx, lg, f.ps, pos, fmt.Errorf("%w: %d bad replies in a row, last: %w", cause, badReplies, bad))
+			return
+		}
+		if !ctxutil.Sleep(ctx, 200*time.Millisecond) {
+			return
+		}
+		id = pc.sendFetch(ctx, pos)
+	}
+}
+
+// deliver hands msgs, which end before pos, to Next. It returns false if
+// ctx ended first; the records are then fetched again by the next fetcher.
+func (c *Consumer) deliver(ctx context.Context, ps *pubState, msgs []Message, pos, high uint64) bool {
+	c.mu.Lock()
+	ps.fetchPos = pos
+	ps.high = high
+	ps.deliv += uint64(len(msgs))
+	ps.lastTime = msgs[len(msgs)-1].Time
+	c.mu.Unlock()
+	select {
+	case c.batches <- &delivery{msgs: msgs}:
+		return true
+	case <-ctx.Done():
+		c.mu.Lock()
+		ps.fetchPos = msgs[0].Offset
+		ps.deliv -= uint64(len(msgs))
+		c.mu.Unlock()
+		return false
+	}
+}
+
+// skipGap crosses a gap the publisher reported: the offsets from pos up to
+// rep.Next do not exist in its log.
+func (c *Consumer) skipGap(lg *slog.Logger, ps *pubState, pos uint64, rep Reply) {
+	n := rep.Next - pos
+	lg.Warn("records missing from the publisher's log, skipped", "offset", pos, "to", rep.Next, "records", n, "reason", message(rep.Data))
+	c.mu.Lock()
+	ps.gaps++
+	ps.skipped += n
+	ps.acks.skip(pos, rep.Next)
+	ps.fetchPos = rep.Next
+	ps.high = rep.High
+	c.mu.Unlock()
+}
+
+// maxMessage caps the text of a publisher's error message that goes into
+// logs and errors.
+const maxMessage = 512
+
+// message returns a publisher's error message, cut to maxMessage bytes.
+func message(b []byte) string {
+	if len(b) > maxMessage {
+		return string(b[:maxMessage]) + "..."
+	}
+	return string(b)
+}
+
+// resetToOldest moves a publisher's position from pos, out of range, to
+// the oldest retained record, under the ResetToOldest policy.
+func (c *Consumer) resetToOldest(lg *slog.Logger, ps *pubState, pos uint64, rep Reply) {
+	lg.Warn("offset out of range, moving to the oldest", "offset", pos, "oldest", rep.Oldest, "next", rep.High)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ps.resets++
+	ps.epoch++
+	if rep.Oldest > pos {
+		ps.skipped += rep.Oldest - pos
+	}
+	ps.acks.reset(rep.Oldest)
+	ps.fetchPos = rep.Oldest
+}
+
+// position returns the next offset to fetch from a publisher.
+func (c *Consumer) position(ps *pubState) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return ps.fetchPos
+}
+
+// stop ends a publisher's fetcher for good with a *FetchError at offset
+// pos: Err reports it from now on, and Next returns it once, after the
+// records the fetcher handed over before (unless ctx ends first: the
+// fetcher was stopped, the consumer is closing).
+func (c *Consumer) stop(ctx context.Context, lg *slog.Logger, ps *pubState, pos uint64, cause error) {
+	err := &FetchError{Publisher: ps.name, Stream: c.cfg.Stream, Offset: pos, Err: cause}
+	lg.Warn("stopped pulling from publisher", "offset", pos, "err", cause)
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	ps.stopped = err
+	c.mu.Unlock()
+	select {
+	case c.batches <- &delivery{err: err}:
+	case <-ctx.Done():
 	}
 }
 
 // startPosition decides where to start on a publisher: where this consumer
-// left off in this process, its committed offset, or the Start policy.
+// left off in this process, its committed offset, or the Start policy. It
+// returns ctx.Err(), or an error wrapping ErrProtocol when the publisher
+// keeps refusing the request for a start position.
 func (c *Consumer) startPosition(ctx context.Context, pc *pullConn, ps *pubState) (uint64, error) {
 	c.mu.Lock()
 	if ps.started {
@@ -226,6 +327,7 @@ func (c *Consumer) startPosition(ctx context.Context, pc *pullConn, ps *pubState
 			if c.cfg.Start.Kind == StartTime {
 				op, arg = OpSeekTime, uint64(c.cfg.Start.Time.UnixNano())
 			}
+			refused := 0 // bad requests in a row
 			for {
 				id := pc.send(ctx, op, arg)
 				rep, err := pc.await(ctx, id)
@@ -240,6 +342,16 @@ func (c *Consumer) startPosition(ctx context.Context, pc *pullConn, ps *pubState
 					return 0, ctx.Err()
 				}
 				c.countError(ps)
+				if err == nil {
+					pc.lg.Warn("start position refused", "op", int(op), "status", rep.Status.String(), "err", message(rep.Data))
+					if rep.Status == StatusBadRequest {
+						if refused++; refused >= maxBadReplies {
+							return 0, fmt.Errorf("%w: the publisher refused %d requests for a start position in a row, last: %s", ErrProtocol, refused, message(rep.Data))
+						}
+					} else {
+						refused = 0
+					}
+				}
 				if err == nil && !ctxutil.Sleep(ctx, time.Second) {
 					return 0, ctx.Err()
 				}
@@ -265,10 +377,15 @@ func (c *Consumer) countError(ps *pubState) {
 
 // pullConn is one fetcher's DEALER socket and request numbering.
 type pullConn struct {
-	c    *Consumer
-	sock *socket.Socket
-	lg   *slog.Logger
+	c       *Consumer
+	sock    *socket.Socket
+	lg      *slog.Logger
+	version uint8 // protocol version of the requests
 }
+
+// errFellBack reports that the publisher answered with an older protocol
+// version, which the connection now speaks: send the request again.
+var errFellBack = errors.New("pull: publisher speaks an older protocol version")
 
 func (pc *pullConn) sendFetch(ctx context.Context, pos uint64) uint32 {
 	return pc.send(ctx, OpFetch, pos)
@@ -278,7 +395,7 @@ func (pc *pullConn) sendFetch(ctx context.Context, pos uint64) uint32 {
 // reply timeout, which sends again.
 func (pc *pullConn) send(ctx context.Context, op Op, arg uint64) uint32 {
 	cfg := &pc.c.cfg
-	r := Request{Op: op, ID: reqIDs.Add(1), Offset: arg, MaxBytes: uint32(cfg.MaxBytes), Stream: cfg.Stream}
+	r := Request{Version: pc.version, Op: op, ID: reqIDs.Add(1), Offset: arg, MaxBytes: uint32(cfg.MaxBytes), Stream: cfg.Stream}
 	if op == OpFetch {
 		r.MaxWaitMillis = uint32(cfg.MaxWait / time.Millisecond)
 	}
@@ -306,14 +423,22 @@ func (pc *pullConn) await(ctx context.Context, id uint32) (Reply, error) {
 			pc.lg.Warn("malformed reply", "err", err)
 			continue
 		}
+		if rep.Status == StatusBadRequest && rep.Version < pc.version {
+			// A publisher that does not speak our version answers in
+			// its own, without our request's id.
+			pc.lg.Warn("publisher speaks an older pull protocol, falling back", "version", rep.Version, "err", message(rep.Data))
+			pc.version = rep.Version
+			return Reply{}, errFellBack
+		}
 		if rep.ID == id {
 			return rep, nil
 		}
 	}
 }
 
-// maxBadReplies is how many undecodable replies in a row stop a publisher's
-// fetcher: damage on the publisher's disk is reported, never skipped.
+// maxBadReplies is how many bad replies in a row (undecodable, not matching
+// their header, refused as bad requests) stop a publisher's fetcher:
+// damage on the publisher's disk is reported, never skipped.
 const maxBadReplies = 5
 
 // errBadReply reports a reply whose records do not match what it claims.
@@ -321,6 +446,8 @@ var errBadReply = errors.New("pull: reply does not match its header")
 
 // decodeReply decodes the records of a fetch reply from pos on and checks
 // them against the reply's header: offsets dense from pos up to rep.Next.
+// On damage or a mismatch it returns the records before it, which are
+// valid, with the error.
 func decodeReply(rep Reply, pos uint64, maxBatch int, publisher, stream string, epoch uint64) ([]Message, error) {
 	if rep.Next < pos || rep.Next > rep.High {
 		return nil, fmt.Errorf("%w: next %d for a fetch at %d with high %d", errBadReply, rep.Next, pos, rep.High)
@@ -341,19 +468,10 @@ func decodeReply(rep Reply, pos uint64, maxBatch int, publisher, stream string, 
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return msgs, err
 	}
 	if want != rep.Next {
-		return nil, fmt.Errorf("%w: records end at %d, header says %d", errBadReply, want, rep.Next)
+		return msgs, fmt.Errorf("%w: records end at %d, header says %d", errBadReply, want, rep.Next)
 	}
 	return msgs, nil
-}
-
-// stopWith records the first error that stopped a fetcher.
-func (c *Consumer) stopWith(err error) {
-	c.mu.Lock()
-	if c.err == nil {
-		c.err = err
-	}
-	c.mu.Unlock()
 }

@@ -6,9 +6,16 @@ import (
 	"fmt"
 )
 
-// ProtocolVersion is the version byte carried by every pull protocol frame.
-// A server answers requests of another version with StatusBadRequest.
-const ProtocolVersion = 1
+// ProtocolVersion is the newest pull protocol version, the one a Consumer
+// speaks first. A Server answers requests of versions 1 and 2, each in the
+// request's version, and requests of any other version with
+// StatusBadRequest. Version 2 adds StatusGap and StatusDamaged; a server
+// never sends them to a version 1 request.
+const ProtocolVersion = 2
+
+// minProtocolVersion is the oldest version a server answers and a consumer
+// falls back to.
+const minProtocolVersion = 1
 
 // Op is a request kind.
 type Op uint8
@@ -36,7 +43,23 @@ const (
 	StatusBadRequest  Status = 4 // malformed request or unsupported version
 	StatusInternal    Status = 5 // the publisher failed to read its spool
 	StatusUnavailable Status = 6 // the server is shutting down
+	// StatusGap (version 2) says the records from the requested offset up
+	// to Next do not exist: the log has a gap there (spool repair removed
+	// them). The consumer may go on at Next. Data holds a message.
+	StatusGap Status = 7
+	// StatusDamaged (version 2) says the stored batch holding the
+	// requested offset is damaged on the publisher's disk: it cannot be
+	// served until the spool is repaired. Data holds a message.
+	StatusDamaged Status = 8
 )
+
+// maxStatus returns the highest status of a protocol version.
+func maxStatus(version uint8) Status {
+	if version >= 2 {
+		return StatusDamaged
+	}
+	return StatusUnavailable
+}
 
 // String returns the status in words.
 func (s Status) String() string {
@@ -55,6 +78,10 @@ func (s Status) String() string {
 		return "internal error"
 	case StatusUnavailable:
 		return "unavailable"
+	case StatusGap:
+		return "gap"
+	case StatusDamaged:
+		return "damaged"
 	}
 	return fmt.Sprintf("status(%d)", uint8(s))
 }
@@ -63,12 +90,12 @@ func (s Status) String() string {
 //
 // Request, two frames after the ROUTER envelope:
 //
-//	frame 0 (22 bytes): version u8 | op u8 | id u32 | offset u64 | maxBytes u32 | maxWaitMillis u32
+//	frame 0 (22 bytes): version u8 (1 or 2) | op u8 | id u32 | offset u64 | maxBytes u32 | maxWaitMillis u32
 //	frame 1: stream name (1..255 bytes)
 //
 // Reply, two frames:
 //
-//	frame 0 (30 bytes): version u8 | status u8 | id u32 | next u64 | oldest u64 | high u64
+//	frame 0 (30 bytes): version u8 (the request's) | status u8 | id u32 | next u64 | oldest u64 | high u64
 //	frame 1: for StatusOK with OpFetch, zero or more whole spool batches as
 //	         they lie on disk; for an error status, a UTF-8 message.
 const (
@@ -83,6 +110,9 @@ var ErrMalformed = errors.New("pull: malformed frame")
 
 // Request is one decoded consumer request.
 type Request struct {
+	// Version is the protocol version; EncodeRequest writes
+	// ProtocolVersion for 0.
+	Version       uint8
 	Op            Op
 	ID            uint32
 	Offset        uint64
@@ -93,8 +123,11 @@ type Request struct {
 
 // Reply is one decoded server reply.
 type Reply struct {
-	Status Status
-	ID     uint32
+	// Version is the protocol version; EncodeReply writes ProtocolVersion
+	// for 0. A server replies in the version of the request.
+	Version uint8
+	Status  Status
+	ID      uint32
 	// Next is the offset after the last record in Data (OpFetch), the
 	// requested position (OpSeekTime), or the stream's next offset (OpMeta).
 	Next uint64
@@ -110,7 +143,7 @@ type Reply struct {
 // appendRequestHeader encodes r's fixed header into dst.
 func appendRequestHeader(dst []byte, r *Request) []byte {
 	var b [requestHeaderLen]byte
-	b[0] = ProtocolVersion
+	b[0] = versionOr(r.Version)
 	b[1] = byte(r.Op)
 	binary.BigEndian.PutUint32(b[2:], r.ID)
 	binary.BigEndian.PutUint64(b[6:], r.Offset)
@@ -130,10 +163,18 @@ func header(frames [][]byte, what string, size int) ([]byte, error) {
 	if len(h) != size {
 		return nil, fmt.Errorf("%w: %s header is %d bytes, want %d", ErrMalformed, what, len(h), size)
 	}
-	if h[0] != ProtocolVersion {
-		return nil, fmt.Errorf("%w: protocol version %d, want %d", ErrMalformed, h[0], ProtocolVersion)
+	if h[0] < minProtocolVersion || h[0] > ProtocolVersion {
+		return nil, fmt.Errorf("%w: protocol version %d, want %d..%d", ErrMalformed, h[0], minProtocolVersion, ProtocolVersion)
 	}
 	return h, nil
+}
+
+// versionOr returns v, or ProtocolVersion for 0.
+func versionOr(v uint8) uint8 {
+	if v == 0 {
+		return ProtocolVersion
+	}
+	return v
 }
 
 // EncodeRequest returns the frames of r.
@@ -149,6 +190,7 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 	if err != nil {
 		return r, err
 	}
+	r.Version = h[0]
 	r.Op = Op(h[1])
 	if r.Op < OpFetch || r.Op > OpSeekTime {
 		return r, fmt.Errorf("%w: unknown op %d", ErrMalformed, h[1])
@@ -167,7 +209,7 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 // EncodeReply returns the frames of r. Data is not copied.
 func EncodeReply(r *Reply) [][]byte {
 	b := make([]byte, replyHeaderLen)
-	b[0] = ProtocolVersion
+	b[0] = versionOr(r.Version)
 	b[1] = byte(r.Status)
 	binary.BigEndian.PutUint32(b[2:], r.ID)
 	binary.BigEndian.PutUint64(b[6:], r.Next)
@@ -188,8 +230,9 @@ func DecodeReply(frames [][]byte) (Reply, error) {
 	if err != nil {
 		return r, err
 	}
+	r.Version = h[0]
 	r.Status = Status(h[1])
-	if r.Status > StatusUnavailable {
+	if r.Status > maxStatus(r.Version) {
 		return r, fmt.Errorf("%w: unknown status %d", ErrMalformed, h[1])
 	}
 	r.ID = binary.BigEndian.Uint32(h[2:])

@@ -8,9 +8,9 @@ import (
 
 func TestRequestRoundTrip(t *testing.T) {
 	cases := []Request{
-		{Op: OpFetch, ID: 1, Offset: 0, MaxBytes: 1 << 20, MaxWaitMillis: 2000, Stream: "a"},
-		{Op: OpMeta, ID: 1<<32 - 1, Offset: 1<<64 - 1, Stream: "access-log"},
-		{Op: OpSeekTime, ID: 7, Offset: 1700000000000000000, Stream: string(bytes.Repeat([]byte("s"), MaxStreamName))},
+		{Version: ProtocolVersion, Op: OpFetch, ID: 1, Offset: 0, MaxBytes: 1 << 20, MaxWaitMillis: 2000, Stream: "a"},
+		{Version: 1, Op: OpMeta, ID: 1<<32 - 1, Offset: 1<<64 - 1, Stream: "access-log"},
+		{Version: 2, Op: OpSeekTime, ID: 7, Offset: 1700000000000000000, Stream: string(bytes.Repeat([]byte("s"), MaxStreamName))},
 	}
 	for _, want := range cases {
 		got, err := DecodeRequest(EncodeRequest(&want))
@@ -62,6 +62,20 @@ func TestDecodeRejectsMalformed(t *testing.T) {
 	rep[0][1] = 200
 	if _, err := DecodeReply(rep); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("unknown status: got %v, want ErrMalformed", err)
+	}
+}
+
+// TestVersion2StatusesOnlyInVersion2 checks that the gap and damaged
+// statuses decode in version 2 replies and are malformed in version 1.
+func TestVersion2StatusesOnlyInVersion2(t *testing.T) {
+	for _, st := range []Status{StatusGap, StatusDamaged} {
+		r, err := DecodeReply(EncodeReply(&Reply{Status: st, Next: 9}))
+		if err != nil || r.Status != st || r.Version != ProtocolVersion {
+			t.Fatalf("%v in version %d: %+v, %v", st, ProtocolVersion, r, err)
+		}
+		if _, err := DecodeReply(EncodeReply(&Reply{Version: 1, Status: st})); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("%v in version 1: got %v, want ErrMalformed", st, err)
+		}
 	}
 }
 

@@ -48,6 +48,8 @@ type ServerStats struct {
 	SendsFailed    uint64 // replies that could not be sent
 	OutOfRange     uint64 // fetches below the oldest retained offset or beyond the end
 	UnknownStreams uint64 // fetches for streams this publisher does not have
+	Gaps           uint64 // fetches answered StatusGap: the offset lies in a gap of the log
+	Damaged        uint64 // fetches refused because the batch holding the offset is damaged
 }
 
 // Server serves fetch requests for local spools over a ROUTER socket.
@@ -78,7 +80,7 @@ type Server struct {
 	wakeExp  chan struct{}
 	closed   bool
 
-	requests, bad, replies, bytes, records, sendFails, oor, unknown atomic.Uint64
+	requests, bad, replies, bytes, records, sendFails, oor, unknown, gaps, damaged atomic.Uint64
 }
 
 type parkedFetch struct {
@@ -154,6 +156,7 @@ func (s *Server) Stats() ServerStats {
 		Requests: s.requests.Load(), BadRequests: s.bad.Load(), Replies: s.replies.Load(),
 		BytesServed: s.bytes.Load(), RecordsServed: s.records.Load(), Parked: n,
 		SendsFailed: s.sendFails.Load(), OutOfRange: s.oor.Load(), UnknownStreams: s.unknown.Load(),
+		Gaps: s.gaps.Load(), Damaged: s.damaged.Load(),
 	}
 }
 
@@ -173,7 +176,7 @@ func (s *Server) Close() error {
 	s.cancel()
 	for _, list := range parked {
 		for _, p := range list {
-			s.reply(p.env, &Reply{Status: StatusUnavailable, ID: p.req.ID, Data: []byte("server closing")})
+			s.reply(p.env, &Reply{Version: p.req.Version, Status: StatusUnavailable, ID: p.req.ID, Data: []byte("server closing")})
 		}
 	}
 	s.cancel()
@@ -205,7 +208,7 @@ func (s *Server) recvLoop() {
 			if s.log.Enabled(s.ctx, slog.LevelDebug) {
 				s.log.Debug("bad request", "err", err)
 			}
-			s.reply(env, &Reply{Status: StatusBadRequest, Data: []byte(err.Error())})
+			s.reply(env, &Reply{Version: replyVersion(m.Frames[1:]), Status: StatusBadRequest, Data: []byte(err.Error())})
 			continue
 		}
 		s.handle(env, req)
@@ -217,21 +220,21 @@ func (s *Server) handle(env [][]byte, req Request) {
 	l, ok := s.cfg.Lookup(req.Stream)
 	if !ok {
 		s.unknown.Add(1)
-		s.reply(env, &Reply{Status: StatusUnknown, ID: req.ID, Data: []byte("unknown stream " + req.Stream)})
+		s.reply(env, &Reply{Version: req.Version, Status: StatusUnknown, ID: req.ID, Data: []byte("unknown stream " + req.Stream)})
 		return
 	}
 	switch req.Op {
 	case OpMeta:
 		next := l.NextOffset()
-		s.reply(env, &Reply{Status: StatusOK, ID: req.ID, Next: next, Oldest: l.OldestOffset(), High: next})
+		s.reply(env, &Reply{Version: req.Version, Status: StatusOK, ID: req.ID, Next: next, Oldest: l.OldestOffset(), High: next})
 		return
 	case OpSeekTime:
 		off, err := l.SeekTime(time.Unix(0, int64(req.Offset)))
 		if err != nil {
-			s.reply(env, &Reply{Status: StatusInternal, ID: req.ID, Data: []byte(err.Error())})
+			s.reply(env, &Reply{Version: req.Version, Status: StatusInternal, ID: req.ID, Data: []byte(err.Error())})
 			return
 		}
-		s.reply(env, &Reply{Status: StatusOK, ID: req.ID, Next: off, Oldest: l.OldestOffset(), High: l.NextOffset()})
+		s.reply(env, &Reply{Version: req.Version, Status: StatusOK, ID: req.ID, Next: off, Oldest: l.OldestOffset(), High: l.NextOffset()})
 		return
 	}
 	if next := l.NextOffset(); req.Offset > next {
@@ -239,7 +242,7 @@ func (s *Server) handle(env [][]byte, req Request) {
 		// shorter one. The consumer decides, as for offsets below
 		// retention.
 		s.oor.Add(1)
-		s.reply(env, &Reply{Status: StatusOutOfRange, ID: req.ID, Next: req.Offset, Oldest: l.OldestOffset(), High: next,
+		s.reply(env, &Reply{Version: req.Version, Status: StatusOutOfRange, ID: req.ID, Next: req.Offset, Oldest: l.OldestOffset(), High: next,
 			Data: []byte(fmt.Sprintf("offset %d is beyond the end of the log (next %d)", req.Offset, next))})
 		return
 	}
@@ -260,28 +263,66 @@ func (s *Server) serve(l *spool.Log, env [][]byte, req Request) {
 	if max <= 0 || max > s.cfg.MaxBytes {
 		max = s.cfg.MaxBytes
 	}
-	data, next, err := l.ReadRaw(req.Offset, max)
+	data, _, err := l.ReadRaw(req.Offset, max)
 	high := l.NextOffset()
 	oldest := l.OldestOffset()
 	if err != nil {
 		var oor *spool.OutOfRangeError
 		if errors.As(err, &oor) || errors.Is(err, spool.ErrOutOfRange) {
 			s.oor.Add(1)
-			s.reply(env, &Reply{Status: StatusOutOfRange, ID: req.ID, Next: req.Offset, Oldest: oldest, High: high, Data: []byte(err.Error())})
+			s.reply(env, &Reply{Version: req.Version, Status: StatusOutOfRange, ID: req.ID, Next: req.Offset, Oldest: oldest, High: high, Data: []byte(err.Error())})
 			return
 		}
 		s.log.Error("read spool", "topic", req.Stream, "offset", req.Offset, "err", err)
-		s.reply(env, &Reply{Status: StatusInternal, ID: req.ID, Next: req.Offset, Oldest: oldest, High: high, Data: []byte(err.Error())})
+		s.reply(env, &Reply{Version: req.Version, Status: StatusInternal, ID: req.ID, Next: req.Offset, Oldest: oldest, High: high, Data: []byte(err.Error())})
 		return
 	}
-	if len(data) == 0 {
-		next = req.Offset
+	next := req.Offset
+	if len(data) > 0 {
+		// Checked, not trusted: a spool checks only the batch headers
+		// of older segments when it opens, and disks rot afterwards.
+		data, next, err = checkRaw(data, req.Offset)
+	}
+	if err != nil {
+		var gap *gapError
+		switch {
+		case errors.As(err, &gap) && req.Version >= 2:
+			s.gaps.Add(1)
+			if s.log.Enabled(s.ctx, slog.LevelDebug) {
+				s.log.Debug("fetch in a gap", "topic", req.Stream, "offset", req.Offset, "next", gap.next)
+			}
+			s.reply(env, &Reply{Version: req.Version, Status: StatusGap, ID: req.ID, Next: gap.next, Oldest: oldest, High: high, Data: []byte(err.Error())})
+			return
+		case gap == nil:
+			s.damaged.Add(1)
+			s.log.Error("damaged batch in spool", "topic", req.Stream, "offset", req.Offset, "err", err)
+			status := StatusDamaged
+			if req.Version < 2 {
+				status = StatusInternal
+			}
+			s.reply(env, &Reply{Version: req.Version, Status: status, ID: req.ID, Next: req.Offset, Oldest: oldest, High: high, Data: []byte(err.Error())})
+			return
+		}
+		// A version 1 consumer gets the batches after the gap, as version
+		// 1 servers sent them.
 	}
 	if next > req.Offset {
 		s.records.Add(next - req.Offset)
 	}
 	s.bytes.Add(uint64(len(data)))
-	s.reply(env, &Reply{Status: StatusOK, ID: req.ID, Next: next, Oldest: oldest, High: high, Data: data})
+	s.reply(env, &Reply{Version: req.Version, Status: StatusOK, ID: req.ID, Next: next, Oldest: oldest, High: high, Data: data})
+}
+
+// replyVersion returns the version to answer an undecodable request in:
+// its own if the server speaks it, otherwise the oldest, which every
+// consumer reads (a newer consumer then falls back to it).
+func replyVersion(frames [][]byte) uint8 {
+	if len(frames) > 0 && len(frames[0]) > 0 {
+		if v := frames[0][0]; v >= minProtocolVersion && v <= ProtocolVersion {
+			return v
+		}
+	}
+	return minProtocolVersion
 }
 
 func (s *Server) reply(env [][]byte, r *Reply) {
@@ -321,7 +362,9 @@ func (s *Server) park(l *spool.Log, env [][]byte, req Request, deadline time.Tim
 	if s.perPeer[peer] >= maxParkedPerPeer || s.nParked >= maxParked {
 		s.mu.Unlock()
 		// Bounded memory whatever the peers do: answer at once, empty.
-		s.serve(l, env, Request{Op: req.Op, ID: req.ID, Offset: req.Offset, MaxBytes: req.MaxBytes, Stream: req.Stream})
+		now := req
+		now.MaxWaitMillis = 0
+		s.serve(l, env, now)
 		return
 	}
 	s.perPeer[peer]++
