@@ -106,3 +106,50 @@ func TestDamagedStreamDoesNotStopNode(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamsBeyondGossipBudget proves a node whose stream names do not all
+// fit in the 512-byte gossip tags (four names of 128 characters) starts,
+// serves every stream, and a consumer elsewhere in the mesh gets the
+// records of a stream its advertisement could not list; a consumer of a
+// stream the node does not have sees no error from it.
+func TestStreamsBeyondGossipBudget(t *testing.T) {
+	pub := newNode(t, "pub")
+	var streams []string
+	for i := range 4 {
+		name := string(rune('a'+i)) + strings.Repeat("x", 127)
+		streams = append(streams, name)
+		if _, err := pub.Publish(context.Background(), name, []byte(name[:1])); err != nil {
+			t.Fatalf("publish to stream %d: %v", i, err)
+		}
+	}
+	cons := newNode(t, "cons", pub.GossipAddr())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i, st := range streams {
+		c, err := cons.Consume(fastmq.ConsumerConfig{Stream: st, Name: "reader"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := c.Next(ctx)
+		if err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+		if m.Publisher != "pub" || string(m.Value) != st[:1] {
+			t.Fatalf("stream %d: got %q from %s", i, m.Value, m.Publisher)
+		}
+		c.Close()
+	}
+	other, err := cons.Consume(fastmq.ConsumerConfig{Stream: "elsewhere", Name: "reader"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	short, cancel2 := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel2()
+	if _, err := other.Next(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("consumer of a stream nobody has: Next = %v, want only its deadline", err)
+	}
+	if err := other.Err(); err != nil {
+		t.Fatalf("consumer of a stream nobody has: Err = %v", err)
+	}
+}

@@ -290,7 +290,7 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	for name, ep := range cfg.Publishers {
-		c.startFetcher(name, ep)
+		c.startFetcher(name, ep, false)
 	}
 	if cfg.Discovery != nil {
 		events, err := cfg.Discovery.WatchStream(c.ctx, cfg.Stream)
@@ -411,7 +411,7 @@ func (c *Consumer) discoverLoop(events <-chan discovery.Event) {
 				if len(ev.Instance.Service.Endpoints) == 0 {
 					continue
 				}
-				c.startFetcher(name, ev.Instance.Service.Endpoints[0])
+				c.startFetcher(name, ev.Instance.Service.Endpoints[0], ev.Instance.Unlisted)
 			case discovery.Removed:
 				c.log.Info("publisher gone", "peer", name, "reason", ev.Reason.String())
 				c.stopFetcher(name)

@@ -16,20 +16,29 @@ import (
 type fetcher struct {
 	ps       *pubState
 	endpoint string
+	// unlisted: discovery only knows the publisher may serve the stream
+	// (its advertisement was cut to fit gossip), so "unknown stream" is an
+	// expected answer, not a fault.
+	unlisted bool
 	cancel   context.CancelFunc
 	done     chan struct{}
 }
 
+// unlistedRetry is how often a publisher whose advertisement did not list
+// the stream is asked again after it answered "unknown stream".
+const unlistedRetry = 30 * time.Second
+
 // startFetcher starts (or restarts, on a new endpoint) the fetcher of a
-// publisher.
-func (c *Consumer) startFetcher(name, endpoint string) {
+// publisher. unlisted says discovery did not list the stream for it (see
+// discovery.Instance.Unlisted).
+func (c *Consumer) startFetcher(name, endpoint string, unlisted bool) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return
 	}
 	if f := c.fetchers[name]; f != nil {
-		if f.endpoint == endpoint {
+		if f.endpoint == endpoint && f.unlisted == unlisted {
 			c.mu.Unlock()
 			return
 		}
@@ -46,7 +55,7 @@ func (c *Consumer) startFetcher(name, endpoint string) {
 	ps.running = true
 	ps.stopped = nil
 	ctx, cancel := context.WithCancel(c.ctx)
-	f := &fetcher{ps: ps, endpoint: endpoint, cancel: cancel, done: make(chan struct{})}
+	f := &fetcher{ps: ps, endpoint: endpoint, unlisted: unlisted, cancel: cancel, done: make(chan struct{})}
 	c.fetchers[name] = f
 	c.wg.Add(1)
 	c.mu.Unlock()
@@ -101,7 +110,7 @@ func (c *Consumer) fetch(ctx context.Context, f *fetcher) {
 	}
 	pc := &pullConn{c: c, sock: sock, lg: lg, version: ProtocolVersion}
 
-	pos, err := c.startPosition(ctx, pc, f.ps)
+	pos, err := c.startPosition(ctx, pc, f.ps, f.unlisted)
 	if err != nil {
 		if ctx.Err() == nil {
 			c.stop(ctx, lg, f.ps, c.position(f.ps), err)
@@ -165,9 +174,15 @@ func (c *Consumer) fetch(ctx context.Context, f *fetcher) {
 		case StatusBadRequest:
 			bad = fmt.Errorf("%w: the publisher refused the request: %s", errBadReply, message(rep.Data))
 		default:
-			c.countError(f.ps)
-			lg.Warn("fetch refused", "offset", pos, "status", rep.Status.String(), "err", message(rep.Data))
-			if !ctxutil.Sleep(ctx, time.Second) {
+			wait := time.Second
+			if f.unlisted && rep.Status == StatusUnknown {
+				lg.Debug("unlisted publisher does not serve the stream", "offset", pos)
+				wait = unlistedRetry
+			} else {
+				c.countError(f.ps)
+				lg.Warn("fetch refused", "offset", pos, "status", rep.Status.String(), "err", message(rep.Data))
+			}
+			if !ctxutil.Sleep(ctx, wait) {
 				return
 			}
 			id = pc.sendFetch(ctx, pos)
@@ -302,7 +317,7 @@ func (c *Consumer) stop(ctx context.Context, lg *slog.Logger, ps *pubState, pos 
 // left off in this process, its committed offset, or the Start policy. It
 // returns ctx.Err(), or an error wrapping ErrProtocol when the publisher
 // keeps refusing the request for a start position.
-func (c *Consumer) startPosition(ctx context.Context, pc *pullConn, ps *pubState) (uint64, error) {
+func (c *Consumer) startPosition(ctx context.Context, pc *pullConn, ps *pubState, unlisted bool) (uint64, error) {
 	c.mu.Lock()
 	if ps.started {
 		pos := ps.fetchPos
@@ -341,8 +356,14 @@ func (c *Consumer) startPosition(ctx context.Context, pc *pullConn, ps *pubState
 				if ctx.Err() != nil {
 					return 0, ctx.Err()
 				}
-				c.countError(ps)
-				if err == nil {
+				wait := time.Second
+				if err == nil && unlisted && rep.Status == StatusUnknown {
+					pc.lg.Debug("unlisted publisher does not serve the stream")
+					wait = unlistedRetry
+				} else {
+					c.countError(ps)
+				}
+				if err == nil && wait == time.Second {
 					pc.lg.Warn("start position refused", "op", int(op), "status", rep.Status.String(), "err", message(rep.Data))
 					if rep.Status == StatusBadRequest {
 						if refused++; refused >= maxBadReplies {
@@ -352,7 +373,7 @@ func (c *Consumer) startPosition(ctx context.Context, pc *pullConn, ps *pubState
 						refused = 0
 					}
 				}
-				if err == nil && !ctxutil.Sleep(ctx, time.Second) {
+				if err == nil && !ctxutil.Sleep(ctx, wait) {
 					return 0, ctx.Err()
 				}
 			}
