@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/spool"
 )
 
 // A node publishes to its own spool; a consumer anywhere in the mesh (here,
@@ -89,4 +90,31 @@ func ExampleNode_Consume() {
 	c.Ack(m)
 	// Output:
 	// from shipper: GET /index.html 200
+}
+
+// PublishAsync keeps many records in flight: one fsync covers them all,
+// and the Acks complete in order, so waiting on the last one is enough.
+func ExampleNode_PublishAsync() {
+	dir, _ := os.MkdirTemp("", "fastmq-example-")
+	defer os.RemoveAll(dir)
+	node, err := fastmq.New(fastmq.Config{Name: "host-1", DataDir: filepath.Join(dir, "host-1")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer node.Close()
+
+	ctx := context.Background()
+	var last *spool.Ack
+	for i := 0; i < 1000; i++ {
+		if last, err = node.PublishAsync(ctx, "events", []byte(fmt.Sprintf("record %d", i))); err != nil {
+			log.Fatal(err)
+		}
+	}
+	off, err := last.Wait(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("all 1000 durable; the last at offset", off)
+	// Output:
+	// all 1000 durable; the last at offset 999
 }

@@ -27,11 +27,8 @@ func (n *Node) lookupStream(name string) (*spool.Log, bool) {
 // and advertises it. Calling it again returns the same log. The node owns
 // the log: do not Close it.
 func (n *Node) Stream(name string) (*spool.Log, error) {
-	if !streamNameRE.MatchString(name) {
-		return nil, fmt.Errorf("%w: %q (want 1-128 of letters, digits, '.', '_', '-')", ErrBadStreamName, name)
-	}
 	n.mu.Lock()
-	l, ok := n.streams[name]
+	l, ok := n.streams[name] // only valid names are ever in the map
 	closed := n.closed
 	n.mu.Unlock()
 	if closed {
@@ -39,6 +36,9 @@ func (n *Node) Stream(name string) (*spool.Log, error) {
 	}
 	if ok {
 		return l, nil
+	}
+	if !streamNameRE.MatchString(name) {
+		return nil, fmt.Errorf("%w: %q (want 1-128 of letters, digits, '.', '_', '-')", ErrBadStreamName, name)
 	}
 	// Opening recovers the spool and re-advertises: slow work done
 	// outside n.mu, so serving other streams goes on meanwhile.
@@ -111,6 +111,23 @@ func (n *Node) Streams() []string {
 // Consumers anywhere in the mesh pull it from here.
 func (n *Node) Publish(ctx context.Context, stream string, value []byte, headers ...spool.Header) (uint64, error) {
 	return n.Append(ctx, stream, spool.Record{Value: value, Headers: headers})
+}
+
+// PublishAsync queues one record with value for the local spool of stream
+// and returns at once, with an Ack that completes when the record is
+// durable under the spool's sync policy (Ack.Wait gives its offset), as
+// JetStream's PublishAsync. It blocks only while the spool's queue is full
+// or until ctx ends. The caller must not modify value or headers until the
+// Ack is done. One goroutine can keep many records in flight this way, so
+// one fsync covers them all: a loop of Publish calls waits for an fsync per
+// record; a loop of PublishAsync calls, then a wait on the last Ack, does
+// not (Acks complete in order).
+func (n *Node) PublishAsync(ctx context.Context, stream string, value []byte, headers ...spool.Header) (*spool.Ack, error) {
+	l, err := n.Stream(stream)
+	if err != nil {
+		return nil, err
+	}
+	return l.AppendAsync(ctx, spool.Record{Value: value, Headers: headers})
 }
 
 // Append appends records to the local spool of stream and returns the
