@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -18,91 +18,29 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fastmq/fastmq/socket"
 )
 
-// benchOpts are the flags of bench pushpull, pubsub and reqrep.
-type benchOpts struct {
-	size      int
-	count     int
-	transport string
-	bind      string
-	connect   string
-	role      string
-	hwm       int
-	warmup    time.Duration
-	libzmq    string
-	native    bool
-	python    string
-	separate  bool
-	json      bool
-	cpuprof   string
-	rounds    int
-	noDrop    bool
-}
-
-func init() {
-	for _, p := range []struct{ name, short string }{
-		{"pushpull", "Throughput and one-way latency of PUSH to PULL"},
-		{"pubsub", "Throughput and one-way latency of PUB to SUB"},
-		{"reqrep", "Round-trip latency and rate of REQ to REP"},
-	} {
-		benchCmd.AddCommand(newSocketBenchCmd(p.name, p.short))
-	}
-}
-
-func newSocketBenchCmd(pattern, short string) *cobra.Command {
-	o := &benchOpts{}
-	cmd := &cobra.Command{
-		Use:   pattern,
-		Short: short,
-		Long: short + ".\n\n" +
-			"Without --bind/--connect both ends run in this process over --transport. " +
-			"To run the ends as separate processes, start one with --role recv (the PULL, SUB " +
-			"or REP end) and one with --role send, one of them binding and the other connecting " +
-			"to the same endpoint. The receiving end of pushpull/pubsub (the REQ end of reqrep) " +
-			"prints the figures. Messages carry their send time in their first 8 bytes, which " +
-			"gives the one-way latency (under full load) of pushpull and pubsub.\n\n" +
-			"--libzmq PERF.PY runs libzmq's figure for the same test through the perf script " +
-			"shipped with the socket package's interop suite (both ends libzmq, in separate " +
-			"processes) and prints the ratio.",
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runSocketBench(cmd.Context(), cmd.OutOrStdout(), pattern, o)
-		},
-	}
-	f := cmd.Flags()
-	f.IntVar(&o.size, "size", 100, "message size in `BYTES`")
-	defCount := 200000
-	if pattern == "reqrep" {
-		defCount = 20000
-	}
-	f.IntVar(&o.count, "count", defCount, "number of messages (round trips for reqrep)")
-	f.StringVar(&o.transport, "transport", "tcp", "tcp, ipc or inproc (one-process mode)")
-	f.StringVar(&o.bind, "bind", "", "separate-process mode: bind to `ENDPOINT`")
-	f.StringVar(&o.connect, "connect", "", "separate-process mode: connect to `ENDPOINT`")
-	f.StringVar(&o.role, "role", "", "separate-process mode: send or recv")
-	f.IntVar(&o.hwm, "hwm", 0, "high-water mark in messages (0: library default)")
-	f.DurationVar(&o.warmup, "warmup", time.Second, "pubsub separate-process sender: publish warm-up messages this long before measuring")
-	f.StringVar(&o.libzmq, "libzmq", "", "also run libzmq's figure with this perf script (perf.py)")
-	f.BoolVar(&o.native, "native", false, "with --libzmq: both libzmq ends in C (needs a C compiler), not pyzmq")
-	py := "python3"
-	if _, err := os.Stat("/usr/bin/python3"); err == nil {
-		py = "/usr/bin/python3"
-	}
-	f.StringVar(&o.python, "python", py, "Python interpreter with pyzmq, for --libzmq")
-	f.BoolVar(&o.separate, "separate", false, "run the receiving end (REP for reqrep) in a child process of this command")
-	f.BoolVar(&o.json, "json", false, "print the result as JSON (used by --separate)")
-	f.MarkHidden("json")
-	if pattern == "pubsub" {
-		f.BoolVar(&o.noDrop, "no-drop", false, "the publisher waits for the subscriber instead of dropping (ZMQ_XPUB_NODROP)")
-	}
-	f.IntVar(&o.rounds, "rounds", 1, "repeat the run `N` times (alternating with libzmq's under --libzmq) and print the medians")
-	f.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of this process to `FILE` (with --separate, the child's goes to FILE.recv)")
-	return cmd
+// SocketOptions are the flags of bench pushpull, pubsub and reqrep.
+type SocketOptions struct {
+	Size       int
+	Count      int
+	Transport  string
+	Bind       string
+	Connect    string
+	Role       string
+	HWM        int
+	Warmup     time.Duration
+	Libzmq     string
+	Native     bool
+	Python     string
+	Separate   bool
+	JSON       bool
+	CPUProfile string
+	Rounds     int
+	NoDrop     bool
 }
 
 // benchResult is what one run measured.
@@ -150,18 +88,20 @@ func (r benchResult) print(w io.Writer) {
 	fmt.Fprintln(w)
 }
 
-func runSocketBench(ctx context.Context, w io.Writer, pattern string, o *benchOpts) error {
+// Socket runs the socket benchmark of pattern (pushpull, pubsub or reqrep)
+// as o says and prints its figures to w.
+func Socket(ctx context.Context, w io.Writer, pattern string, o *SocketOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if o.count < 2 {
+	if o.Count < 2 {
 		return errors.New("--count must be at least 2")
 	}
-	if o.size < 0 {
+	if o.Size < 0 {
 		return errors.New("--size must not be negative")
 	}
-	if o.cpuprof != "" {
-		f, err := os.Create(o.cpuprof)
+	if o.CPUProfile != "" {
+		f, err := os.Create(o.CPUProfile)
 		if err != nil {
 			return err
 		}
@@ -171,43 +111,43 @@ func runSocketBench(ctx context.Context, w io.Writer, pattern string, o *benchOp
 		}
 		defer pprof.StopCPUProfile()
 	}
-	cfg := socket.Config{SendHWM: o.hwm, RecvHWM: o.hwm, Linger: 10 * time.Second, PubNoDrop: o.noDrop}
-	if o.separate && (o.bind != "" || o.connect != "" || o.role != "") {
+	cfg := socket.Config{SendHWM: o.HWM, RecvHWM: o.HWM, Linger: 10 * time.Second, PubNoDrop: o.NoDrop}
+	if o.Separate && (o.Bind != "" || o.Connect != "" || o.Role != "") {
 		return errors.New("--separate picks its own endpoint and roles")
 	}
-	if o.bind != "" || o.connect != "" || o.role != "" {
-		if (o.bind == "") == (o.connect == "") {
+	if o.Bind != "" || o.Connect != "" || o.Role != "" {
+		if (o.Bind == "") == (o.Connect == "") {
 			return errors.New("separate-process mode needs exactly one of --bind and --connect")
 		}
-		if o.role != "send" && o.role != "recv" {
+		if o.Role != "send" && o.Role != "recv" {
 			return errors.New("separate-process mode needs --role send or --role recv")
 		}
 		res, err := benchOneEnd(ctx, pattern, o, cfg)
-		if err != nil || (o.role == "send" && pattern != "reqrep") || (o.role == "recv" && pattern == "reqrep") {
-			if err == nil && !o.json {
-				fmt.Fprintf(w, "%s: %s end done\n", pattern, o.role)
+		if err != nil || (o.Role == "send" && pattern != "reqrep") || (o.Role == "recv" && pattern == "reqrep") {
+			if err == nil && !o.JSON {
+				fmt.Fprintf(w, "%s: %s end done\n", pattern, o.Role)
 			}
 			return err
 		}
-		if o.json {
+		if o.JSON {
 			return json.NewEncoder(w).Encode(res)
 		}
 		res.print(w)
 		return nil
 	}
-	if o.rounds < 1 {
+	if o.Rounds < 1 {
 		return errors.New("--rounds must be at least 1")
 	}
 	// With several rounds, ours and libzmq's run alternately, so that both
 	// see the same machine, and the medians are printed at the end.
 	var rates, ratios, latRatios []float64
-	for round := 1; round <= o.rounds; round++ {
-		if o.rounds > 1 {
-			fmt.Fprintf(w, "round %d of %d\n", round, o.rounds)
+	for round := 1; round <= o.Rounds; round++ {
+		if o.Rounds > 1 {
+			fmt.Fprintf(w, "round %d of %d\n", round, o.Rounds)
 		}
 		var res benchResult
 		var err error
-		if o.separate {
+		if o.Separate {
 			res, err = benchSeparate(ctx, pattern, o, cfg)
 		} else {
 			res, err = benchInProcess(ctx, pattern, o, cfg)
@@ -217,7 +157,7 @@ func runSocketBench(ctx context.Context, w io.Writer, pattern string, o *benchOp
 		}
 		res.print(w)
 		rates = append(rates, res.rate())
-		if o.libzmq == "" {
+		if o.Libzmq == "" {
 			continue
 		}
 		lz, err := runLibzmqPerf(ctx, pattern, o)
@@ -238,8 +178,8 @@ func runSocketBench(ctx context.Context, w io.Writer, pattern string, o *benchOp
 			fmt.Fprintf(w, "ratio fastmq/libzmq p50 round trip: %.2f\n", latRatios[len(latRatios)-1])
 		}
 	}
-	if o.rounds > 1 {
-		fmt.Fprintf(w, "median of %d rounds: fastmq %.0f msg/s", o.rounds, median(rates))
+	if o.Rounds > 1 {
+		fmt.Fprintf(w, "median of %d rounds: fastmq %.0f msg/s", o.Rounds, median(rates))
 		if len(ratios) > 0 {
 			fmt.Fprintf(w, ", ratio fastmq/libzmq msg/s %.2f (min %.2f, max %.2f)", median(ratios), slices.Min(ratios), slices.Max(ratios))
 		}
@@ -350,16 +290,16 @@ func newDeadline(parent context.Context, d time.Duration) deadline {
 // does: one receive deadline is shared by a run of messages (renewed every
 // 1024 messages, or when it ends while messages still flow), and the clock
 // is read for one message in 64 (the latency sample) and at the ends.
-func receiveStream(ctx context.Context, s *socket.Socket, pattern string, o *benchOpts, idle time.Duration) (benchResult, error) {
-	res := benchResult{Pattern: pattern, Transport: o.transport, Size: o.size}
-	lat := make([]time.Duration, 0, o.count/64+1)
+func receiveStream(ctx context.Context, s *socket.Socket, pattern string, o *SocketOptions, idle time.Duration) (benchResult, error) {
+	res := benchResult{Pattern: pattern, Transport: o.Transport, Size: o.Size}
+	lat := make([]time.Duration, 0, o.Count/64+1)
 	var first, lastSeen time.Time
 	wait := benchRecvTimeout
 	dl := newDeadline(ctx, wait)
 	defer func() { dl.cancel() }()
 	sinceRenew := 0
 	idled := false
-	for res.Received < o.count {
+	for res.Received < o.Count {
 		if sinceRenew >= 1024 {
 			dl.cancel()
 			dl = newDeadline(ctx, wait)
@@ -392,7 +332,7 @@ func receiveStream(ctx context.Context, s *socket.Socket, pattern string, o *ben
 		if len(m.Frames[0]) >= 8 {
 			ts = binary.LittleEndian.Uint64(m.Frames[0])
 		}
-		if o.size >= 8 && ts == 0 {
+		if o.Size >= 8 && ts == 0 {
 			continue // warm-up
 		}
 		// The clock is read for stamped messages (and now and then for
@@ -428,9 +368,9 @@ func receiveStream(ctx context.Context, s *socket.Socket, pattern string, o *ben
 	return res, nil
 }
 
-func sendStream(ctx context.Context, s *socket.Socket, o *benchOpts) error {
-	for i := 0; i < o.count; i++ {
-		if err := s.Send(ctx, socket.NewMsg(stamp(o.size, i))); err != nil {
+func sendStream(ctx context.Context, s *socket.Socket, o *SocketOptions) error {
+	for i := 0; i < o.Count; i++ {
+		if err := s.Send(ctx, socket.NewMsg(stamp(o.Size, i))); err != nil {
 			return fmt.Errorf("send message %d: %w", i, err)
 		}
 	}
@@ -468,12 +408,12 @@ func sendWarmup(ctx context.Context, s *socket.Socket, size int, stop <-chan str
 	return nil
 }
 
-func roundTrips(ctx context.Context, s *socket.Socket, o *benchOpts) (benchResult, error) {
-	res := benchResult{Pattern: "reqrep", Transport: o.transport, Size: o.size}
-	lat := make([]time.Duration, 0, o.count)
-	p := make([]byte, o.size)
+func roundTrips(ctx context.Context, s *socket.Socket, o *SocketOptions) (benchResult, error) {
+	res := benchResult{Pattern: "reqrep", Transport: o.Transport, Size: o.Size}
+	lat := make([]time.Duration, 0, o.Count)
+	p := make([]byte, o.Size)
 	start := time.Now()
-	for i := 0; i < o.count; i++ {
+	for i := 0; i < o.Count; i++ {
 		t := time.Now()
 		if err := s.Send(ctx, socket.NewMsg(bytes.Clone(p))); err != nil {
 			return res, fmt.Errorf("request %d: %w", i, err)
@@ -484,8 +424,8 @@ func roundTrips(ctx context.Context, s *socket.Socket, o *benchOpts) (benchResul
 		lat = append(lat, time.Since(t))
 	}
 	res.Elapsed = time.Since(start)
-	res.Received = o.count
-	res.Timed = o.count
+	res.Received = o.Count
+	res.Timed = o.Count
 	slices.Sort(lat)
 	res.Lat = lat
 	return res, nil
@@ -516,12 +456,12 @@ func benchKinds(pattern string) (send, recv socket.Kind, err error) {
 	return 0, 0, fmt.Errorf("unknown pattern %q", pattern)
 }
 
-func benchInProcess(ctx context.Context, pattern string, o *benchOpts, cfg socket.Config) (benchResult, error) {
+func benchInProcess(ctx context.Context, pattern string, o *SocketOptions, cfg socket.Config) (benchResult, error) {
 	sk, rk, err := benchKinds(pattern)
 	if err != nil {
 		return benchResult{}, err
 	}
-	ep, cleanup, err := benchEndpoint(o.transport)
+	ep, cleanup, err := benchEndpoint(o.Transport)
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -555,14 +495,14 @@ func benchInProcess(ctx context.Context, pattern string, o *benchOpts, cfg socke
 		g.Go(func() error { return sendStream(gctx, ss, o) })
 		g.Go(func() (err error) { res, err = receiveStream(gctx, rs, pattern, o, 0); return err })
 	case "pubsub":
-		if o.size < 8 {
+		if o.Size < 8 {
 			return res, errors.New("pubsub needs --size of at least 8 (the send time)")
 		}
 		ready := make(chan struct{})
 		g.Go(func() error {
 			// Slow joiner: publish unstamped messages until the subscriber
 			// has one, then the measured stream.
-			if err := sendWarmup(gctx, ss, o.size, ready, benchRecvTimeout); err != nil {
+			if err := sendWarmup(gctx, ss, o.Size, ready, benchRecvTimeout); err != nil {
 				return err
 			}
 			return sendStream(gctx, ss, o)
@@ -573,12 +513,12 @@ func benchInProcess(ctx context.Context, pattern string, o *benchOpts, cfg socke
 			}
 			close(ready)
 			r, err := receiveStream(gctx, rs, pattern, o, time.Second)
-			r.Sent = o.count
+			r.Sent = o.Count
 			res = r
 			return err
 		})
 	case "reqrep":
-		g.Go(func() error { return echoReplies(gctx, rs, o.count) })
+		g.Go(func() error { return echoReplies(gctx, rs, o.Count) })
 		g.Go(func() (err error) { res, err = roundTrips(gctx, ss, o); return err })
 	}
 	err = g.Wait()
@@ -586,13 +526,13 @@ func benchInProcess(ctx context.Context, pattern string, o *benchOpts, cfg socke
 }
 
 // benchOneEnd runs one end of a separate-process benchmark.
-func benchOneEnd(ctx context.Context, pattern string, o *benchOpts, cfg socket.Config) (benchResult, error) {
+func benchOneEnd(ctx context.Context, pattern string, o *SocketOptions, cfg socket.Config) (benchResult, error) {
 	sk, rk, err := benchKinds(pattern)
 	if err != nil {
 		return benchResult{}, err
 	}
 	kind := sk
-	if o.role == "recv" {
+	if o.Role == "recv" {
 		kind = rk
 	}
 	s, err := socket.New(kind, kindConfig(cfg, kind))
@@ -600,29 +540,29 @@ func benchOneEnd(ctx context.Context, pattern string, o *benchOpts, cfg socket.C
 		return benchResult{}, err
 	}
 	defer s.Close()
-	if o.bind != "" {
-		got, err := s.Bind(o.bind)
+	if o.Bind != "" {
+		got, err := s.Bind(o.Bind)
 		if err != nil {
-			return benchResult{}, fmt.Errorf("bind %s: %w", o.bind, err)
+			return benchResult{}, fmt.Errorf("bind %s: %w", o.Bind, err)
 		}
 		fmt.Fprintln(os.Stderr, "bound", got)
-	} else if err := s.Connect(o.connect); err != nil {
-		return benchResult{}, fmt.Errorf("connect %s: %w", o.connect, err)
+	} else if err := s.Connect(o.Connect); err != nil {
+		return benchResult{}, fmt.Errorf("connect %s: %w", o.Connect, err)
 	}
 	if kind == socket.Sub {
 		if err := s.Subscribe(nil); err != nil {
 			return benchResult{}, err
 		}
 	}
-	if scheme, _, ok := strings.Cut(o.bind+o.connect, "://"); ok {
-		o.transport = scheme
+	if scheme, _, ok := strings.Cut(o.Bind+o.Connect, "://"); ok {
+		o.Transport = scheme
 	}
 	switch {
-	case pattern == "reqrep" && o.role == "send":
+	case pattern == "reqrep" && o.Role == "send":
 		return roundTrips(ctx, s, o)
 	case pattern == "reqrep":
-		return benchResult{}, echoReplies(ctx, s, o.count)
-	case o.role == "recv":
+		return benchResult{}, echoReplies(ctx, s, o.Count)
+	case o.Role == "recv":
 		idle := time.Duration(0)
 		if pattern == "pubsub" {
 			idle = time.Second
@@ -631,10 +571,10 @@ func benchOneEnd(ctx context.Context, pattern string, o *benchOpts, cfg socket.C
 		return r, err
 	default:
 		if pattern == "pubsub" {
-			if o.size < 8 {
+			if o.Size < 8 {
 				return benchResult{}, errors.New("pubsub needs --size of at least 8 (the send time)")
 			}
-			if err := sendWarmup(ctx, s, o.size, nil, o.warmup); err != nil {
+			if err := sendWarmup(ctx, s, o.Size, nil, o.Warmup); err != nil {
 				return benchResult{}, err
 			}
 		}
@@ -645,13 +585,13 @@ func benchOneEnd(ctx context.Context, pattern string, o *benchOpts, cfg socket.C
 // benchSeparate runs the receiving end (PULL, SUB, REP) in a child process
 // of this command and the other end here, like libzmq's
 // local_thr/remote_thr pairs.
-func benchSeparate(ctx context.Context, pattern string, o *benchOpts, cfg socket.Config) (benchResult, error) {
-	ep, cleanup, err := benchEndpoint(o.transport)
+func benchSeparate(ctx context.Context, pattern string, o *SocketOptions, cfg socket.Config) (benchResult, error) {
+	ep, cleanup, err := benchEndpoint(o.Transport)
 	if err != nil {
 		return benchResult{}, err
 	}
 	defer cleanup()
-	if o.transport == "inproc" {
+	if o.Transport == "inproc" {
 		return benchResult{}, errors.New("--separate needs tcp or ipc")
 	}
 	exe, err := os.Executable()
@@ -659,12 +599,12 @@ func benchSeparate(ctx context.Context, pattern string, o *benchOpts, cfg socket
 		return benchResult{}, err
 	}
 	child := exec.CommandContext(ctx, exe, "bench", pattern, "--role", "recv", "--bind", ep,
-		"--count", strconv.Itoa(o.count), "--size", strconv.Itoa(o.size), "--hwm", strconv.Itoa(o.hwm), "--json")
-	if o.noDrop {
+		"--count", strconv.Itoa(o.Count), "--size", strconv.Itoa(o.Size), "--hwm", strconv.Itoa(o.HWM), "--json")
+	if o.NoDrop {
 		child.Args = append(child.Args, "--no-drop")
 	}
-	if o.cpuprof != "" {
-		child.Args = append(child.Args, "--cpuprofile", o.cpuprof+".recv")
+	if o.CPUProfile != "" {
+		child.Args = append(child.Args, "--cpuprofile", o.CPUProfile+".recv")
 	}
 	var out bytes.Buffer
 	child.Stdout = &out
@@ -706,7 +646,7 @@ func benchSeparate(ctx context.Context, pattern string, o *benchOpts, cfg socket
 		return benchResult{}, errors.New("receiving end did not bind")
 	}
 	so := *o
-	so.role, so.connect, so.bind = "send", connectTo, ""
+	so.Role, so.Connect, so.Bind = "send", connectTo, ""
 	res, err := benchOneEnd(ctx, pattern, &so, cfg)
 	if err != nil {
 		child.Process.Kill()
@@ -720,9 +660,9 @@ func benchSeparate(ctx context.Context, pattern string, o *benchOpts, cfg socket
 		if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 			return res, fmt.Errorf("receiving end output %q: %w", out.Bytes(), err)
 		}
-		res.Sent = o.count
+		res.Sent = o.Count
 	}
-	res.Transport = o.transport + ", separate processes"
+	res.Transport = o.Transport + ", separate processes"
 	return res, nil
 }
 
@@ -740,7 +680,7 @@ type libzmqFigure struct {
 	P99us     float64 `json:"p99_us"`
 }
 
-func runLibzmqPerf(ctx context.Context, pattern string, o *benchOpts) (libzmqFigure, error) {
+func runLibzmqPerf(ctx context.Context, pattern string, o *SocketOptions) (libzmqFigure, error) {
 	var kind string
 	switch pattern {
 	case "pushpull":
@@ -752,23 +692,23 @@ func runLibzmqPerf(ctx context.Context, pattern string, o *benchOpts) (libzmqFig
 	default:
 		return libzmqFigure{}, fmt.Errorf("no libzmq figure for %s", pattern)
 	}
-	tr := o.transport
+	tr := o.Transport
 	if tr != "tcp" && tr != "ipc" {
 		return libzmqFigure{}, fmt.Errorf("no libzmq figure over %s (tcp and ipc only)", tr)
 	}
-	args := []string{o.libzmq, kind, "--transport", tr, "--size", strconv.Itoa(o.size), "--count", strconv.Itoa(o.count)}
-	if o.native {
+	args := []string{o.Libzmq, kind, "--transport", tr, "--size", strconv.Itoa(o.Size), "--count", strconv.Itoa(o.Count)}
+	if o.Native {
 		args = append(args, "--native")
 	}
-	c := exec.CommandContext(ctx, o.python, args...)
+	c := exec.CommandContext(ctx, o.Python, args...)
 	c.Stderr = os.Stderr
 	out, err := c.Output()
 	if err != nil {
-		return libzmqFigure{}, fmt.Errorf("run %s: %w", o.libzmq, err)
+		return libzmqFigure{}, fmt.Errorf("run %s: %w", o.Libzmq, err)
 	}
 	var fig libzmqFigure
 	if err := json.Unmarshal(bytes.TrimSpace(out), &fig); err != nil {
-		return fig, fmt.Errorf("parse %s output %q: %w", o.libzmq, out, err)
+		return fig, fmt.Errorf("parse %s output %q: %w", o.Libzmq, out, err)
 	}
 	return fig, nil
 }
