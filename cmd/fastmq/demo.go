@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/internal/ctxutil"
 )
 
 // demoOptions are the demo's settings.
@@ -269,7 +270,7 @@ func demoRun(ctx context.Context, opts demoOptions, dir string, w io.Writer) (de
 				victim := shippers[1]
 				fmt.Fprintf(w, "-- kill -9 %s (pid %d); its log keeps growing while it is down\n", victim.name, victim.cmd.Process.Pid)
 				victim.stop(syscall.SIGKILL)
-				if !sleepOrDone(ctx, 500*time.Millisecond+time.Duration(rand.IntN(500))*time.Millisecond) {
+				if !ctxutil.Sleep(ctx, 500*time.Millisecond+time.Duration(rand.IntN(500))*time.Millisecond) {
 					return sum, ctx.Err()
 				}
 				if err := victim.start(); err != nil {
@@ -281,7 +282,7 @@ func demoRun(ctx context.Context, opts demoOptions, dir string, w io.Writer) (de
 				collectorKilled = true
 				fmt.Fprintf(w, "-- kill -9 collector (pid %d)\n", col.cmd.Process.Pid)
 				col.stop(syscall.SIGKILL)
-				if !sleepOrDone(ctx, 500*time.Millisecond) {
+				if !ctxutil.Sleep(ctx, 500*time.Millisecond) {
 					return sum, ctx.Err()
 				}
 				if err := col.start(); err != nil {
@@ -318,17 +319,6 @@ drain:
 		sum.Lost = sum.Produced - unique
 	}
 	return sum, nil
-}
-
-func sleepOrDone(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // collectedLines sums the positions the collector recorded: the lines it
