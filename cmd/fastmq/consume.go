@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -32,17 +31,6 @@ func parseStart(s string) (pull.Start, error) {
 	return pull.Start{}, fmt.Errorf("--from %q: want earliest, latest, an offset or an RFC 3339 time", s)
 }
 
-// jsonRecord is the --json form of a consumed record.
-type jsonRecord struct {
-	Publisher string            `json:"publisher"`
-	Stream    string            `json:"stream"`
-	Offset    uint64            `json:"offset"`
-	ID        string            `json:"id"`
-	Time      time.Time         `json:"time"`
-	Headers   map[string]string `json:"headers,omitempty"`
-	Value     string            `json:"value"`
-}
-
 func init() {
 	var nf nodeFlags
 	var stream, name, from string
@@ -51,7 +39,10 @@ func init() {
 	consume := &cobra.Command{
 		Use:   "consume",
 		Short: "Pull a stream from every publisher in the mesh and print its records",
-		Args:  cobra.NoArgs,
+		Long: "Pulls --stream from every publisher in the mesh and prints each record's value on its own line.\n\n" +
+			recordJSONHelp + "\nconsume puts \"publisher\" and \"stream\" first; the rest of the line is what " +
+			"`fastmq spool read --json` prints for the same record.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if stream == "" {
 				return errors.New("--stream is required")
@@ -73,7 +64,7 @@ func init() {
 				}
 				defer c.Close()
 				out := bufio.NewWriter(cmd.OutOrStdout())
-				enc := json.NewEncoder(out)
+				enc := newRecordEncoder(out)
 				var got uint64
 				for count == 0 || got < count {
 					wctx := ctx
@@ -97,14 +88,7 @@ func init() {
 						return err
 					}
 					if asJSON {
-						jr := jsonRecord{Publisher: m.Publisher, Stream: m.Stream, Offset: m.Offset, ID: m.ID.String(), Time: m.Time, Value: string(m.Value)}
-						if len(m.Headers) > 0 {
-							jr.Headers = make(map[string]string, len(m.Headers))
-							for _, h := range m.Headers {
-								jr.Headers[h.Key] = string(h.Value)
-							}
-						}
-						if err := enc.Encode(jr); err != nil {
+						if err := enc.encode(m.Publisher, m.Stream, m.Offset, m.ID, m.Time, m.Headers, m.Value); err != nil {
 							return err
 						}
 					} else {
@@ -126,6 +110,6 @@ func init() {
 	consume.Flags().StringVar(&name, "name", "", "consumer name; each name gets every record and keeps its own offsets (required)")
 	consume.Flags().StringVar(&from, "from", "earliest", "start without a committed offset: earliest, latest, OFFSET or RFC3339 time")
 	consume.Flags().Uint64Var(&count, "count", 0, "exit after N records (0 = run until SIGINT)")
-	consume.Flags().BoolVar(&asJSON, "json", false, "print full records as JSON lines")
+	consume.Flags().BoolVar(&asJSON, "json", false, "print full records as JSON lines (shape in the help above)")
 	rootCmd.AddCommand(consume)
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -161,19 +160,6 @@ func interruptible(in io.Reader) io.Reader {
 	return os.NewFile(fd, f.Name())
 }
 
-type spoolJSONHeader struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
-}
-
-type spoolJSONRecord struct {
-	Offset  uint64            `json:"offset"`
-	ID      string            `json:"id"`
-	Time    time.Time         `json:"time"`
-	Headers []spoolJSONHeader `json:"headers,omitempty"`
-	Value   string            `json:"value"`
-}
-
 func newSpoolReadCmd() *cobra.Command {
 	var dir, since string
 	var from, count uint64
@@ -182,8 +168,8 @@ func newSpoolReadCmd() *cobra.Command {
 		Use:   "read --dir D",
 		Short: "Print records, one value per line (or JSON)",
 		Long: "Prints the records of a spool from an offset or a time, one value per line, or with " +
-			"--json one JSON object per line with offset, id, time, headers and value (invalid UTF-8 " +
-			"is replaced). Reads without taking the writer's lock, so a writer may be appending.",
+			"--json one JSON object per line. Reads without taking the writer's lock, so a writer may be appending.\n\n" +
+			recordJSONHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, err := spool.OpenReadOnly(spool.Config{Dir: dir, Logger: stderrLogger()})
@@ -215,7 +201,7 @@ func newSpoolReadCmd() *cobra.Command {
 	f.StringVar(&since, "since", "", "print from the first record at or after this RFC 3339 `time`")
 	f.Uint64Var(&count, "count", 0, "stop after this many records (0: no limit)")
 	f.BoolVar(&follow, "follow", false, "wait for new records at the end")
-	f.BoolVar(&asJSON, "json", false, "print JSON objects")
+	f.BoolVar(&asJSON, "json", false, "print JSON objects (shape in the help above)")
 	cmd.MarkFlagRequired("dir")
 	return cmd
 }
@@ -228,7 +214,7 @@ func spoolRead(ctx context.Context, l *spool.Log, from, count uint64, follow, as
 	defer r.Close()
 	w := bufio.NewWriter(out)
 	defer w.Flush()
-	enc := json.NewEncoder(w)
+	enc := newRecordEncoder(w)
 	for n := uint64(0); count == 0 || n < count; n++ {
 		if r.Offset() >= l.NextOffset() {
 			if !follow {
@@ -246,11 +232,7 @@ func spoolRead(ctx context.Context, l *spool.Log, from, count uint64, follow, as
 			return err
 		}
 		if asJSON {
-			jr := spoolJSONRecord{Offset: rec.Offset, ID: rec.ID.String(), Time: rec.Time.UTC(), Value: string(rec.Value)}
-			for _, h := range rec.Headers {
-				jr.Headers = append(jr.Headers, spoolJSONHeader{Key: h.Key, Value: string(h.Value)})
-			}
-			if err := enc.Encode(jr); err != nil {
+			if err := enc.encode("", "", rec.Offset, rec.ID, rec.Time, rec.Headers, rec.Value); err != nil {
 				return err
 			}
 		} else {
