@@ -63,7 +63,9 @@ var sockTools = []sockTool{
 		short: "Publish each stdin line as one message on a PUB socket",
 		long: "Reads stdin and publishes each line as one message. Subscribers that are not yet " +
 			"connected, or whose subscription has not yet arrived, miss it. A subscriber whose " +
-			"queue is full misses it too, unless --no-drop makes the publisher wait for it.",
+			"queue is full misses it too, unless --no-drop makes the publisher wait for it. With " +
+			"--no-drop and --events, a send that has waited " + sendWaitReport.String() + " is reported on stderr " +
+			"as \"event send-wait: ... since TIME\", and \"event send-wait: done after DURATION\" when it ends.",
 		extra: func(cmd *cobra.Command, o *sockOpts) {
 			cmd.Flags().BoolVar(&o.noDrop, "no-drop", false, "wait for a subscriber whose queue is full instead of dropping for it (ZMQ_XPUB_NODROP)")
 		}},
@@ -153,7 +155,8 @@ type sockRun struct {
 	in   *bufio.Reader
 	out  *bufio.Writer
 	omu  sync.Mutex
-	seen int // messages counted towards --count
+	seen int       // messages counted towards --count
+	errw io.Writer // stderr, for the send-wait reports
 }
 
 func runSockTool(cmd *cobra.Command, tool sockTool, o *sockOpts) error {
@@ -218,6 +221,7 @@ func runSockTool(cmd *cobra.Command, tool sockTool, o *sockOpts) error {
 		o:    o,
 		kind: tool.kind,
 		s:    s,
+		errw: cmd.ErrOrStderr(),
 		in:   bufio.NewReaderSize(cmd.InOrStdin(), 64<<10),
 		out:  bufio.NewWriter(cmd.OutOrStdout()),
 	}
@@ -317,12 +321,39 @@ func (r *sockRun) opCtx(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithCancel(ctx)
 }
 
+// sendWaitReport is how long a --no-drop send waits before --events
+// reports it.
+const sendWaitReport = 100 * time.Millisecond
+
 func (r *sockRun) send(ctx context.Context, m socket.Msg) error {
 	octx, cancel := r.opCtx(ctx)
 	defer cancel()
-	err := r.s.Send(octx, m)
+	var err error
+	if r.o.noDrop && r.o.events {
+		err = r.sendReportingWait(octx, m)
+	} else {
+		err = r.s.Send(octx, m)
+	}
 	if err != nil && ctx.Err() == nil && octx.Err() != nil {
 		return fmt.Errorf("timed out after %v sending a message (is a peer connected?)", r.o.timeout)
+	}
+	return err
+}
+
+// sendReportingWait sends m and, when the send waits longer than
+// sendWaitReport (a subscriber's queue is full under --no-drop), reports on
+// stderr when the wait began and, once it ends, how long it lasted.
+func (r *sockRun) sendReportingWait(ctx context.Context, m socket.Msg) error {
+	began := time.Now()
+	reported := make(chan struct{})
+	t := time.AfterFunc(sendWaitReport, func() {
+		defer close(reported)
+		fmt.Fprintf(r.errw, "event send-wait: a subscriber's queue is full, waiting since %s\n", began.UTC().Format(time.RFC3339Nano))
+	})
+	err := r.s.Send(ctx, m)
+	if !t.Stop() {
+		<-reported
+		fmt.Fprintf(r.errw, "event send-wait: done after %v\n", time.Since(began))
 	}
 	return err
 }
