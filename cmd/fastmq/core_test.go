@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fastmq/fastmq/cmd/fastmq/internal/demo"
 )
 
 func TestDemoLosesNothing(t *testing.T) {
@@ -21,7 +23,7 @@ func TestDemoLosesNothing(t *testing.T) {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	err := runDemo(ctx, demoOptions{Duration: 6 * time.Second, Rate: 2000, Dir: t.TempDir(), childEnv: []string{cliEnv + "=1"}}, &out)
+	err := demo.Run(ctx, demo.Options{Duration: 6 * time.Second, Rate: 2000, Dir: t.TempDir(), ChildEnv: []string{cliEnv + "=1"}}, &out)
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
