@@ -629,28 +629,6 @@ func TestCLIBench(t *testing.T) {
 	})
 }
 
-// FuzzIdentity checks that every routing id the router tool prints parses
-// back to the same bytes, and that parsing never panics.
-func FuzzIdentity(f *testing.F) {
-	for _, seed := range []string{"", "d1", "0x", "0xbin", "\x00\x01abc", "with space", "0x00ff", "0xzz"} {
-		f.Add([]byte(seed))
-	}
-	f.Fuzz(func(t *testing.T, id []byte) {
-		shown := formatIdentity(id)
-		back, err := parseIdentity([]byte(shown))
-		if err != nil {
-			t.Fatalf("parseIdentity(%q) of %q: %v", shown, id, err)
-		}
-		if !bytes.Equal(back, id) {
-			t.Fatalf("identity %q shown as %q parses back to %q", id, shown, back)
-		}
-		if strings.ContainsAny(shown, "\t\n") {
-			t.Fatalf("identity %q shown as %q, which breaks the line format", id, shown)
-		}
-		parseIdentity(id) // arbitrary input: error or value, no panic
-	})
-}
-
 // FuzzPlainUsers checks the --plain-users parser on arbitrary files: it
 // never panics, and every user it returns came from a user:password line.
 func FuzzPlainUsers(f *testing.F) {
