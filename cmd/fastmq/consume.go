@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/cmd/fastmq/internal/records"
 	"github.com/fastmq/fastmq/patterns/pull"
 )
 
@@ -40,7 +41,7 @@ func init() {
 		Use:   "consume",
 		Short: "Pull a stream from every publisher in the mesh and print its records",
 		Long: "Pulls --stream from every publisher in the mesh and prints each record's value on its own line.\n\n" +
-			recordJSONHelp + "\nconsume puts \"publisher\" and \"stream\" first; the rest of the line is what " +
+			records.JSONHelp + "\nconsume puts \"publisher\" and \"stream\" first; the rest of the line is what " +
 			"`fastmq spool read --json` prints for the same record.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -64,7 +65,7 @@ func init() {
 				}
 				defer c.Close()
 				out := bufio.NewWriter(cmd.OutOrStdout())
-				enc := newRecordEncoder(out)
+				enc := records.NewEncoder(out)
 				var got uint64
 				for count == 0 || got < count {
 					wctx := ctx
@@ -88,7 +89,7 @@ func init() {
 						return err
 					}
 					if asJSON {
-						if err := enc.encode(m.Publisher, m.Stream, m.Offset, m.ID, m.Time, m.Headers, m.Value); err != nil {
+						if err := enc.Encode(m.Publisher, m.Stream, m.Offset, m.ID, m.Time, m.Headers, m.Value); err != nil {
 							return err
 						}
 					} else {

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/cmd/fastmq/internal/records"
 )
 
 func init() {
@@ -26,7 +27,7 @@ func init() {
 				if err != nil {
 					return err
 				}
-				if err := spoolAppend(ctx, l, cmd.InOrStdin(), cmd.OutOrStdout(), ack); err != nil {
+				if err := records.Append(ctx, l, cmd.InOrStdin(), cmd.OutOrStdout(), ack); err != nil {
 					return err
 				}
 				// Keep serving what was published until told to stop.
