@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fastmq/fastmq/cmd/fastmq/internal/demo"
+	"github.com/fastmq/fastmq/internal/testutil"
 )
 
 func TestDemoLosesNothing(t *testing.T) {
@@ -91,13 +92,7 @@ func TestShipCollectSurvivesKills(t *testing.T) {
 	}
 	waitCollected := func(n int) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for collected() < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("collected %d lines, want %d", collected(), n)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		testutil.WaitFor(t, fmt.Sprintf("%d lines collected", n), 60*time.Second, func() bool { return collected() >= n })
 	}
 
 	s, c := ship(), collect()

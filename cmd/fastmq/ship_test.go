@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/internal/testutil"
 )
 
 // TestShipSkipsLinesAppendedBeforeACrash covers the window between a
@@ -42,10 +43,7 @@ func TestShipSkipsLinesAppendedBeforeACrash(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- shipFiles(ctx, n, "logs", []string{logPath}, false) }()
-		deadline := time.Now().Add(20 * time.Second)
-		for l.NextOffset() < want && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
+		testutil.WaitFor(t, fmt.Sprintf("%d records", want), 20*time.Second, func() bool { return l.NextOffset() >= want })
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatalf("ship: %v", err)
