@@ -335,3 +335,41 @@ func TestConfigIsValidated(t *testing.T) {
 		}
 	}
 }
+
+// TestLifecycle checks Run and Close: a second Run while one is active is
+// refused, Close stops the active Run (which returns ErrClosed) and is
+// idempotent, and Run after Close returns ErrClosed.
+func TestLifecycle(t *testing.T) {
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "app.log")
+	if err := os.WriteFile(logPath, []byte("one\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := spool.Open(spool.Config{Dir: filepath.Join(dir, "spool")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	s, err := ship.New(ship.Config{Spool: l, Paths: []string{logPath}, StateFile: filepath.Join(dir, "positions")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(context.Background()) }()
+	testutil.WaitFor(t, "the line shipped", 0, func() bool { return l.NextOffset() == 1 })
+	if err := s.Run(context.Background()); !errors.Is(err, ship.ErrRunning) {
+		t.Fatalf("second Run: %v, want ErrRunning", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := <-done; !errors.Is(err, ship.ErrClosed) {
+		t.Fatalf("Run after Close: %v, want ErrClosed", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := s.Run(context.Background()); !errors.Is(err, ship.ErrClosed) {
+		t.Fatalf("Run on a closed shipper: %v, want ErrClosed", err)
+	}
+}
