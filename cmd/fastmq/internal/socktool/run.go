@@ -209,17 +209,23 @@ func Sender(ctx context.Context, r *Run) error {
 // Receiver prints every message (pull, sub).
 func Receiver(ctx context.Context, r *Run) error {
 	for {
-		m, err := r.recv(ctx)
-		if err != nil {
+		if done, err := r.printNext(ctx); err != nil || done {
 			return err
-		}
-		if err := r.print(m); err != nil {
-			return err
-		}
-		if r.done() {
-			return nil
 		}
 	}
+}
+
+// printNext receives one message and prints it; done reports whether
+// --count is reached.
+func (r *Run) printNext(ctx context.Context) (done bool, err error) {
+	m, err := r.recv(ctx)
+	if err != nil {
+		return false, err
+	}
+	if err := r.print(m); err != nil {
+		return false, err
+	}
+	return r.done(), nil
 }
 
 // Req sends each stdin line as a request and prints the reply.
@@ -235,15 +241,8 @@ func Req(ctx context.Context, r *Run) error {
 		if err := r.send(ctx, r.lineMsg(line)); err != nil {
 			return err
 		}
-		m, err := r.recv(ctx)
-		if err != nil {
+		if done, err := r.printNext(ctx); err != nil || done {
 			return err
-		}
-		if err := r.print(m); err != nil {
-			return err
-		}
-		if r.done() {
-			return nil
 		}
 	}
 }
