@@ -1,6 +1,16 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fastmq/fastmq/cmd/fastmq/internal/bench"
+	"github.com/fastmq/fastmq/spool"
+)
 
 // benchCmd is the parent of the benchmark subcommands (bench pushpull,
 // bench pubsub, bench reqrep, bench spool, ...). Each subcommand file adds
@@ -15,4 +25,134 @@ var benchCmd = &cobra.Command{
 
 func init() {
 	rootCmd.AddCommand(benchCmd)
+}
+
+func init() {
+	for _, p := range []struct{ name, short string }{
+		{"pushpull", "Throughput and one-way latency of PUSH to PULL"},
+		{"pubsub", "Throughput and one-way latency of PUB to SUB"},
+		{"reqrep", "Round-trip latency and rate of REQ to REP"},
+	} {
+		benchCmd.AddCommand(newSocketBenchCmd(p.name, p.short))
+	}
+}
+
+func newSocketBenchCmd(pattern, short string) *cobra.Command {
+	o := &bench.SocketOptions{}
+	cmd := &cobra.Command{
+		Use:   pattern,
+		Short: short,
+		Long: short + ".\n\n" +
+			"Without --bind/--connect both ends run in this process over --transport. " +
+			"To run the ends as separate processes, start one with --role recv (the PULL, SUB " +
+			"or REP end) and one with --role send, one of them binding and the other connecting " +
+			"to the same endpoint. The receiving end of pushpull/pubsub (the REQ end of reqrep) " +
+			"prints the figures. Messages carry their send time in their first 8 bytes, which " +
+			"gives the one-way latency (under full load) of pushpull and pubsub.\n\n" +
+			"--libzmq PERF.PY runs libzmq's figure for the same test through the perf script " +
+			"shipped with the socket package's interop suite (both ends libzmq, in separate " +
+			"processes) and prints the ratio.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return bench.Socket(cmd.Context(), cmd.OutOrStdout(), pattern, o)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.Size, "size", 100, "message size in `BYTES`")
+	defCount := 200000
+	if pattern == "reqrep" {
+		defCount = 20000
+	}
+	f.IntVar(&o.Count, "count", defCount, "number of messages (round trips for reqrep)")
+	f.StringVar(&o.Transport, "transport", "tcp", "tcp, ipc or inproc (one-process mode)")
+	f.StringVar(&o.Bind, "bind", "", "separate-process mode: bind to `ENDPOINT`")
+	f.StringVar(&o.Connect, "connect", "", "separate-process mode: connect to `ENDPOINT`")
+	f.StringVar(&o.Role, "role", "", "separate-process mode: send or recv")
+	f.IntVar(&o.HWM, "hwm", 0, "high-water mark in messages (0: library default)")
+	f.DurationVar(&o.Warmup, "warmup", time.Second, "pubsub separate-process sender: publish warm-up messages this long before measuring")
+	f.StringVar(&o.Libzmq, "libzmq", "", "also run libzmq's figure with this perf script (perf.py)")
+	f.BoolVar(&o.Native, "native", false, "with --libzmq: both libzmq ends in C (needs a C compiler), not pyzmq")
+	py := "python3"
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		py = "/usr/bin/python3"
+	}
+	f.StringVar(&o.Python, "python", py, "Python interpreter with pyzmq, for --libzmq")
+	f.BoolVar(&o.Separate, "separate", false, "run the receiving end (REP for reqrep) in a child process of this command")
+	f.BoolVar(&o.JSON, "json", false, "print the result as JSON (used by --separate)")
+	f.MarkHidden("json")
+	if pattern == "pubsub" {
+		f.BoolVar(&o.NoDrop, "no-drop", false, "the publisher waits for the subscriber instead of dropping (ZMQ_XPUB_NODROP)")
+	}
+	f.IntVar(&o.Rounds, "rounds", 1, "repeat the run `N` times (alternating with libzmq's under --libzmq) and print the medians")
+	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of this process to `FILE` (with --separate, the child's goes to FILE.recv)")
+	return cmd
+}
+
+func init() {
+	var count, size, rate int
+	var codec, syncPol string
+	var groupInterval time.Duration
+	cmd := &cobra.Command{
+		Use:   "pull",
+		Short: "End to end: append to a spool, serve it over tcp loopback, consume it",
+		Long: `bench pull measures one publisher to one consumer over tcp loopback: records
+are appended with the chosen sync policy while a consumer pulls them.
+
+Without --rate it appends as fast as it can (4 group commits of 1024 records in
+flight) and prints records/s and MB/s end to end. With --rate R it appends R
+records per second, one at a time, and prints append-to-delivery latency
+percentiles.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if count <= 0 || size <= 0 || rate < 0 {
+				return errors.New("--count and --size must be positive and --rate not negative")
+			}
+			c, err := spool.ParseCodec(codec)
+			if err != nil {
+				return fmt.Errorf("--codec: %w", err)
+			}
+			sp, err := spool.ParseSyncPolicy(syncPol)
+			if err != nil {
+				return fmt.Errorf("--sync: %w", err)
+			}
+			return bench.Pull(cmd.Context(), cmd.OutOrStdout(), count, size, rate, spool.Config{Codec: c, Sync: sp, GroupInterval: groupInterval})
+		},
+	}
+	cmd.Flags().IntVar(&count, "count", 1_000_000, "records to pass end to end")
+	cmd.Flags().IntVar(&size, "size", 100, "record value size in bytes")
+	cmd.Flags().IntVar(&rate, "rate", 0, "append this many records per second and report latency (0: as fast as possible)")
+	cmd.Flags().StringVar(&codec, "codec", "s2", "batch codec: none, s2 or zstd")
+	cmd.Flags().StringVar(&syncPol, "sync", "group", "sync policy: each, group or none")
+	cmd.Flags().DurationVar(&groupInterval, "group-interval", -1, "group commit: longest wait for more records before an fsync (negative: none, as a node's streams; 0: the spool default of 1ms)")
+	benchCmd.AddCommand(cmd)
+}
+
+func init() {
+	o := &bench.SpoolOptions{}
+	cmd := &cobra.Command{
+		Use:   "spool",
+		Short: "Append and read throughput of the spool",
+		Long: "Measures the spool on this machine's disk, each run in a fresh directory:\n" +
+			"  group          one goroutine, Append of --batch records per call, group commit; each call returns after its fsync\n" +
+			"  group-async    one goroutine, AppendAsync of --batch records per call with --inflight calls outstanding; counted when acknowledged (after fsync)\n" +
+			"  each-1         one goroutine, Append of one record per call, fsync before each returns\n" +
+			"  each-N         --writers goroutines, Append of one record per call, fsync before each returns (concurrent calls share fsyncs)\n" +
+			"  read           sequential read with a Reader of the records written by group-async (warm page cache)\n" +
+			"Records are --size bytes of text. Prints records/s and MB/s of record values.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return bench.Spool(cmd.Context(), cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Dir, "dir", "", "parent `directory` for the test spools (default: a temporary directory, removed afterwards)")
+	f.IntVar(&o.Count, "count", 1_000_000, "records for the group and read runs")
+	f.IntVar(&o.Size, "size", 100, "record value size in `BYTES`")
+	f.IntVar(&o.Batch, "batch", 1024, "records per Append call in the group runs")
+	f.IntVar(&o.Inflight, "inflight", 16, "outstanding AppendAsync calls in group-async")
+	f.IntVar(&o.EachCount, "each-count", 2000, "records per writer in the each runs")
+	f.IntVar(&o.Writers, "writers", 64, "concurrent writers in each-N")
+	f.StringVar(&o.Codec, "codec", "none", "batch compression: none, s2 or zstd")
+	f.BoolVar(&o.JSON, "json", false, "print results as JSON lines")
+	benchCmd.AddCommand(cmd)
 }

@@ -12,6 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fastmq/fastmq/cmd/fastmq/internal/demo"
+	"github.com/fastmq/fastmq/internal/testutil"
 )
 
 func TestDemoLosesNothing(t *testing.T) {
@@ -21,7 +24,7 @@ func TestDemoLosesNothing(t *testing.T) {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	err := runDemo(ctx, demoOptions{Duration: 6 * time.Second, Rate: 2000, Dir: t.TempDir(), childEnv: []string{cliEnv + "=1"}}, &out)
+	err := demo.Run(ctx, demo.Options{Duration: 6 * time.Second, Rate: 2000, Dir: t.TempDir(), ChildEnv: []string{cliEnv + "=1"}}, &out)
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
@@ -89,13 +92,7 @@ func TestShipCollectSurvivesKills(t *testing.T) {
 	}
 	waitCollected := func(n int) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for collected() < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("collected %d lines, want %d", collected(), n)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		testutil.WaitFor(t, fmt.Sprintf("%d lines collected", n), 60*time.Second, func() bool { return collected() >= n })
 	}
 
 	s, c := ship(), collect()

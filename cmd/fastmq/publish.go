@@ -1,18 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"strconv"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fastmq/fastmq"
-	"github.com/fastmq/fastmq/patterns/pull"
+	"github.com/fastmq/fastmq/cmd/fastmq/internal/records"
 )
 
 func init() {
@@ -32,7 +27,7 @@ func init() {
 				if err != nil {
 					return err
 				}
-				if err := spoolAppend(ctx, l, cmd.InOrStdin(), cmd.OutOrStdout(), ack); err != nil {
+				if err := records.Append(ctx, l, cmd.InOrStdin(), cmd.OutOrStdout(), ack); err != nil {
 					return err
 				}
 				// Keep serving what was published until told to stop.
@@ -45,119 +40,4 @@ func init() {
 	publish.Flags().StringVar(&stream, "stream", "", "stream to publish to (required)")
 	publish.Flags().BoolVar(&ack, "ack", false, "print each record's offset once it is durable")
 	rootCmd.AddCommand(publish)
-}
-
-// parseStart parses --from: earliest, latest, an offset or an RFC 3339 time.
-func parseStart(s string) (pull.Start, error) {
-	switch s {
-	case "", "earliest":
-		return pull.Earliest(), nil
-	case "latest":
-		return pull.Latest(), nil
-	}
-	if o, err := strconv.ParseUint(s, 10, 64); err == nil {
-		return pull.AtOffset(o), nil
-	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return pull.AtTime(t), nil
-	}
-	return pull.Start{}, fmt.Errorf("--from %q: want earliest, latest, an offset or an RFC 3339 time", s)
-}
-
-// jsonRecord is the --json form of a consumed record.
-type jsonRecord struct {
-	Publisher string            `json:"publisher"`
-	Stream    string            `json:"stream"`
-	Offset    uint64            `json:"offset"`
-	ID        string            `json:"id"`
-	Time      time.Time         `json:"time"`
-	Headers   map[string]string `json:"headers,omitempty"`
-	Value     string            `json:"value"`
-}
-
-func init() {
-	var nf nodeFlags
-	var stream, name, from string
-	var count uint64
-	var asJSON bool
-	consume := &cobra.Command{
-		Use:   "consume",
-		Short: "Pull a stream from every publisher in the mesh and print its records",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if stream == "" {
-				return errors.New("--stream is required")
-			}
-			if name == "" {
-				return errors.New("--name is required (the consumer's name)")
-			}
-			start, err := parseStart(from)
-			if err != nil {
-				return err
-			}
-			if nf.name == "" {
-				nf.name = hostnameOr("consumer") + "-" + name
-			}
-			return nf.runNode(cmd.Context(), func(ctx context.Context, n *fastmq.Node) error {
-				c, err := n.Consume(fastmq.ConsumerConfig{Stream: stream, Name: name, Pull: pull.ConsumerConfig{Start: start}})
-				if err != nil {
-					return err
-				}
-				defer c.Close()
-				out := bufio.NewWriter(cmd.OutOrStdout())
-				enc := json.NewEncoder(out)
-				var got uint64
-				for count == 0 || got < count {
-					wctx := ctx
-					cancel := func() {}
-					if out.Buffered() > 0 {
-						// Flush when nothing more is ready right now.
-						wctx, cancel = context.WithTimeout(ctx, 20*time.Millisecond)
-					}
-					m, err := c.Next(wctx)
-					cancel()
-					if err != nil {
-						if ctx.Err() != nil {
-							break
-						}
-						if errors.Is(err, context.DeadlineExceeded) {
-							if err := out.Flush(); err != nil {
-								return err
-							}
-							continue
-						}
-						return err
-					}
-					if asJSON {
-						jr := jsonRecord{Publisher: m.Publisher, Stream: m.Stream, Offset: m.Offset, ID: m.ID.String(), Time: m.Time, Value: string(m.Value)}
-						if len(m.Headers) > 0 {
-							jr.Headers = make(map[string]string, len(m.Headers))
-							for _, h := range m.Headers {
-								jr.Headers[h.Key] = string(h.Value)
-							}
-						}
-						if err := enc.Encode(jr); err != nil {
-							return err
-						}
-					} else {
-						out.Write(m.Value)
-						out.WriteByte('\n')
-					}
-					c.Ack(m)
-					got++
-				}
-				if err := out.Flush(); err != nil {
-					return err
-				}
-				return c.Close()
-			})
-		},
-	}
-	nf.register(consume, "node-name", "")
-	consume.Flags().StringVar(&stream, "stream", "", "stream to consume (required)")
-	consume.Flags().StringVar(&name, "name", "", "consumer name; each name gets every record and keeps its own offsets (required)")
-	consume.Flags().StringVar(&from, "from", "earliest", "start without a committed offset: earliest, latest, OFFSET or RFC3339 time")
-	consume.Flags().Uint64Var(&count, "count", 0, "exit after N records (0 = run until SIGINT)")
-	consume.Flags().BoolVar(&asJSON, "json", false, "print full records as JSON lines")
-	rootCmd.AddCommand(consume)
 }

@@ -1,22 +1,19 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/subtle"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/fastmq/fastmq/cmd/fastmq/internal/socktool"
 	"github.com/fastmq/fastmq/socket"
 )
 
@@ -49,32 +46,34 @@ type sockTool struct {
 	kind  socket.Kind
 	short string
 	long  string
-	run   func(ctx context.Context, t *sockRun) error
+	run   func(ctx context.Context, t *socktool.Run) error
 	extra func(cmd *cobra.Command, o *sockOpts)
 }
 
 var sockTools = []sockTool{
-	{name: "push", kind: socket.Push, run: runSender,
+	{name: "push", kind: socket.Push, run: socktool.Sender,
 		short: "Send each stdin line as one message on a PUSH socket",
 		long:  "Reads stdin and sends each line as one message, round-robin over the connected PULL peers."},
-	{name: "pull", kind: socket.Pull, run: runReceiver,
+	{name: "pull", kind: socket.Pull, run: socktool.Receiver,
 		short: "Print each message received on a PULL socket, one per line"},
-	{name: "pub", kind: socket.Pub, run: runSender,
+	{name: "pub", kind: socket.Pub, run: socktool.Sender,
 		short: "Publish each stdin line as one message on a PUB socket",
 		long: "Reads stdin and publishes each line as one message. Subscribers that are not yet " +
 			"connected, or whose subscription has not yet arrived, miss it. A subscriber whose " +
-			"queue is full misses it too, unless --no-drop makes the publisher wait for it.",
+			"queue is full misses it too, unless --no-drop makes the publisher wait for it. With " +
+			"--no-drop and --events, a send that has waited " + socktool.SendWaitReport.String() + " is reported on stderr " +
+			"as \"event send-wait: ... since TIME\", and \"event send-wait: done after DURATION\" when it ends.",
 		extra: func(cmd *cobra.Command, o *sockOpts) {
 			cmd.Flags().BoolVar(&o.noDrop, "no-drop", false, "wait for a subscriber whose queue is full instead of dropping for it (ZMQ_XPUB_NODROP)")
 		}},
-	{name: "sub", kind: socket.Sub, run: runReceiver,
+	{name: "sub", kind: socket.Sub, run: socktool.Receiver,
 		short: "Print each message received on a SUB socket, one per line",
 		extra: func(cmd *cobra.Command, o *sockOpts) {
 			cmd.Flags().StringArrayVar(&o.subscribe, "subscribe", nil, "subscribe to messages starting with `PREFIX` (repeatable; none: everything)")
 		}},
-	{name: "req", kind: socket.Req, run: runReq,
+	{name: "req", kind: socket.Req, run: socktool.Req,
 		short: "Send each stdin line as a request on a REQ socket and print the reply"},
-	{name: "rep", kind: socket.Rep, run: runRep,
+	{name: "rep", kind: socket.Rep, run: socktool.Rep,
 		short: "Answer requests on a REP socket",
 		long: "Prints each request and replies with the next stdin line; with --echo replies with the " +
 			"request itself; with --exec runs the command (sh -c) with the request on its stdin and " +
@@ -83,7 +82,7 @@ var sockTools = []sockTool{
 			cmd.Flags().BoolVar(&o.echo, "echo", false, "reply with the request itself")
 			cmd.Flags().StringVar(&o.exec, "exec", "", "reply with the output of `CMD` (run via sh -c, request on its stdin)")
 		}},
-	{name: "router", kind: socket.Router, run: runDuplex,
+	{name: "router", kind: socket.Router, run: socktool.Duplex,
 		short: "Print identity<TAB>frames for each message on a ROUTER socket; send stdin lines",
 		long: "Prints each message as identity TAB frames, the identity printable or as 0x-prefixed hex. " +
 			"Each stdin line is sent as a message: its first TAB-separated field is the destination " +
@@ -92,9 +91,9 @@ var sockTools = []sockTool{
 		extra: func(cmd *cobra.Command, o *sockOpts) {
 			cmd.Flags().BoolVar(&o.echo, "echo", false, "send each message back to its sender")
 		}},
-	{name: "dealer", kind: socket.Dealer, run: runDuplex,
+	{name: "dealer", kind: socket.Dealer, run: socktool.Duplex,
 		short: "Send stdin lines and print received messages on a DEALER socket"},
-	{name: "pair", kind: socket.Pair, run: runDuplex,
+	{name: "pair", kind: socket.Pair, run: socktool.Duplex,
 		short: "Send stdin lines and print received messages on a PAIR socket",
 		extra: func(cmd *cobra.Command, o *sockOpts) {
 			cmd.Flags().BoolVar(&o.echo, "echo", false, "send each message back")
@@ -143,17 +142,6 @@ func newSockCmd(tool sockTool) *cobra.Command {
 		tool.extra(cmd, o)
 	}
 	return cmd
-}
-
-// sockRun is one running socket tool.
-type sockRun struct {
-	o    *sockOpts
-	kind socket.Kind
-	s    *socket.Socket
-	in   *bufio.Reader
-	out  *bufio.Writer
-	omu  sync.Mutex
-	seen int // messages counted towards --count
 }
 
 func runSockTool(cmd *cobra.Command, tool sockTool, o *sockOpts) error {
@@ -214,13 +202,15 @@ func runSockTool(cmd *cobra.Command, tool sockTool, o *sockOpts) error {
 			return fmt.Errorf("subscribe to everything: %w", err)
 		}
 	}
-	r := &sockRun{
-		o:    o,
-		kind: tool.kind,
-		s:    s,
-		in:   bufio.NewReaderSize(cmd.InOrStdin(), 64<<10),
-		out:  bufio.NewWriter(cmd.OutOrStdout()),
-	}
+	r := socktool.New(socktool.Options{
+		Count:     o.count,
+		Timeout:   o.timeout,
+		Multipart: o.multipart,
+		Echo:      o.echo,
+		Exec:      o.exec,
+		NoDrop:    o.noDrop,
+		Events:    o.events,
+	}, tool.kind, s, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 	err = tool.run(ctx, r)
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		err = nil // interrupted: a normal way to stop a receiver
@@ -307,347 +297,4 @@ func printEvents(w io.Writer, ch <-chan socket.Event, done <-chan struct{}) {
 			return
 		}
 	}
-}
-
-// opCtx returns the context for one send or receive, bounded by --timeout.
-func (r *sockRun) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if r.o.timeout > 0 {
-		return context.WithTimeout(ctx, r.o.timeout)
-	}
-	return context.WithCancel(ctx)
-}
-
-func (r *sockRun) send(ctx context.Context, m socket.Msg) error {
-	octx, cancel := r.opCtx(ctx)
-	defer cancel()
-	err := r.s.Send(octx, m)
-	if err != nil && ctx.Err() == nil && octx.Err() != nil {
-		return fmt.Errorf("timed out after %v sending a message (is a peer connected?)", r.o.timeout)
-	}
-	return err
-}
-
-func (r *sockRun) recv(ctx context.Context) (socket.Msg, error) {
-	octx, cancel := r.opCtx(ctx)
-	defer cancel()
-	m, err := r.s.Recv(octx)
-	if err != nil && ctx.Err() == nil && octx.Err() != nil {
-		return m, fmt.Errorf("timed out after %v waiting for a message", r.o.timeout)
-	}
-	return m, err
-}
-
-// done counts one message towards --count and reports whether the limit is
-// reached.
-func (r *sockRun) done() bool {
-	r.seen++
-	return r.o.count > 0 && r.seen >= r.o.count
-}
-
-// readLine returns the next stdin line without its line end; io.EOF at the
-// end of input (a last line without a newline is still returned).
-func (r *sockRun) readLine() ([]byte, error) {
-	line, err := r.in.ReadBytes('\n')
-	if len(line) > 0 {
-		line = bytes.TrimSuffix(line, []byte("\n"))
-		line = bytes.TrimSuffix(line, []byte("\r"))
-		return line, nil
-	}
-	return nil, err
-}
-
-// lineMsg turns an input line into a message.
-func (r *sockRun) lineMsg(line []byte) socket.Msg {
-	if r.o.multipart {
-		return socket.NewMsg(bytes.Split(line, []byte("\t"))...)
-	}
-	return socket.NewMsg(line)
-}
-
-// print writes a message as one line, frames joined by TAB.
-func (r *sockRun) print(m socket.Msg) error {
-	r.omu.Lock()
-	defer r.omu.Unlock()
-	for i, f := range m.Frames {
-		if i > 0 {
-			r.out.WriteByte('\t')
-		}
-		r.out.Write(f)
-	}
-	r.out.WriteByte('\n')
-	return r.out.Flush()
-}
-
-// printRouted writes a ROUTER message: identity TAB frames.
-func (r *sockRun) printRouted(m socket.Msg) error {
-	if len(m.Frames) == 0 {
-		return r.print(m)
-	}
-	frames := make([][]byte, len(m.Frames))
-	frames[0] = []byte(formatIdentity(m.Frames[0]))
-	copy(frames[1:], m.Frames[1:])
-	return r.print(socket.Msg{Frames: frames})
-}
-
-// formatIdentity shows a routing id as text when it is printable and starts
-// with neither 0x nor a zero byte, else as 0x-prefixed hex.
-func formatIdentity(id []byte) string {
-	if len(id) > 0 && id[0] != 0 && !bytes.HasPrefix(id, []byte("0x")) {
-		printable := true
-		for _, c := range id {
-			if c < 0x21 || c > 0x7e {
-				printable = false
-				break
-			}
-		}
-		if printable {
-			return string(id)
-		}
-	}
-	return "0x" + hex.EncodeToString(id)
-}
-
-// parseIdentity is the inverse of formatIdentity.
-func parseIdentity(s []byte) ([]byte, error) {
-	if rest, ok := bytes.CutPrefix(s, []byte("0x")); ok {
-		id := make([]byte, hex.DecodedLen(len(rest)))
-		if _, err := hex.Decode(id, rest); err != nil {
-			return nil, fmt.Errorf("identity %q: %w", s, err)
-		}
-		return id, nil
-	}
-	return s, nil
-}
-
-// runSender sends each stdin line (push, pub).
-func runSender(ctx context.Context, r *sockRun) error {
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		line, err := r.readLine()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read stdin: %w", err)
-		}
-		if err := r.send(ctx, r.lineMsg(line)); err != nil {
-			return err
-		}
-		if r.done() {
-			return nil
-		}
-	}
-}
-
-// runReceiver prints every message (pull, sub).
-func runReceiver(ctx context.Context, r *sockRun) error {
-	for {
-		m, err := r.recv(ctx)
-		if err != nil {
-			return err
-		}
-		if err := r.print(m); err != nil {
-			return err
-		}
-		if r.done() {
-			return nil
-		}
-	}
-}
-
-// runReq sends each stdin line as a request and prints the reply.
-func runReq(ctx context.Context, r *sockRun) error {
-	for {
-		line, err := r.readLine()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read stdin: %w", err)
-		}
-		if err := r.send(ctx, r.lineMsg(line)); err != nil {
-			return err
-		}
-		m, err := r.recv(ctx)
-		if err != nil {
-			return err
-		}
-		if err := r.print(m); err != nil {
-			return err
-		}
-		if r.done() {
-			return nil
-		}
-	}
-}
-
-// runRep answers requests: echo, exec, or the next stdin line.
-func runRep(ctx context.Context, r *sockRun) error {
-	for {
-		req, err := r.recv(ctx)
-		if err != nil {
-			return err
-		}
-		var reply socket.Msg
-		switch {
-		case r.o.echo:
-			reply = req
-		case r.o.exec != "":
-			reply, err = r.execReply(ctx, req)
-			if err != nil {
-				return err
-			}
-		default:
-			if err := r.print(req); err != nil {
-				return err
-			}
-			line, err := r.readLine()
-			if err == io.EOF {
-				return errors.New("stdin ended before a reply to the last request")
-			}
-			if err != nil {
-				return fmt.Errorf("read stdin: %w", err)
-			}
-			reply = r.lineMsg(line)
-		}
-		if err := r.send(ctx, reply); err != nil {
-			return err
-		}
-		if r.done() {
-			return nil
-		}
-	}
-}
-
-// execReply runs --exec with the request (frames joined by TAB, plus a
-// newline) on its stdin and returns its output, one trailing newline
-// removed, as the reply. A failing command still produces a reply (its
-// output); its error goes to stderr.
-func (r *sockRun) execReply(ctx context.Context, req socket.Msg) (socket.Msg, error) {
-	in := bytes.Join(req.Frames, []byte("\t"))
-	in = append(in, '\n')
-	c := exec.CommandContext(ctx, "sh", "-c", r.o.exec)
-	c.Stdin = bytes.NewReader(in)
-	c.Stderr = os.Stderr
-	out, err := c.Output()
-	if ctx.Err() != nil {
-		return socket.Msg{}, ctx.Err()
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "fastmq: --exec %q: %v\n", r.o.exec, err)
-	}
-	out = bytes.TrimSuffix(out, []byte("\n"))
-	if r.o.multipart {
-		return socket.NewMsg(bytes.Split(out, []byte("\t"))...), nil
-	}
-	return socket.NewMsg(out), nil
-}
-
-// runDuplex sends stdin lines and prints what arrives (router, dealer,
-// pair). --count counts received messages; without --count it runs until
-// interrupted (or until --timeout passes without a message).
-func runDuplex(ctx context.Context, r *sockRun) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 1)
-	var wg sync.WaitGroup
-	if !r.o.echo {
-		// The stdin reader may stay blocked in Read after we return; it
-		// only ever hands lines over through this channel, so it is
-		// harmless in a command that exits right after.
-		lines := make(chan []byte)
-		go func() {
-			defer close(lines)
-			for {
-				line, err := r.readLine()
-				if err != nil {
-					return
-				}
-				select {
-				case lines <- line:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				var line []byte
-				select {
-				case l, ok := <-lines:
-					if !ok {
-						return
-					}
-					line = l
-				case <-ctx.Done():
-					return
-				}
-				m := r.lineMsg(line)
-				if r.kind == socket.Router {
-					fields := bytes.Split(line, []byte("\t"))
-					id, err := parseIdentity(fields[0])
-					if err != nil {
-						errc <- err
-						cancel()
-						return
-					}
-					if r.o.multipart || len(fields) == 1 {
-						fields[0] = id
-						m = socket.NewMsg(fields...)
-					} else {
-						m = socket.NewMsg(id, bytes.Join(fields[1:], []byte("\t")))
-					}
-				}
-				if err := r.send(ctx, m); err != nil {
-					if ctx.Err() == nil {
-						select {
-						case errc <- err:
-						default:
-						}
-						cancel()
-					}
-					return
-				}
-			}
-		}()
-	}
-	err := func() error {
-		for {
-			m, err := r.recv(ctx)
-			if err != nil {
-				return err
-			}
-			if r.kind == socket.Router {
-				err = r.printRouted(m)
-			} else {
-				err = r.print(m)
-			}
-			if err != nil {
-				return err
-			}
-			if r.o.echo {
-				if err := r.send(ctx, m); err != nil {
-					return err
-				}
-			}
-			if r.done() {
-				return nil
-			}
-		}
-	}()
-	if err != nil && ctx.Err() != nil {
-		// Cancelled by the sender's failure: report that instead.
-		select {
-		case serr := <-errc:
-			err = serr
-		default:
-		}
-	}
-	cancel()
-	wg.Wait()
-	return err
 }

@@ -11,11 +11,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/socket"
 )
 
@@ -291,14 +293,17 @@ func TestCLIPubSubPrefix(t *testing.T) {
 	}
 }
 
-// TestCLIPubNoDrop floods a subscriber that stops reading for a while
-// (its stdout is not read, so it stops receiving) with more than the
-// kernel's socket buffers hold: with --no-drop the publisher waits, and
+// TestCLIPubNoDrop proves that with --no-drop a publisher waits for a
+// subscriber that is full: it floods a subscriber stopped with SIGSTOP with
+// more than the kernel's socket buffers hold, sees the publisher report a
+// send that waits (--events), resumes the subscriber, and checks that this
+// wait began before the subscriber resumed and ended after (the publisher
+// was held by the full subscriber, not by a passing queue of one) and that
 // every line arrives once, in order.
 func TestCLIPubNoDrop(t *testing.T) {
 	t.Parallel()
 	sub := startCLI(t, "sub", "--bind", "tcp://127.0.0.1:0", "--hwm", "1")
-	pub := startCLI(t, "pub", "--connect", sub.boundEndpoint(), "--no-drop", "--hwm", "1", "--linger", "60s")
+	pub := startCLI(t, "pub", "--connect", sub.boundEndpoint(), "--no-drop", "--hwm", "1", "--linger", "60s", "--events")
 	// Slow joiner: the flood starts once the subscription is through.
 	warm := false
 	for i := 0; i < 500 && !warm; i++ {
@@ -312,6 +317,16 @@ func TestCLIPubNoDrop(t *testing.T) {
 	if !warm {
 		t.Fatal("the subscriber never got a warm-up line")
 	}
+	if err := sub.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			sub.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	})
+	stopped := len(pub.stderr())
 	const n = 20000
 	pad := strings.Repeat("x", 1000)
 	fed := make(chan error, 1)
@@ -325,9 +340,17 @@ func TestCLIPubNoDrop(t *testing.T) {
 		fed <- nil
 		pub.closeStdin()
 	}()
-	// Not reading for a while fills the pipe, the subscriber's queue and
-	// the kernel's buffers; without --no-drop the publisher drops.
-	time.Sleep(300 * time.Millisecond)
+	// The stopped subscriber reads nothing: its queue, the kernel's buffers
+	// and the publisher's queue fill, and the publisher waits (without
+	// --no-drop it would drop instead and report no wait).
+	testutil.WaitFor(t, "the publisher to report a send waiting for the stopped subscriber", 30*time.Second, func() bool {
+		return strings.Contains(pub.stderr()[stopped:], "event send-wait: a subscriber's queue is full")
+	})
+	resumedAt := time.Now()
+	if err := sub.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
 	next := 0
 	deadline := time.After(60 * time.Second)
 	for next < n {
@@ -351,6 +374,35 @@ func TestCLIPubNoDrop(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub.mustSucceed()
+	if !heldAcross(t, pub.stderr()[stopped:], resumedAt) {
+		t.Fatalf("no send of the publisher waited from before the subscriber resumed (%s) until after; its reports:\n%s",
+			resumedAt.UTC().Format(time.RFC3339Nano), pub.stderr()[stopped:])
+	}
+}
+
+// heldAcross reports whether the publisher's send-wait reports show a wait
+// that began before at and ended after it.
+func heldAcross(t *testing.T, reports string, at time.Time) bool {
+	t.Helper()
+	var began time.Time
+	for _, l := range strings.Split(reports, "\n") {
+		if s, ok := strings.CutPrefix(l, "event send-wait: a subscriber's queue is full, waiting since "); ok {
+			b, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil {
+				t.Fatalf("send-wait report %q: %v", l, err)
+			}
+			began = b
+		} else if s, ok := strings.CutPrefix(l, "event send-wait: done after "); ok {
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				t.Fatalf("send-wait report %q: %v", l, err)
+			}
+			if began.Before(at) && began.Add(d).After(at) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func TestCLIRouterDealer(t *testing.T) {
@@ -574,28 +626,6 @@ func TestCLIBench(t *testing.T) {
 		if _, err := p.wait(); err == nil {
 			t.Fatal("--rounds 0 succeeded")
 		}
-	})
-}
-
-// FuzzIdentity checks that every routing id the router tool prints parses
-// back to the same bytes, and that parsing never panics.
-func FuzzIdentity(f *testing.F) {
-	for _, seed := range []string{"", "d1", "0x", "0xbin", "\x00\x01abc", "with space", "0x00ff", "0xzz"} {
-		f.Add([]byte(seed))
-	}
-	f.Fuzz(func(t *testing.T, id []byte) {
-		shown := formatIdentity(id)
-		back, err := parseIdentity([]byte(shown))
-		if err != nil {
-			t.Fatalf("parseIdentity(%q) of %q: %v", shown, id, err)
-		}
-		if !bytes.Equal(back, id) {
-			t.Fatalf("identity %q shown as %q parses back to %q", id, shown, back)
-		}
-		if strings.ContainsAny(shown, "\t\n") {
-			t.Fatalf("identity %q shown as %q, which breaks the line format", id, shown)
-		}
-		parseIdentity(id) // arbitrary input: error or value, no panic
 	})
 }
 

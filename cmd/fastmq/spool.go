@@ -1,21 +1,16 @@
 package main
 
 import (
-	"bufio"
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/fastmq/fastmq/cmd/fastmq/internal/records"
 	"github.com/fastmq/fastmq/spool"
-
-	"syscall"
 )
 
 var spoolCmd = &cobra.Command{
@@ -53,7 +48,7 @@ func newSpoolAppendCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			err = spoolAppend(cmd.Context(), l, cmd.InOrStdin(), cmd.OutOrStdout(), ack)
+			err = records.Append(cmd.Context(), l, cmd.InOrStdin(), cmd.OutOrStdout(), ack)
 			return errors.Join(err, l.Close())
 		},
 	}
@@ -70,110 +65,6 @@ func stderrLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-// spoolAppend appends lines with up to 4096 appends in flight; a printer
-// writes the offsets in order as their appends become durable.
-func spoolAppend(ctx context.Context, l *spool.Log, in io.Reader, out io.Writer, ack bool) error {
-	// A read of stdin blocks until a line comes: when ctx ends, close the
-	// input so that the read returns and the command stops at once.
-	in = interruptible(in)
-	if c, ok := in.(io.Closer); ok {
-		stop := context.AfterFunc(ctx, func() { c.Close() })
-		defer stop()
-	}
-	acks := make(chan *spool.Ack, 4096)
-	printed := make(chan error, 1)
-	go func() {
-		w := bufio.NewWriter(out)
-		var err error
-		for {
-			var a *spool.Ack
-			select {
-			case a = <-acks:
-			default:
-				if ferr := w.Flush(); ferr != nil && err == nil {
-					err = ferr
-				}
-				a = <-acks
-			}
-			if a == nil {
-				break
-			}
-			select {
-			case <-a.Done():
-			default:
-				if ferr := w.Flush(); ferr != nil && err == nil {
-					err = ferr
-				}
-			}
-			first, aerr := a.Wait(context.Background())
-			if aerr != nil {
-				if err == nil {
-					err = aerr
-				}
-				continue
-			}
-			if ack {
-				fmt.Fprintln(w, first)
-			}
-		}
-		if ferr := w.Flush(); ferr != nil && err == nil {
-			err = ferr
-		}
-		printed <- err
-	}()
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	var err error
-	for sc.Scan() {
-		if ctx.Err() != nil {
-			break
-		}
-		v := append([]byte(nil), sc.Bytes()...)
-		a, aerr := l.AppendAsync(ctx, spool.Record{Value: v})
-		if aerr != nil {
-			err = aerr
-			break
-		}
-		acks <- a
-	}
-	if serr := sc.Err(); serr != nil && err == nil && ctx.Err() == nil {
-		err = fmt.Errorf("read input: %w", serr)
-	}
-	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		err = nil // interrupted: what was acknowledged is printed below
-	}
-	close(acks)
-	return errors.Join(err, <-printed)
-}
-
-// interruptible returns a file input (stdin, usually a pipe or a terminal)
-// reopened in non-blocking mode, so that Go's poller waits for it and
-// closing it ends a pending read; other readers are returned as they are.
-func interruptible(in io.Reader) io.Reader {
-	f, ok := in.(*os.File)
-	if !ok {
-		return in
-	}
-	fd := f.Fd()
-	if err := syscall.SetNonblock(int(fd), true); err != nil {
-		return in
-	}
-	return os.NewFile(fd, f.Name())
-}
-
-type spoolJSONHeader struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
-}
-
-type spoolJSONRecord struct {
-	Offset  uint64            `json:"offset"`
-	ID      string            `json:"id"`
-	Time    time.Time         `json:"time"`
-	Headers []spoolJSONHeader `json:"headers,omitempty"`
-	Value   string            `json:"value"`
-}
-
 func newSpoolReadCmd() *cobra.Command {
 	var dir, since string
 	var from, count uint64
@@ -182,8 +73,8 @@ func newSpoolReadCmd() *cobra.Command {
 		Use:   "read --dir D",
 		Short: "Print records, one value per line (or JSON)",
 		Long: "Prints the records of a spool from an offset or a time, one value per line, or with " +
-			"--json one JSON object per line with offset, id, time, headers and value (invalid UTF-8 " +
-			"is replaced). Reads without taking the writer's lock, so a writer may be appending.",
+			"--json one JSON object per line. Reads without taking the writer's lock, so a writer may be appending.\n\n" +
+			records.JSONHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, err := spool.OpenReadOnly(spool.Config{Dir: dir, Logger: stderrLogger()})
@@ -206,7 +97,7 @@ func newSpoolReadCmd() *cobra.Command {
 			} else if !cmd.Flags().Changed("from") {
 				start = l.OldestOffset()
 			}
-			return spoolRead(cmd.Context(), l, start, count, follow, asJSON, cmd.OutOrStdout())
+			return records.Print(cmd.Context(), l, start, count, follow, asJSON, cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()
@@ -215,52 +106,9 @@ func newSpoolReadCmd() *cobra.Command {
 	f.StringVar(&since, "since", "", "print from the first record at or after this RFC 3339 `time`")
 	f.Uint64Var(&count, "count", 0, "stop after this many records (0: no limit)")
 	f.BoolVar(&follow, "follow", false, "wait for new records at the end")
-	f.BoolVar(&asJSON, "json", false, "print JSON objects")
+	f.BoolVar(&asJSON, "json", false, "print JSON objects (shape in the help above)")
 	cmd.MarkFlagRequired("dir")
 	return cmd
-}
-
-func spoolRead(ctx context.Context, l *spool.Log, from, count uint64, follow, asJSON bool, out io.Writer) error {
-	r, err := l.NewReader(from)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	w := bufio.NewWriter(out)
-	defer w.Flush()
-	enc := json.NewEncoder(w)
-	for n := uint64(0); count == 0 || n < count; n++ {
-		if r.Offset() >= l.NextOffset() {
-			if !follow {
-				return nil
-			}
-			if err := w.Flush(); err != nil {
-				return err
-			}
-		}
-		rec, err := r.Next(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil // interrupted
-			}
-			return err
-		}
-		if asJSON {
-			jr := spoolJSONRecord{Offset: rec.Offset, ID: rec.ID.String(), Time: rec.Time.UTC(), Value: string(rec.Value)}
-			for _, h := range rec.Headers {
-				jr.Headers = append(jr.Headers, spoolJSONHeader{Key: h.Key, Value: string(h.Value)})
-			}
-			if err := enc.Encode(jr); err != nil {
-				return err
-			}
-		} else {
-			w.Write(rec.Value)
-			if err := w.WriteByte('\n'); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 func newSpoolVerifyCmd() *cobra.Command {

@@ -94,4 +94,12 @@
 // Config.StrictState, New returns the error instead.
 //
 // Only one Tailer may use a state file at a time.
+//
+// # Files
+//
+// The code follows these sections: tail.go holds the Tailer, its Config,
+// Run's loop, Commit and Close; poll.go the reading of each path and the
+// rotation handling (Reading, Rotation); restart.go the restoring of saved
+// positions (Restart); state.go the state file codec (State file);
+// reader.go the per-file reader and its line splitting.
 package tail

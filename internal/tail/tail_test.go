@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/fastmq/fastmq/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -21,18 +23,6 @@ func TestMain(m *testing.M) {
 
 // waitDeadline bounds every wait on a condition.
 const waitDeadline = 30 * time.Second
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitDeadline)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
 
 // got is a line as received by a test sink (Text copied).
 type got struct {
@@ -78,7 +68,7 @@ func (s *sink) count() int {
 
 func (s *sink) waitCount(t testing.TB, n int) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%d lines", n), func() bool { return s.count() >= n })
+	testutil.WaitFor(t, fmt.Sprintf("%d lines", n), waitDeadline, func() bool { return s.count() >= n })
 }
 
 // runner runs a Tailer in the background.
@@ -126,7 +116,7 @@ func newTailer(t testing.TB, cfg Config) *Tailer {
 func waitPolls(t testing.TB, tl *Tailer, n uint64) {
 	t.Helper()
 	target := tl.polls.Load() + n
-	waitFor(t, "poll rounds", func() bool { return tl.polls.Load() >= target })
+	testutil.WaitFor(t, "poll rounds", waitDeadline, func() bool { return tl.polls.Load() >= target })
 }
 
 func appendFile(t testing.TB, name, data string) {
@@ -331,7 +321,7 @@ func TestRotatedFileClosedAfterGrace(t *testing.T) {
 	}
 	appendFile(t, p, numbered("new", 0, 5))
 	r.s.waitCount(t, 11)
-	waitFor(t, "old file closed", func() bool { return len(tl.Positions()) == 1 })
+	testutil.WaitFor(t, "old file closed", waitDeadline, func() bool { return len(tl.Positions()) == 1 })
 	r.stop()
 	// The unterminated last line of the old file is delivered when the old
 	// file is finished, after RotateGrace: after lines of the new file.
@@ -401,7 +391,7 @@ func TestDeleteAndRecreate(t *testing.T) {
 	if err := os.Remove(p); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "deleted file closed", func() bool { return len(tl.Positions()) == 0 })
+	testutil.WaitFor(t, "deleted file closed", waitDeadline, func() bool { return len(tl.Positions()) == 0 })
 	appendFile(t, p, numbered("two", 0, 5))
 	r.s.waitCount(t, 10)
 	r.stop()
@@ -463,7 +453,7 @@ func session(t *testing.T, cfg Config, until func(n int) bool) []string {
 	t.Helper()
 	tl := newTailer(t, cfg)
 	r := start(t, tl)
-	waitFor(t, "session lines", func() bool { return until(r.s.count()) })
+	testutil.WaitFor(t, "session lines", waitDeadline, func() bool { return until(r.s.count()) })
 	waitPolls(t, tl, 2)
 	if err := r.stop(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run: %v", err)
@@ -777,7 +767,7 @@ func TestDrainingFilesBounded(t *testing.T) {
 		appendFile(t, p, fmt.Sprintf("gen-%d\n", i))
 		r.s.waitCount(t, i+1)
 	}
-	waitFor(t, "old files closed", func() bool { return len(tl.Positions()) <= maxDraining+1 })
+	testutil.WaitFor(t, "old files closed", waitDeadline, func() bool { return len(tl.Positions()) <= maxDraining+1 })
 	r.stop()
 	equalLines(t, r.s.texts(), wantLines("gen", 0, gens+1))
 }

@@ -9,12 +9,26 @@
 // after the last recorded position by a collector that then crashed — is
 // truncated to that size and pulling resumes at the recorded offset, so no
 // line is lost or repeated.
+//
+// # Position file format
+//
+// NAME.log.pos is a small JSON file written through the shared versioned
+// state-file helper (version 1):
+//
+//	{"version":1,"data":{"next":N,"size":S,"fresh":true}}
+//
+// next is the offset of the next record to pull from the publisher, size
+// the length in bytes of NAME.log holding exactly the records before next,
+// and fresh (omitted when false) marks a position recorded before the first
+// sync, when nothing was pulled yet. A file from before versioning holds the
+// bare object {"next":N,"size":S} and is read as the same thing; a file with
+// a version above 1, written by a newer collector, is refused with an error
+// rather than guessed at.
 package collect
 
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -173,7 +187,9 @@ func (c *Collector) open(publisher string) (*outFile, bool, error) {
 	var pos posFile
 	recorded := false
 	if b, err := os.ReadFile(path + ".pos"); err == nil {
-		if err := json.Unmarshal(b, &pos); err != nil {
+		if _, err := fsutil.DecodeVersionedJSON(b, posVersion, &pos); errors.Is(err, fsutil.ErrUnknownVersion) {
+			return nil, false, fmt.Errorf("collect: position file %s.pos was written by a newer collector: %w", path, err)
+		} else if err != nil {
 			return nil, false, fmt.Errorf("collect: position file %s.pos is damaged: %w", path, err)
 		}
 		recorded = true
@@ -211,8 +227,7 @@ func (c *Collector) open(publisher string) (*outFile, bool, error) {
 	if !recorded {
 		// Record the empty start before anything is written, so a crash
 		// before the first sync leaves a file that can be truncated back.
-		b, _ := json.Marshal(posFile{Next: 0, Size: 0, Fresh: true})
-		if err := writeAtomic(path+".pos", b); err != nil {
+		if err := writePos(path+".pos", posFile{Next: 0, Size: 0, Fresh: true}); err != nil {
 			f.Close()
 			return nil, false, err
 		}
@@ -340,8 +355,7 @@ func (c *Collector) sync() error {
 			errs = append(errs, fmt.Errorf("collect: sync %s: %w", of.path, err))
 			continue
 		}
-		b, _ := json.Marshal(posFile{Next: of.next, Size: of.size})
-		if err := writeAtomic(of.path+".pos", b); err != nil {
+		if err := writePos(of.path+".pos", posFile{Next: of.next, Size: of.size}); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -391,10 +405,14 @@ func (c *Collector) Close() error {
 	return errors.Join(append(errs, err, serr)...)
 }
 
-// writeAtomic replaces name with data crash-safely.
-func writeAtomic(name string, data []byte) error {
-	if err := fsutil.WriteFileAtomic(name, data, 0o644); err != nil {
-		return fmt.Errorf("collect: %w", err)
+// posVersion is the format version of the .pos files this build writes
+// and the highest it reads (see the package doc).
+const posVersion = 1
+
+// writePos replaces the position file name with pos crash-safely.
+func writePos(name string, pos posFile) error {
+	if err := fsutil.WriteVersionedJSON(name, posVersion, pos, 0o644); err != nil {
+		return fmt.Errorf("collect: write position: %w", err)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package collect_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/fastmq/fastmq/internal/fsutil"
+	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/patterns/collect"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/spool"
@@ -56,23 +59,15 @@ func run(t *testing.T, cfg collect.Config, want map[string]int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ok := true
+	testutil.WaitFor(t, fmt.Sprintf("collected %v", want), 20*time.Second, func() bool {
 		st := c.Stats()
 		for pub, n := range want {
 			if st.Files[pub] < uint64(n) {
-				ok = false
+				return false
 			}
 		}
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("collected %v, want %v", st.Files, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return true
+	})
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("run ended with %v, want context.Canceled", err)
@@ -204,4 +199,84 @@ func TestPublisherNamesMapToDistinctFiles(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(filepath.Dir(out), "up.log")); err == nil {
 		t.Fatal("a publisher name escaped the output directory")
 	}
+}
+
+// TestPositionFileFormat checks the .pos format of the package doc: written
+// as version 1; an old unversioned file still read (the collector resumes
+// after it, so no line is doubled); a newer version refused with a clear
+// error and the output left alone.
+func TestPositionFileFormat(t *testing.T) {
+	p := newPublisher(t, 30)
+	pubs := map[string]string{"h": p.srv.Endpoints()[0]}
+
+	t.Run("writes version 1", func(t *testing.T) {
+		out := t.TempDir()
+		run(t, collect.Config{Dir: out, Stream: "logs", Publishers: pubs}, map[string]int{"h": 30})
+		b, err := os.ReadFile(filepath.Join(out, "h.log.pos"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var env struct {
+			Version int `json:"version"`
+			Data    struct {
+				Next uint64 `json:"next"`
+				Size int64  `json:"size"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(b, &env); err != nil {
+			t.Fatalf("position file %q: %v", b, err)
+		}
+		if env.Version != 1 || env.Data.Next != 30 || env.Data.Size != int64(len(fileBytes(t, filepath.Join(out, "h.log")))) {
+			t.Fatalf("position file %s, want version 1, next 30 and the file's size", b)
+		}
+	})
+	t.Run("reads unversioned", func(t *testing.T) {
+		out := t.TempDir()
+		f := filepath.Join(out, "h.log")
+		var lines []byte
+		for i := 0; i < 10; i++ {
+			lines = fmt.Appendf(lines, "line %d\n", i)
+		}
+		if err := os.WriteFile(f, lines, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f+".pos", fmt.Appendf(nil, `{"next":10,"size":%d}`, len(lines)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		run(t, collect.Config{Dir: out, Stream: "logs", Publishers: pubs}, map[string]int{"h": 30})
+		checkFile(t, f, 30)
+	})
+	t.Run("refuses newer version", func(t *testing.T) {
+		out := t.TempDir()
+		f := filepath.Join(out, "h.log")
+		if err := os.WriteFile(f, []byte("line 0\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f+".pos", []byte(`{"version":2,"data":{"next":1,"size":7}}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := collect.New(collect.Config{Dir: out, Stream: "logs", Publishers: pubs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		err = c.Run(ctx)
+		c.Close()
+		if !errors.Is(err, fsutil.ErrUnknownVersion) || !strings.Contains(err.Error(), "newer collector") {
+			t.Fatalf("run ended with %v, want an error about a position file from a newer collector", err)
+		}
+		if b := fileBytes(t, f); string(b) != "line 0\n" {
+			t.Fatalf("output changed to %q", b)
+		}
+	})
+}
+
+func fileBytes(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

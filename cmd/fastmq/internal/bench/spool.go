@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -10,22 +10,22 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fastmq/fastmq/spool"
 )
 
-type spoolBenchOpts struct {
-	dir      string
-	count    int
-	size     int
-	batch    int
-	inflight int
-	eachN    int
-	writers  int
-	codec    string
-	json     bool
+// SpoolOptions are the flags of bench spool.
+type SpoolOptions struct {
+	Dir       string
+	Count     int
+	Size      int
+	Batch     int
+	Inflight  int
+	EachCount int
+	Writers   int
+	Codec     string
+	JSON      bool
 }
 
 type spoolBenchResult struct {
@@ -37,63 +37,35 @@ type spoolBenchResult struct {
 	MBSec      float64 `json:"mb_per_sec"`
 }
 
-func init() {
-	o := &spoolBenchOpts{}
-	cmd := &cobra.Command{
-		Use:   "spool",
-		Short: "Append and read throughput of the spool",
-		Long: "Measures the spool on this machine's disk, each run in a fresh directory:\n" +
-			"  group          one goroutine, Append of --batch records per call, group commit; each call returns after its fsync\n" +
-			"  group-async    one goroutine, AppendAsync of --batch records per call with --inflight calls outstanding; counted when acknowledged (after fsync)\n" +
-			"  each-1         one goroutine, Append of one record per call, fsync before each returns\n" +
-			"  each-N         --writers goroutines, Append of one record per call, fsync before each returns (concurrent calls share fsyncs)\n" +
-			"  read           sequential read with a Reader of the records written by group-async (warm page cache)\n" +
-			"Records are --size bytes of text. Prints records/s and MB/s of record values.",
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runSpoolBench(cmd.Context(), cmd.OutOrStdout(), o)
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&o.dir, "dir", "", "parent `directory` for the test spools (default: a temporary directory, removed afterwards)")
-	f.IntVar(&o.count, "count", 1_000_000, "records for the group and read runs")
-	f.IntVar(&o.size, "size", 100, "record value size in `BYTES`")
-	f.IntVar(&o.batch, "batch", 1024, "records per Append call in the group runs")
-	f.IntVar(&o.inflight, "inflight", 16, "outstanding AppendAsync calls in group-async")
-	f.IntVar(&o.eachN, "each-count", 2000, "records per writer in the each runs")
-	f.IntVar(&o.writers, "writers", 64, "concurrent writers in each-N")
-	f.StringVar(&o.codec, "codec", "none", "batch compression: none, s2 or zstd")
-	f.BoolVar(&o.json, "json", false, "print results as JSON lines")
-	benchCmd.AddCommand(cmd)
-}
-
-func runSpoolBench(ctx context.Context, out io.Writer, o *spoolBenchOpts) error {
-	codec, err := spool.ParseCodec(o.codec)
+// Spool runs the spool benchmarks as o says and prints their figures to
+// out.
+func Spool(ctx context.Context, out io.Writer, o *SpoolOptions) error {
+	codec, err := spool.ParseCodec(o.Codec)
 	if err != nil {
 		return err
 	}
-	if o.count <= 0 || o.size < 0 || o.batch <= 0 || o.inflight <= 0 || o.eachN <= 0 || o.writers <= 0 {
+	if o.Count <= 0 || o.Size < 0 || o.Batch <= 0 || o.Inflight <= 0 || o.EachCount <= 0 || o.Writers <= 0 {
 		return fmt.Errorf("counts must be positive")
 	}
-	parent := o.dir
+	parent := o.Dir
 	if parent == "" {
 		if parent, err = os.MkdirTemp("", "fastmq-bench-spool"); err != nil {
 			return err
 		}
 		defer os.RemoveAll(parent)
 	}
-	value := make([]byte, o.size)
+	value := make([]byte, o.Size)
 	for i := range value {
 		value[i] = byte('a' + i%26)
 	}
-	batch := make([]spool.Record, o.batch)
+	batch := make([]spool.Record, o.Batch)
 	for i := range batch {
 		batch[i].Value = value
 	}
 	report := func(name, meaning string, n int, d time.Duration) {
 		r := spoolBenchResult{Name: name, Meaning: meaning, Records: n, Seconds: d.Seconds(),
-			RecordsSec: float64(n) / d.Seconds(), MBSec: float64(n) * float64(o.size) / d.Seconds() / 1e6}
-		if o.json {
+			RecordsSec: float64(n) / d.Seconds(), MBSec: float64(n) * float64(o.Size) / d.Seconds() / 1e6}
+		if o.JSON {
 			json.NewEncoder(out).Encode(r)
 			return
 		}
@@ -105,7 +77,7 @@ func runSpoolBench(ctx context.Context, out io.Writer, o *spoolBenchOpts) error 
 		os.RemoveAll(dir)
 		return spool.Open(spool.Config{Dir: dir, Sync: sp, Codec: codec})
 	}
-	rounds := (o.count + o.batch - 1) / o.batch
+	rounds := (o.Count + o.Batch - 1) / o.Batch
 
 	// group: blocking appends of whole batches.
 	l, err := open("group", spool.SyncGroup)
@@ -119,7 +91,7 @@ func runSpoolBench(ctx context.Context, out io.Writer, o *spoolBenchOpts) error 
 			return err
 		}
 	}
-	report("group", fmt.Sprintf("1 appender, %d records per Append, returns after fsync", o.batch), rounds*o.batch, time.Since(start))
+	report("group", fmt.Sprintf("1 appender, %d records per Append, returns after fsync", o.Batch), rounds*o.Batch, time.Since(start))
 	if err := l.Close(); err != nil {
 		return err
 	}
@@ -133,7 +105,7 @@ func runSpoolBench(ctx context.Context, out io.Writer, o *spoolBenchOpts) error 
 	start = time.Now()
 	var pending []*spool.Ack
 	for i := 0; i < rounds && ctx.Err() == nil; i++ {
-		if len(pending) == o.inflight {
+		if len(pending) == o.Inflight {
 			if _, err := pending[0].Wait(ctx); err != nil {
 				return err
 			}
@@ -150,8 +122,8 @@ func runSpoolBench(ctx context.Context, out io.Writer, o *spoolBenchOpts) error 
 			return err
 		}
 	}
-	report("group-async", fmt.Sprintf("1 appender, %d records per AppendAsync, %d in flight, acknowledged after fsync", o.batch, o.inflight),
-		rounds*o.batch, time.Since(start))
+	report("group-async", fmt.Sprintf("1 appender, %d records per AppendAsync, %d in flight, acknowledged after fsync", o.Batch, o.Inflight),
+		rounds*o.Batch, time.Since(start))
 
 	// read: sequential, warm cache.
 	r, err := l.NewReader(0)
@@ -169,7 +141,7 @@ func runSpoolBench(ctx context.Context, out io.Writer, o *spoolBenchOpts) error 
 	r.Close()
 
 	// each: one record per call, fsync before return.
-	for _, writers := range []int{1, o.writers} {
+	for _, writers := range []int{1, o.Writers} {
 		le, err := open(fmt.Sprintf("each-%d", writers), spool.SyncEach)
 		if err != nil {
 			return err
@@ -180,9 +152,9 @@ func runSpoolBench(ctx context.Context, out io.Writer, o *spoolBenchOpts) error 
 		start = time.Now()
 		for w := 0; w < writers; w++ {
 			g.Go(func() error {
-				per := o.eachN
+				per := o.EachCount
 				if writers > 1 {
-					per = max(o.eachN/writers*4, 1) // keep the run short
+					per = max(o.EachCount/writers*4, 1) // keep the run short
 				}
 				for i := 0; i < per && ctx.Err() == nil; i++ {
 					if _, err := le.Append(ctx, spool.Record{Value: value}); err != nil {

@@ -1,59 +1,23 @@
-package main
+package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"time"
 
-	"github.com/spf13/cobra"
-
+	"github.com/fastmq/fastmq/internal/ctxutil"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/spool"
 )
 
-func init() {
-	var count, size, rate int
-	var codec, syncPol string
-	var groupInterval time.Duration
-	cmd := &cobra.Command{
-		Use:   "pull",
-		Short: "End to end: append to a spool, serve it over tcp loopback, consume it",
-		Long: `bench pull measures one publisher to one consumer over tcp loopback: records
-are appended with the chosen sync policy while a consumer pulls them.
-
-Without --rate it appends as fast as it can (4 group commits of 1024 records in
-flight) and prints records/s and MB/s end to end. With --rate R it appends R
-records per second, one at a time, and prints append-to-delivery latency
-percentiles.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if count <= 0 || size <= 0 || rate < 0 {
-				return errors.New("--count and --size must be positive and --rate not negative")
-			}
-			c, err := spool.ParseCodec(codec)
-			if err != nil {
-				return fmt.Errorf("--codec: %w", err)
-			}
-			sp, err := spool.ParseSyncPolicy(syncPol)
-			if err != nil {
-				return fmt.Errorf("--sync: %w", err)
-			}
-			return benchPull(cmd.Context(), cmd, count, size, rate, spool.Config{Codec: c, Sync: sp, GroupInterval: groupInterval})
-		},
-	}
-	cmd.Flags().IntVar(&count, "count", 1_000_000, "records to pass end to end")
-	cmd.Flags().IntVar(&size, "size", 100, "record value size in bytes")
-	cmd.Flags().IntVar(&rate, "rate", 0, "append this many records per second and report latency (0: as fast as possible)")
-	cmd.Flags().StringVar(&codec, "codec", "s2", "batch codec: none, s2 or zstd")
-	cmd.Flags().StringVar(&syncPol, "sync", "group", "sync policy: each, group or none")
-	cmd.Flags().DurationVar(&groupInterval, "group-interval", -1, "group commit: longest wait for more records before an fsync (negative: none, as a node's streams; 0: the spool default of 1ms)")
-	benchCmd.AddCommand(cmd)
-}
-
-func benchPull(ctx context.Context, cmd *cobra.Command, count, size, rate int, scfg spool.Config) error {
+// Pull appends count records of size bytes to a spool in scfg (its Dir
+// is a temporary directory), serves it over tcp loopback, consumes it and
+// prints the figures to out. With rate > 0 it appends rate records per
+// second and prints latency percentiles.
+func Pull(ctx context.Context, out io.Writer, count, size, rate int, scfg spool.Config) error {
 	dir, err := os.MkdirTemp("", "fastmq-bench-pull-")
 	if err != nil {
 		return err
@@ -104,7 +68,6 @@ func benchPull(ctx context.Context, cmd *cobra.Command, count, size, rate int, s
 	if err := <-errc; err != nil {
 		return err
 	}
-	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "pull end to end: %d records of %d B, codec %s, sync %s, tcp loopback\n", count, size, scfg.Codec, scfg.Sync)
 	fmt.Fprintf(out, "  %.0f records/s, %.1f MB/s, %.2fs\n", float64(count)/el.Seconds(), float64(count*size)/el.Seconds()/1e6, el.Seconds())
 	if rate > 0 {
@@ -135,7 +98,7 @@ func produce(ctx context.Context, l *spool.Log, value []byte, count, rate int) e
 			done <- nil
 		}()
 		for i := 0; i < count; i++ {
-			if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 && !sleepOrDone(ctx, d) {
+			if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 && !ctxutil.Sleep(ctx, d) {
 				close(acks)
 				<-done
 				return ctx.Err()

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/cmd/fastmq/internal/records"
+	"github.com/fastmq/fastmq/patterns/pull"
+)
+
+// parseStart parses --from: earliest, latest, an offset or an RFC 3339 time.
+func parseStart(s string) (pull.Start, error) {
+	switch s {
+	case "", "earliest":
+		return pull.Earliest(), nil
+	case "latest":
+		return pull.Latest(), nil
+	}
+	if o, err := strconv.ParseUint(s, 10, 64); err == nil {
+		return pull.AtOffset(o), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return pull.AtTime(t), nil
+	}
+	return pull.Start{}, fmt.Errorf("--from %q: want earliest, latest, an offset or an RFC 3339 time", s)
+}
+
+func init() {
+	var nf nodeFlags
+	var stream, name, from string
+	var count uint64
+	var asJSON bool
+	consume := &cobra.Command{
+		Use:   "consume",
+		Short: "Pull a stream from every publisher in the mesh and print its records",
+		Long: "Pulls --stream from every publisher in the mesh and prints each record's value on its own line.\n\n" +
+			records.JSONHelp + "\nconsume puts \"publisher\" and \"stream\" first; the rest of the line is what " +
+			"`fastmq spool read --json` prints for the same record.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if stream == "" {
+				return errors.New("--stream is required")
+			}
+			if name == "" {
+				return errors.New("--name is required (the consumer's name)")
+			}
+			start, err := parseStart(from)
+			if err != nil {
+				return err
+			}
+			if nf.name == "" {
+				nf.name = hostnameOr("consumer") + "-" + name
+			}
+			return nf.runNode(cmd.Context(), func(ctx context.Context, n *fastmq.Node) error {
+				c, err := n.Consume(fastmq.ConsumerConfig{Stream: stream, Name: name, Pull: pull.ConsumerConfig{Start: start}})
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				out := bufio.NewWriter(cmd.OutOrStdout())
+				enc := records.NewEncoder(out)
+				var got uint64
+				for count == 0 || got < count {
+					wctx := ctx
+					cancel := func() {}
+					if out.Buffered() > 0 {
+						// Flush when nothing more is ready right now.
+						wctx, cancel = context.WithTimeout(ctx, 20*time.Millisecond)
+					}
+					m, err := c.Next(wctx)
+					cancel()
+					if err != nil {
+						if ctx.Err() != nil {
+							break
+						}
+						if errors.Is(err, context.DeadlineExceeded) {
+							if err := out.Flush(); err != nil {
+								return err
+							}
+							continue
+						}
+						return err
+					}
+					if asJSON {
+						if err := enc.Encode(m.Publisher, m.Stream, m.Offset, m.ID, m.Time, m.Headers, m.Value); err != nil {
+							return err
+						}
+					} else {
+						out.Write(m.Value)
+						out.WriteByte('\n')
+					}
+					c.Ack(m)
+					got++
+				}
+				if err := out.Flush(); err != nil {
+					return err
+				}
+				return c.Close()
+			})
+		},
+	}
+	nf.register(consume, "node-name", "")
+	consume.Flags().StringVar(&stream, "stream", "", "stream to consume (required)")
+	consume.Flags().StringVar(&name, "name", "", "consumer name; each name gets every record and keeps its own offsets (required)")
+	consume.Flags().StringVar(&from, "from", "earliest", "start without a committed offset: earliest, latest, OFFSET or RFC3339 time")
+	consume.Flags().Uint64Var(&count, "count", 0, "exit after N records (0 = run until SIGINT)")
+	consume.Flags().BoolVar(&asJSON, "json", false, "print full records as JSON lines (shape in the help above)")
+	rootCmd.AddCommand(consume)
+}
