@@ -171,6 +171,7 @@ func checkBatchAt(data []byte, pos int, expect uint64) (int, uint32, string) {
 // may show as a torn tail while it is being written.
 func Verify(dir string) (Report, error) {
 	var rep Report
+	mv := readMetaVerify(dir) // before the data: a running writer only raises the checkpoint
 	bases, err := listSegments(dir)
 	if err != nil {
 		return rep, fmt.Errorf("spool: list segments: %w", err)
@@ -200,5 +201,6 @@ func Verify(dir string) (Report, error) {
 		rep.Bytes += c.size
 		rep.Next = max(c.goodNext, c.maxNext)
 	}
+	mv.check(dir, bases, &rep)
 	return rep, nil
 }
