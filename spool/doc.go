@@ -13,7 +13,12 @@
 // still compressed, for serving over the network), and [Log.SeekTime].
 // Retention ([Config.RetentionAge], [Config.RetentionBytes], [Log.SetFloor])
 // removes whole segments. [Verify] and [Repair] check and fix a directory;
-// [OffsetStore] keeps consumers' committed offsets crash-safely.
+// [OffsetStore] keeps consumers' committed positions crash-safely. Every log
+// has an identity ([Log.ID]) and an epoch history ([Log.Epoch],
+// [Log.EpochEnd], [Log.EpochOf]) that a pull server and its consumers use to
+// never take one log's offsets for another's, nor an offset handed out again
+// after lost records for the one they read; [Log.Recovery] says what Open
+// recovered and lost.
 //
 // # On-disk format, version 1
 //

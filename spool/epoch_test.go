@@ -360,6 +360,9 @@ func TestIdentity(t *testing.T) {
 	if e, start := l.Epoch(); e != 0 || start != 0 {
 		t.Fatalf("epoch %d from %d after a clean reopen", e, start)
 	}
+	if st := l.Stats(); st.ID != id || st.Epoch != 0 || st.EpochStart != 0 {
+		t.Fatalf("stats: %+v", st)
+	}
 	l.Close()
 	ro.Close()
 	if other := openT(t, Config{Dir: dir2}); other.ID() == id {

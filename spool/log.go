@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Config configures a Log. The zero value of every field except Dir is
@@ -347,15 +349,21 @@ type Stats struct {
 	NewestTime time.Time
 	Codec      Codec         // configured codec for new batches
 	Codecs     map[Codec]int // stored batches per codec
+	ID         uuid.UUID     // the log's identity (zero for a read-only Log of a directory without one)
+	Epoch      uint32        // the current epoch
+	EpochStart uint64        // the offset the current epoch started at
 }
 
 // Stats returns a snapshot of the log's size and range.
 func (l *Log) Stats() Stats {
 	_, _ = l.catchUp(latest) // a failed look shows what the Log held before
+	l.metaMu.Lock()
+	id, cur := l.metaNow().ID, l.metaNow().current()
+	l.metaMu.Unlock()
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	st := Stats{Dir: l.cfg.Dir, Oldest: l.oldestLocked(), Next: l.next, Segments: len(l.segs),
-		Codec: l.cfg.Codec, Codecs: map[Codec]int{}}
+		Codec: l.cfg.Codec, Codecs: map[Codec]int{}, ID: id, Epoch: cur.Epoch, EpochStart: cur.Start}
 	var minTs, maxTs int64 = math.MaxInt64, math.MinInt64
 	for _, s := range l.segs {
 		st.Bytes += s.size
