@@ -21,7 +21,7 @@ func (l *Log) checkpointer() {
 			return
 		case <-l.ckptCh:
 		}
-		if err := l.checkpoint(); err != nil {
+		if err := l.checkpoint(false); err != nil {
 			l.log.Warn("recovery checkpoint not written", "err", err)
 		}
 		timer.Reset(checkpointInterval)
@@ -45,16 +45,18 @@ func (l *Log) signalCheckpoint() {
 
 // checkpoint writes the acknowledged end of the log (NextOffset: the
 // writer's Log publishes records only once acknowledged) as the recovery
-// checkpoint, if it moved.
-func (l *Log) checkpoint() error {
+// checkpoint, if it moved. closed (Close, after the last fsync) also marks
+// the log cleanly closed.
+func (l *Log) checkpoint(closed bool) error {
 	l.metaMu.Lock()
 	defer l.metaMu.Unlock()
 	n := l.NextOffset()
-	if n == l.meta.Acked {
+	if n == l.meta.Acked && !closed {
 		return nil
 	}
 	m := l.meta
 	m.Acked = n
+	m.Open = m.Open && !closed
 	if err := writeMeta(l.cfg.Dir, m); err != nil {
 		return err
 	}

@@ -193,7 +193,7 @@
 // format version 1, replaced atomically (temporary file, fsync, rename, fsync
 // of the directory):
 //
-//	{"version":1,"data":{"id":"<uuid>","epochs":[{"epoch":0,"start":0}, ...],"acked":<offset>}}
+//	{"version":1,"data":{"id":"<uuid>","epochs":[{"epoch":0,"start":0}, ...],"acked":<offset>,"open":<bool>}}
 //
 // id is the log's identity ([Log.ID]): 16 random bytes, created with the log
 // and never changed. A directory from before meta.json gets one on its first
@@ -208,7 +208,9 @@
 // the log lost its tail; a new epoch begins whenever the log may have lost
 // records that it, or a read-only reader of its files, could have handed out:
 // recovery cut a torn or damaged tail, the data ends below the checkpoint,
-// or Repair removed anything. The new epoch starts at the log's next offset
+// the last writer did not close cleanly (open is still true: records it
+// acknowledged after its last checkpoint may be gone without a trace), or
+// Repair removed anything. The new epoch starts at the log's next offset
 // after the cut, and entries that start at or after it are dropped first (the
 // records they named are gone). So (epoch, offset) never names two different
 // records. The epoch of the record at offset o is the last entry with start
@@ -226,8 +228,11 @@
 // acknowledged records. Under SyncNone, records are acknowledged before they
 // are durable, and a machine crash that loses them is reported as such a loss.
 //
-// Open writes meta.json (a new identity, a new epoch, a lowered checkpoint)
-// durably before the writer hands out its first offset. A meta.json that does
+// open is true from Open to a clean Close (after its last fsync and
+// checkpoint); a writer that crashed or failed a write leaves it true.
+//
+// Open writes meta.json (a new identity, a new epoch, a lowered checkpoint,
+// open set) durably before the writer hands out its first offset. A meta.json that does
 // not decode makes Open, OpenReadOnly and Verify report it (an error matching
 // [ErrCorrupt] naming the file); it is never silently replaced: [Repair] moves
 // it to quarantine/ and gives the log a new identity, so that consumers start

@@ -507,3 +507,61 @@ func TestEpochHistory(t *testing.T) {
 		t.Fatalf("epochEnd(0) = %d %v, want 0", end, ok)
 	}
 }
+
+// After a crash, records acknowledged after the last checkpoint can vanish
+// without a trace (a zero-filled tail ending exactly at the checkpoint): the
+// writer did not close cleanly, so Open starts a new epoch anyway, and a
+// consumer that read them learns it.
+func TestUncleanCloseStartsEpoch(t *testing.T) {
+	dir := t.TempDir()
+	l := openT(t, Config{Dir: dir, Sync: SyncEach})
+	appendValues(t, l, "old", 1000)
+	testutil.WaitFor(t, "checkpoint at 1000", 0, func() bool {
+		m, ok, err := readMeta(dir)
+		return err == nil && ok && m.Acked == 1000
+	})
+	// The crash image: meta.json as of now, the segment after 50 more
+	// acknowledged records.
+	crashed := t.TempDir()
+	mb, err := os.ReadFile(filepath.Join(dir, metaFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendValues(t, l, "old", 50)
+	var c consumer
+	c.resume(t, l)
+	if c.next != 1050 {
+		t.Fatalf("consumer at %d", c.next)
+	}
+	seg, err := os.ReadFile(filepath.Join(dir, segName(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := batchesOf(t, seg)
+	clear(seg[bs[100].pos:]) // the disk lost the 50 records after the checkpoint
+	if err := os.WriteFile(filepath.Join(crashed, segName(0)), seg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(crashed, metaFileName), mb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logger, logs := captureLogger()
+	l2 := openT(t, Config{Dir: crashed, Logger: logger})
+	r := l2.Recovery()
+	if !r.Unclean || !r.NewEpoch || r.Lost() != 0 || r.Epoch != 1 || r.EpochStart != 1000 {
+		t.Fatalf("recovery report: %+v", r)
+	}
+	if strings.Contains(logs.String(), "level=ERROR") {
+		t.Fatalf("error logged without a known loss:\n%s", logs)
+	}
+	appendValues(t, l2, "new", 20)
+	c.resume(t, l2)
+	if len(c.lost) != 1 || c.lost[0] != [2]uint64{1000, 1050} || len(c.got) != 1070 || c.got[1050] != "new-0" {
+		t.Fatalf("consumer lost %v, received %d records", c.lost, len(c.got))
+	}
+	l2.Close()
+	l3 := openT(t, Config{Dir: crashed})
+	if r := l3.Recovery(); r.Unclean || r.NewEpoch {
+		t.Fatalf("reopened after a clean close: %+v", r)
+	}
+}

@@ -401,7 +401,7 @@ func (l *Log) Close() error {
 		if !l.readOnly && l.failure() == nil {
 			err = l.trimActive()
 			if err == nil {
-				err = l.checkpoint() // everything published is durable now
+				err = l.checkpoint(true) // everything published is durable now
 			}
 		}
 		l.closeFiles()

@@ -31,6 +31,7 @@ type meta struct {
 	ID     uuid.UUID `json:"id"`
 	Epochs []Epoch   `json:"epochs"`
 	Acked  uint64    `json:"acked"` // recovery checkpoint: every offset below it was acknowledged
+	Open   bool      `json:"open"`  // a writer has the log open; false once it closed cleanly
 }
 
 // current returns the last epoch entry (epoch 0 at offset 0 for an empty history).
@@ -172,6 +173,10 @@ type RecoveryReport struct {
 	// missing, because the data ended below the recovery checkpoint (a
 	// zero-filled or cut tail). Equal when nothing acknowledged was lost.
 	LostFrom, LostTo uint64
+	// Unclean: the last writer did not close cleanly (it crashed, or a
+	// write failed), so records it acknowledged after the last checkpoint
+	// may be missing without a trace (a zero-filled tail): a new epoch starts.
+	Unclean bool
 	// NewID: the directory had no identity (a log from before meta.json, or
 	// a new one) and got one.
 	NewID bool
@@ -186,8 +191,9 @@ func (r RecoveryReport) Lost() uint64 { return r.LostTo - r.LostFrom }
 
 // openMeta reads or creates the writer's meta.json after recovery (load)
 // and before any offset is handed out: it records a new epoch when recovery
-// cut anything or acknowledged records are missing, lowers the checkpoint
-// to the data, and writes the file durably if anything changed.
+// cut anything, acknowledged records are missing or the last writer did not
+// close cleanly, lowers the checkpoint to the data, marks the log open, and
+// writes the file durably.
 func (l *Log) openMeta() error {
 	m, ok, err := readMeta(l.cfg.Dir)
 	if err != nil {
@@ -206,7 +212,8 @@ func (l *Log) openMeta() error {
 		m.Acked = next
 		changed = true
 	}
-	if l.rec.TornBytes > 0 || l.rec.Lost() > 0 {
+	l.rec.Unclean = ok && m.Open
+	if l.rec.TornBytes > 0 || l.rec.Lost() > 0 || l.rec.Unclean {
 		e := m.bump(next)
 		l.rec.NewEpoch, l.rec.Epoch, l.rec.EpochStart = true, e.Epoch, e.Start
 		l.log.Warn("new epoch", "epoch", e.Epoch, "offset", e.Start)
@@ -214,10 +221,10 @@ func (l *Log) openMeta() error {
 	} else {
 		l.rec.Epoch, l.rec.EpochStart = m.current().Epoch, m.current().Start
 	}
-	if changed {
-		if err := writeMeta(l.cfg.Dir, m); err != nil {
-			return err
-		}
+	_ = changed // written in any case: open is set until Close
+	m.Open = true
+	if err := writeMeta(l.cfg.Dir, m); err != nil {
+		return err
 	}
 	l.meta = m
 	return nil

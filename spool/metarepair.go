@@ -130,6 +130,7 @@ func repairMeta(dir string, logger *slog.Logger, rep *RepairReport) error {
 	rep.NewID = !ok
 	if len(rep.Actions) > 0 || len(rep.Lost) > 0 {
 		e := m.bump(end)
+		m.Open = false // the new epoch at the end covers what a crashed writer may have lost
 		rep.NewEpoch = true
 		logger.Warn("new epoch", "epoch", e.Epoch, "offset", e.Start)
 	}
