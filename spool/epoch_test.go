@@ -565,3 +565,35 @@ func TestUncleanCloseStartsEpoch(t *testing.T) {
 		t.Fatalf("reopened after a clean close: %+v", r)
 	}
 }
+
+// TestMetaFormat pins meta.json's format version 1 byte for byte
+// (testdata/golden/meta-v1.json, rewritten with -update) and reads it back.
+func TestMetaFormat(t *testing.T) {
+	m := meta{ID: uuid.MustParse("1b4e28ba-2fa1-41d2-883f-0016d3cca427"),
+		Epochs: []Epoch{{0, 0}, {1, 990}, {3, 1000}}, Acked: 1020, Open: true}
+	dir := t.TempDir()
+	if err := writeMeta(dir, m); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, metaFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "golden", "meta-v1.json")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("meta.json is\n%s\nwant (golden)\n%s", got, want)
+	}
+	back := readMetaT(t, dir)
+	if fmt.Sprint(back) != fmt.Sprint(m) {
+		t.Fatalf("read back %+v, want %+v", back, m)
+	}
+}
