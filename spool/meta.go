@@ -200,29 +200,25 @@ func (l *Log) openMeta() error {
 		return err
 	}
 	next, oldest := l.next, l.oldestLocked()
-	changed := false
 	if !ok {
 		m = newMeta(oldest)
-		l.rec.NewID, changed = true, true
+		l.rec.NewID = true
 	}
 	if m.Acked > next {
 		l.rec.LostFrom, l.rec.LostTo = next, m.Acked
 		l.log.Error("acknowledged records lost: the data ends below the recovery checkpoint",
 			"offset", next, "to", m.Acked, "records", m.Acked-next)
 		m.Acked = next
-		changed = true
 	}
 	l.rec.Unclean = ok && m.Open
 	if l.rec.TornBytes > 0 || l.rec.Lost() > 0 || l.rec.Unclean {
 		e := m.bump(next)
 		l.rec.NewEpoch, l.rec.Epoch, l.rec.EpochStart = true, e.Epoch, e.Start
-		l.log.Warn("new epoch", "epoch", e.Epoch, "offset", e.Start)
-		changed = true
+		l.log.Warn("new epoch", "epoch", e.Epoch, "offset", e.Start, "unclean", l.rec.Unclean)
 	} else {
 		l.rec.Epoch, l.rec.EpochStart = m.current().Epoch, m.current().Start
 	}
-	_ = changed // written in any case: open is set until Close
-	m.Open = true
+	m.Open = true // until a clean Close
 	if err := writeMeta(l.cfg.Dir, m); err != nil {
 		return err
 	}
