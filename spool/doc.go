@@ -216,9 +216,12 @@
 // records. The epoch of the record at offset o is the last entry with start
 // <= o ([Log.EpochOf]); an epoch e ends ([Log.EpochEnd]) where the first
 // later entry starts (at [Log.NextOffset] for the current epoch). A consumer
-// at offset o in epoch e whose epoch ended at x < o has lost nothing it did
-// not read, but the records it read from x on are gone and x..o-1 now name
-// other records: it continues at x and reports the range [x, o).
+// keeps (id, epoch, next), epoch being that of the last record it consumed
+// (0 before any). If its epoch e ended at x < next, the records it read at
+// x..next-1 are gone and those offsets name other records (or none yet): it
+// continues at x, still in epoch e, and reports the range [x, next) as lost.
+// If the log does not know e (EpochEnd reports false) or has another id, the
+// position belongs to another log and is never continued.
 //
 // acked is the recovery checkpoint: every offset below it was acknowledged
 // (published to readers of the writer). The writer raises it on Close and in
@@ -231,13 +234,14 @@
 // open is true from Open to a clean Close (after its last fsync and
 // checkpoint); a writer that crashed or failed a write leaves it true.
 //
-// Open writes meta.json (a new identity, a new epoch, a lowered checkpoint,
-// open set) durably before the writer hands out its first offset. A meta.json that does
-// not decode makes Open, OpenReadOnly and Verify report it (an error matching
-// [ErrCorrupt] naming the file); it is never silently replaced: [Repair] moves
-// it to quarantine/ and gives the log a new identity, so that consumers start
-// over as on a new log instead of continuing offsets they cannot check. A file
-// of a later version is refused with an error matching [ErrUnsupportedVersion].
+// Open writes meta.json (a new identity, a new epoch, a lowered
+// checkpoint, open set) durably before the writer hands out its first
+// offset. A meta.json that does not decode makes Open, OpenReadOnly and
+// Verify report it (an error matching [ErrCorrupt] naming the file); it is
+// never silently replaced: [Repair] moves it to quarantine/ and gives the log
+// a new identity, so that consumers start over as on a new log instead of
+// continuing offsets they cannot check. A file of a later version is refused
+// with an error matching [ErrUnsupportedVersion].
 //
 // # Readers
 //
