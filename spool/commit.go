@@ -127,6 +127,7 @@ func (l *Log) commit(batch []*pendingWrite, doSync bool) {
 	}
 	if err == nil {
 		l.publish(batch)
+		l.signalCheckpoint()
 	}
 	for _, pw := range batch {
 		e := pw.err

@@ -122,6 +122,11 @@ func TestCrashKill9(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: recovery: %v", round, err)
 		}
+		// The killed writer left the log open: a new epoch, and no loss
+		// below the checkpoint (it never runs ahead of the data).
+		if r := l.Recovery(); !r.Unclean || !r.NewEpoch || r.Lost() != 0 || r.EpochStart != l.NextOffset() {
+			t.Fatalf("round %d: recovery report %+v, next %d", round, r, l.NextOffset())
+		}
 		byOffset := map[uint64]string{}
 		seen := map[string]uint64{}
 		for _, r := range readAll(t, l, 0) {

@@ -13,7 +13,12 @@
 // still compressed, for serving over the network), and [Log.SeekTime].
 // Retention ([Config.RetentionAge], [Config.RetentionBytes], [Log.SetFloor])
 // removes whole segments. [Verify] and [Repair] check and fix a directory;
-// [OffsetStore] keeps consumers' committed offsets crash-safely.
+// [OffsetStore] keeps consumers' committed positions crash-safely. Every log
+// has an identity ([Log.ID]) and an epoch history ([Log.Epoch],
+// [Log.EpochEnd], [Log.EpochOf]) that a pull server and its consumers use to
+// never take one log's offsets for another's, nor an offset handed out again
+// after lost records for the one they read; [Log.Recovery] says what Open
+// recovered and lost.
 //
 // # On-disk format, version 1
 //
@@ -22,6 +27,8 @@
 // A stream directory holds:
 //
 //	LOCK                         flock(2)-ed by the one writer; holds its pid
+//	meta.json                    the log's identity, epoch history and
+//	                             recovery checkpoint (see Identity and epochs)
 //	<base>.seg                   segment files; <base> is the offset of the first
 //	                             record, zero-padded to 20 decimal digits, so
 //	                             sorting the names sorts the log
@@ -171,6 +178,71 @@
 // [Verify] finds it all at once. [Repair] keeps each damaged segment's valid
 // prefix, moves the original to quarantine/ and reports the offsets removed.
 //
+// Preallocated zeros make a zero-filled tail (a disk that lost its last
+// blocks) look like the clean end of the data, so the end alone cannot tell
+// whether acknowledged records are missing; the recovery checkpoint in
+// meta.json can. When Open finds the data ending below the checkpoint, the
+// acknowledged records [end, checkpoint) are lost: it logs that at Error with
+// the range, reports it in [Log.Recovery] and starts a new epoch; [Verify]
+// reports it as damage; [Repair] records it (a new epoch, the checkpoint
+// lowered to the data) and reports it in [RepairReport.Lost].
+//
+// # Identity and epochs
+//
+// meta.json is a small state file (see Consumer offsets for the envelope),
+// format version 1, replaced atomically (temporary file, fsync, rename, fsync
+// of the directory):
+//
+//	{"version":1,"data":{"id":"<uuid>","epochs":[{"epoch":0,"start":0}, ...],"acked":<offset>,"open":<bool>}}
+//
+// id is the log's identity ([Log.ID]): 16 random bytes, created with the log
+// and never changed. A directory from before meta.json gets one on its first
+// writer Open (a read-only Log of such a directory reports the zero id). Two
+// logs never share an id, so a consumer that keeps (id, epoch, offset) never
+// continues one log's offsets on another log, even one with the same name.
+//
+// epochs is the epoch history, as Kafka's leader-epoch checkpoint (KIP-320):
+// each entry says that epoch starts at offset start, in increasing order of
+// both. Epoch 0 starts at the log's first offset. Offsets are dense and are
+// never reused within an epoch, but an offset can be handed out again after
+// the log lost its tail; a new epoch begins whenever the log may have lost
+// records that it, or a read-only reader of its files, could have handed out:
+// recovery cut a torn or damaged tail, the data ends below the checkpoint,
+// the last writer did not close cleanly (open is still true: records it
+// acknowledged after its last checkpoint may be gone without a trace), or
+// Repair removed anything. The new epoch starts at the log's next offset
+// after the cut, and entries that start at or after it are dropped first (the
+// records they named are gone). So (epoch, offset) never names two different
+// records. The epoch of the record at offset o is the last entry with start
+// <= o ([Log.EpochOf]); an epoch e ends ([Log.EpochEnd]) where the first
+// later entry starts (at [Log.NextOffset] for the current epoch). A consumer
+// keeps (id, epoch, next), epoch being that of the last record it consumed
+// (0 before any). If its epoch e ended at x < next, the records it read at
+// x..next-1 are gone and those offsets name other records (or none yet): it
+// continues at x, still in epoch e, and reports the range [x, next) as lost.
+// If the log does not know e (EpochEnd reports false) or has another id, the
+// position belongs to another log and is never continued.
+//
+// acked is the recovery checkpoint: every offset below it was acknowledged
+// (published to readers of the writer). The writer raises it on Close and in
+// the background at most once a second after appends (never on the Append
+// path); Open and Repair lower it to the data after recording a loss. It is
+// at most a second or so behind, so it detects the loss of all but the newest
+// acknowledged records. Under SyncNone, records are acknowledged before they
+// are durable, and a machine crash that loses them is reported as such a loss.
+//
+// open is true from Open to a clean Close (after its last fsync and
+// checkpoint); a writer that crashed or failed a write leaves it true.
+//
+// Open writes meta.json (a new identity, a new epoch, a lowered
+// checkpoint, open set) durably before the writer hands out its first
+// offset. A meta.json that does not decode makes Open, OpenReadOnly and
+// Verify report it (an error matching [ErrCorrupt] naming the file); it is
+// never silently replaced: [Repair] moves it to quarantine/ and gives the log
+// a new identity, so that consumers start over as on a new log instead of
+// continuing offsets they cannot check. A file of a later version is refused
+// with an error matching [ErrUnsupportedVersion].
+//
 // # Readers
 //
 // A read-only Log ([OpenReadOnly]) takes no lock and sees batches as the writer
@@ -183,14 +255,17 @@
 //
 // An [OffsetStore] keeps one file, offsets.json, in its own directory, beside
 // offsets.lock (flock(2)-ed by the one store; holds its pid). The file is a
-// JSON object, format version 1:
+// JSON object, format version 2:
 //
-//	{"version":1,"data":{"<source>":{"<stream>":<next>, ...}, ...}}
+//	{"version":2,"data":{"<source>":{"<stream>":{"next":<next>,"id":"<uuid>","epoch":<epoch>}, ...}, ...}}
 //
 // version is the format version. data maps each source (a publisher) and
-// stream to next, the next offset to read: a logical record number, never a
-// byte position. A file from before versioning (version 0) is the data
-// object alone and is still read; a file of a later version is refused with
+// stream to a [Position]: next, the next offset to read (a logical record
+// number, never a byte position), and the identity and epoch of the log it
+// was read from (see Identity and epochs; the zero id when unknown). Version
+// 1 held next alone ({"<stream>":<next>}) and a file from before versioning
+// (version 0) is version 1's data object alone; both are still read, as
+// positions with the zero id and epoch 0. A file of a later version is refused with
 // an error matching [ErrUnsupportedVersion], and one that does not decode
 // with one matching [ErrCorrupt]. Every Commit replaces the whole file: it
 // writes a temporary file (offsets.json.tmp-<random>), fsyncs it, renames it

@@ -81,3 +81,30 @@ func ExampleOffsetStore() {
 	fmt.Println(next, ok)
 	// Output: 42 true
 }
+
+// A pull server checks a consumer's stored position (log id, epoch, next
+// offset) against the log before serving from it.
+func ExampleLog_EpochEnd() {
+	dir, _ := os.MkdirTemp("", "spool-example")
+	defer os.RemoveAll(dir)
+	l, err := spool.Open(spool.Config{Dir: dir})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Append(context.Background(), spool.Record{Value: []byte("a")}, spool.Record{Value: []byte("b")}); err != nil {
+		log.Fatal(err)
+	}
+	pos := spool.Position{ID: l.ID(), Epoch: 0, Next: 2} // as the consumer stored it
+
+	switch end, ok := l.EpochEnd(pos.Epoch); {
+	case pos.ID != l.ID() || !ok:
+		fmt.Println("another log: start over by policy, never continue these offsets")
+	case end < pos.Next:
+		fmt.Printf("records %d..%d are gone: continue at %d\n", end, pos.Next-1, end)
+	default:
+		fmt.Printf("serve from %d in epoch %d\n", pos.Next, l.EpochOf(pos.Next))
+	}
+	// Output:
+	// serve from 2 in epoch 0
+}

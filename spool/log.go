@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Config configures a Log. The zero value of every field except Dir is
@@ -113,6 +115,13 @@ type Log struct {
 
 	floor atomic.Uint64 // SetFloor; read by retention
 
+	// Identity, epochs and recovery checkpoint (meta.go, checkpoint.go).
+	metaMu sync.Mutex     // guards meta and metaFI; serialises writes of meta.json
+	meta   meta           // what meta.json holds
+	metaFI os.FileInfo    // read-only Logs: the meta.json last read
+	ckptCh chan struct{}  // syncer -> checkpointer: records were acknowledged
+	rec    RecoveryReport // what Open's recovery did; set before the Log is shared
+
 	// Lifecycle of the write path (write.go, commit.go, retention.go).
 	closeMu   sync.RWMutex // guards closing; held shared while enqueueing
 	closing   bool
@@ -175,18 +184,33 @@ func open(cfg Config, ro bool) (*Log, error) {
 				os.Remove(t) // a segment whose creation did not finish
 			}
 		}
+		if tmps, _ := filepath.Glob(filepath.Join(cfg.Dir, metaFileName+".tmp-*")); len(tmps) > 0 {
+			for _, t := range tmps {
+				os.Remove(t) // a meta.json write that did not finish
+			}
+		}
 	}
 	if err := l.load(); err != nil {
 		l.closeFiles()
 		return nil, err
 	}
 	if ro {
+		if err := l.loadMetaRO(); err != nil {
+			l.closeFiles()
+			return nil, err
+		}
 		l.roStop = make(chan struct{})
 		if err := l.startWatch(); err != nil {
 			l.closeFiles()
 			return nil, err
 		}
 		return l, nil
+	}
+	// Before any offset is handed out: a new identity, a new epoch after a
+	// cut, the loss of acknowledged records, durably in meta.json.
+	if err := l.openMeta(); err != nil {
+		l.closeFiles()
+		return nil, err
 	}
 	l.pre = newPreallocator(cfg.SegmentBytes, cfg.Sync != SyncNone)
 	if len(l.segs) == 0 {
@@ -207,15 +231,18 @@ func open(cfg Config, ro bool) (*Log, error) {
 	l.syncCh = make(chan *pendingWrite, 64)
 	l.retainCh = make(chan struct{}, 1)
 	l.stopCh = make(chan struct{})
+	l.ckptCh = make(chan struct{}, 1)
 	l.pre.start() // stopped by the writer as it exits
-	l.wg.Add(2)
+	l.wg.Add(3)
 	go l.writer()
 	go l.syncer()
+	go l.checkpointer()
 	if cfg.RetentionAge > 0 || cfg.RetentionBytes > 0 {
 		l.wg.Add(1)
 		go l.retainer()
 	}
-	l.log.Info("spool opened", "offset", l.next, "segments", len(l.segs), "sync", cfg.Sync.String(), "codec", cfg.Codec.String())
+	l.log.Info("spool opened", "offset", l.next, "segments", len(l.segs), "sync", cfg.Sync.String(), "codec", cfg.Codec.String(),
+		"id", l.meta.ID.String(), "epoch", l.meta.current().Epoch)
 	return l, nil
 }
 
@@ -322,15 +349,21 @@ type Stats struct {
 	NewestTime time.Time
 	Codec      Codec         // configured codec for new batches
 	Codecs     map[Codec]int // stored batches per codec
+	ID         uuid.UUID     // the log's identity (zero for a read-only Log of a directory without one)
+	Epoch      uint32        // the current epoch
+	EpochStart uint64        // the offset the current epoch started at
 }
 
 // Stats returns a snapshot of the log's size and range.
 func (l *Log) Stats() Stats {
 	_, _ = l.catchUp(latest) // a failed look shows what the Log held before
+	l.metaMu.Lock()
+	id, cur := l.metaNow().ID, l.metaNow().current()
+	l.metaMu.Unlock()
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	st := Stats{Dir: l.cfg.Dir, Oldest: l.oldestLocked(), Next: l.next, Segments: len(l.segs),
-		Codec: l.cfg.Codec, Codecs: map[Codec]int{}}
+		Codec: l.cfg.Codec, Codecs: map[Codec]int{}, ID: id, Epoch: cur.Epoch, EpochStart: cur.Start}
 	var minTs, maxTs int64 = math.MaxInt64, math.MinInt64
 	for _, s := range l.segs {
 		st.Bytes += s.size
@@ -367,6 +400,9 @@ func (l *Log) Close() error {
 		var err error
 		if !l.readOnly && l.failure() == nil {
 			err = l.trimActive()
+			if err == nil {
+				err = l.checkpoint(true) // everything published is durable now
+			}
 		}
 		l.closeFiles()
 		if ferr := l.failure(); ferr != nil {

@@ -1,6 +1,8 @@
 package spool
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -8,16 +10,40 @@ import (
 	"sync"
 
 	"github.com/fastmq/fastmq/internal/fsutil"
+	"github.com/google/uuid"
 )
 
 const offsetsFile = "offsets.json"
 
 // offsetsVersion is the format version of offsets.json that this package
 // writes (see "Consumer offsets" in the package documentation). Files of
-// version 0 (before versioning) and 1 are read.
-const offsetsVersion = 1
+// version 0 (before versioning), 1 (next offsets alone) and 2 are read.
+const offsetsVersion = 2
 
-// OffsetStore keeps a consumer's committed offsets per (source, stream) in
+// Position is where a consumer stands in one log: Next, the next offset to
+// read, in the log with identity ID, whose records up to Next belong to
+// epoch Epoch or earlier (the epoch of the last record consumed; see
+// "Identity and epochs" in the package documentation). The zero ID means the
+// log is unknown: a position committed with Commit, or read from a file of
+// format version 0 or 1.
+type Position struct {
+	Next  uint64    `json:"next"`
+	ID    uuid.UUID `json:"id"`
+	Epoch uint32    `json:"epoch"`
+}
+
+// UnmarshalJSON reads a position of format version 2 (an object) or a bare
+// next offset (versions 0 and 1).
+func (p *Position) UnmarshalJSON(b []byte) error {
+	if b = bytes.TrimSpace(b); len(b) > 0 && b[0] != '{' {
+		*p = Position{}
+		return json.Unmarshal(b, &p.Next)
+	}
+	type plain Position
+	return json.Unmarshal(b, (*plain)(p))
+}
+
+// OffsetStore keeps a consumer's committed positions per (source, stream) in
 // one small file, replaced crash-safely on every Commit: write a temporary
 // file, fsync it, rename it over the old one, fsync the directory. It takes a
 // lock on its directory (ErrLocked for a second store). Safe for concurrent
@@ -27,7 +53,7 @@ type OffsetStore struct {
 	lock *os.File
 
 	mu     sync.Mutex
-	m      map[string]map[string]uint64
+	m      map[string]map[string]Position
 	closed bool
 }
 
@@ -58,8 +84,8 @@ func OpenOffsets(dir string) (*OffsetStore, error) {
 }
 
 // readOffsets reads an offsets file; a missing file is an empty store.
-func readOffsets(name string) (map[string]map[string]uint64, error) {
-	m := map[string]map[string]uint64{}
+func readOffsets(name string) (map[string]map[string]Position, error) {
+	m := map[string]map[string]Position{}
 	b, err := os.ReadFile(name)
 	if os.IsNotExist(err) {
 		return m, nil
@@ -76,7 +102,7 @@ func readOffsets(name string) (map[string]map[string]uint64, error) {
 		return nil, fmt.Errorf("%w: offsets file %s: %v", ErrCorrupt, name, err)
 	}
 	if m == nil { // the file said null
-		m = map[string]map[string]uint64{}
+		m = map[string]map[string]Position{}
 	}
 	for src, sm := range m {
 		if sm == nil {
@@ -86,9 +112,15 @@ func readOffsets(name string) (map[string]map[string]uint64, error) {
 	return m, nil
 }
 
-// Commit records next (the next offset to read) for (source, stream) and
-// returns once it is durable.
+// Commit records next (the next offset to read) for (source, stream), with
+// no identity or epoch (the zero ID), and returns once it is durable. A
+// consumer that knows the log's identity and epoch uses CommitPosition.
 func (s *OffsetStore) Commit(source, stream string, next uint64) error {
+	return s.CommitPosition(source, stream, Position{Next: next})
+}
+
+// CommitPosition records p for (source, stream) and returns once it is durable.
+func (s *OffsetStore) CommitPosition(source, stream string, p Position) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -96,9 +128,9 @@ func (s *OffsetStore) Commit(source, stream string, next uint64) error {
 	}
 	old, had := s.m[source][stream]
 	if s.m[source] == nil {
-		s.m[source] = map[string]uint64{}
+		s.m[source] = map[string]Position{}
 	}
-	s.m[source][stream] = next
+	s.m[source][stream] = p
 	name := filepath.Join(s.dir, offsetsFile)
 	err := fsutil.WriteVersionedJSON(name, offsetsVersion, s.m, 0o644)
 	if err == nil {
@@ -119,10 +151,16 @@ func (s *OffsetStore) Commit(source, stream string, next uint64) error {
 
 // Get returns the committed next offset for (source, stream).
 func (s *OffsetStore) Get(source, stream string) (uint64, bool) {
+	p, ok := s.Position(source, stream)
+	return p.Next, ok
+}
+
+// Position returns the committed position for (source, stream).
+func (s *OffsetStore) Position(source, stream string) (Position, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v, ok := s.m[source][stream]
-	return v, ok
+	p, ok := s.m[source][stream]
+	return p, ok
 }
 
 // All returns a copy of every committed offset: source -> stream -> next.
@@ -132,6 +170,22 @@ func (s *OffsetStore) All() map[string]map[string]uint64 {
 	out := make(map[string]map[string]uint64, len(s.m))
 	for src, m := range s.m {
 		c := make(map[string]uint64, len(m))
+		for k, v := range m {
+			c[k] = v.Next
+		}
+		out[src] = c
+	}
+	return out
+}
+
+// Positions returns a copy of every committed position: source -> stream ->
+// position. The caller owns it.
+func (s *OffsetStore) Positions() map[string]map[string]Position {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]map[string]Position, len(s.m))
+	for src, m := range s.m {
+		c := make(map[string]Position, len(m))
 		for k, v := range m {
 			c[k] = v
 		}

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+
+	"github.com/google/uuid"
 )
 
 func TestOffsetStore(t *testing.T) {
@@ -60,8 +62,9 @@ func TestOffsetStore(t *testing.T) {
 // TestOffsetsFormat pins the offsets file format: a file written before
 // versioning (testdata/golden/offsets-v0.json holds the bytes the previous
 // code's json.Marshal wrote, with sources named like the envelope's keys)
-// is still read, a commit rewrites it as a version 1 envelope, byte for byte
-// the golden offsets-v1.json (rewritten with -update), and that file reads.
+// is still read, a commit rewrites it as a version 2 envelope, byte for byte
+// the golden offsets-v2.json (rewritten with -update), and that file reads;
+// so does a version 1 file (offsets-v1.json, next offsets alone).
 func TestOffsetsFormat(t *testing.T) {
 	want := map[string]map[string]uint64{
 		"data": {"s": 2}, "other": {"x": 7}, "src": {"a": 20, "b": 3}, "version": {"s": 1},
@@ -89,7 +92,7 @@ func TestOffsetsFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "golden", "offsets-v1.json")
+	golden := filepath.Join("testdata", "golden", "offsets-v2.json")
 	if *update {
 		if err := os.WriteFile(golden, got, 0o644); err != nil {
 			t.Fatal(err)
@@ -106,9 +109,60 @@ func TestOffsetsFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got := s.All(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("version 2 file read as %v, want %v", got, want)
+	}
+	s.Close()
+	v1, err = os.ReadFile(filepath.Join("testdata", "golden", "offsets-v1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, offsetsFile), v1, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err = OpenOffsets(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer s.Close()
 	if got := s.All(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("version 1 file read as %v, want %v", got, want)
+	}
+	if p, ok := s.Position("src", "a"); !ok || p != (Position{Next: 20}) {
+		t.Fatalf("version 1 position %+v %v, want next 20 with no identity", p, ok)
+	}
+}
+
+// TestOffsetPositions checks that a position's log identity and epoch are
+// kept across reopening, and that Commit stores a position with no identity.
+func TestOffsetPositions(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenOffsets(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Position{Next: 1000, ID: uuid.New(), Epoch: 3}
+	if err := s.CommitPosition("pub", "orders", p); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit("pub", "audit", 7); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = OpenOffsets(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got, ok := s.Position("pub", "orders"); !ok || got != p {
+		t.Fatalf("position %+v %v, want %+v", got, ok, p)
+	}
+	if got, ok := s.Position("pub", "audit"); !ok || got != (Position{Next: 7}) {
+		t.Fatalf("position %+v %v", got, ok)
+	}
+	want := map[string]map[string]Position{"pub": {"orders": p, "audit": {Next: 7}}}
+	if got := s.Positions(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("positions %v, want %v", got, want)
 	}
 }
 
@@ -121,7 +175,8 @@ func TestOffsetsRefused(t *testing.T) {
 		name, data string
 		want       error
 	}{
-		{"newer version", `{"version":2,"data":{"src":{"a":1}}}`, ErrUnsupportedVersion},
+		{"newer version", `{"version":3,"data":{"src":{"a":1}}}`, ErrUnsupportedVersion},
+		{"bad position", `{"version":2,"data":{"src":{"a":{"next":"x"}}}}`, ErrCorrupt},
 		{"damaged", `{"src":{"a":`, ErrCorrupt},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -135,6 +135,7 @@ func (l *Log) loadSegment(base uint64, last bool) (*segment, error) {
 				f.Close()
 				return nil, err
 			}
+			l.rec.TornFrom, l.rec.TornBytes = res.next, size-res.end
 		}
 	}
 	s := &segment{base: base, name: name, path: path, f: f, size: res.end, end: res.next,

@@ -69,9 +69,28 @@ type RepairAction struct {
 	BytesCut    int64
 }
 
-// RepairReport lists what Repair removed.
+// RepairReport lists what Repair removed, and what it did to the log's
+// identity and epochs (see "Identity and epochs" in the package documentation).
 type RepairReport struct {
 	Actions []RepairAction
+	// Lost: acknowledged offsets found missing at the end of the log (the
+	// data ended below the recovery checkpoint: a zero-filled or cut tail).
+	Lost []Removed
+	// MetaQuarantined: a damaged meta.json was moved here (relative to the
+	// directory) and the log got a new identity (NewID).
+	MetaQuarantined string
+	NewID           bool
+	// NewEpoch: Repair removed or found missing records, so a new epoch,
+	// Epoch, starts at EpochStart, the log's end. Epoch and EpochStart are
+	// the log's current epoch in any case (0, 0 without meta.json).
+	NewEpoch   bool
+	Epoch      uint32
+	EpochStart uint64
+}
+
+// Changed reports whether Repair changed anything.
+func (r RepairReport) Changed() bool {
+	return len(r.Actions) > 0 || len(r.Lost) > 0 || r.MetaQuarantined != "" || r.NewEpoch
 }
 
 // Repair takes the directory lock (ErrLocked while a writer has it) and
@@ -80,9 +99,12 @@ type RepairReport struct {
 // later stretch of valid batches (found by resynchronising after the damage)
 // to a new segment file named by its first offset; only damaged batches are
 // removed. Offsets removed in the middle of the log are recorded as gap
-// markers in quarantine/ so that Open accepts the gaps; offsets lost at the
-// very end of the log are handed out again by the next Append. The report
-// says exactly which offsets and bytes were removed. logger may be nil.
+// markers in quarantine/ so that Open accepts the gaps. Offsets lost at the
+// very end of the log are handed out again by the next Append, in a new
+// epoch: whenever anything was removed, or acknowledged records are missing
+// at the end (below the recovery checkpoint), Repair starts a new epoch at
+// the log's end in meta.json (see repairMeta). The report says exactly which
+// offsets and bytes were removed. logger may be nil.
 func Repair(dir string, logger *slog.Logger) (RepairReport, error) {
 	var rep RepairReport
 	if logger == nil {
@@ -120,7 +142,7 @@ func Repair(dir string, logger *slog.Logger) (RepairReport, error) {
 		}
 		rep.Actions = append(rep.Actions, a)
 	}
-	return rep, nil
+	return rep, repairMeta(dir, logger, &rep)
 }
 
 func repairSegment(dir string, c segCheck, last bool, bases []uint64, i int) (RepairAction, error) {

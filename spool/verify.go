@@ -167,10 +167,13 @@ func checkBatchAt(data []byte, pos int, expect uint64) (int, uint32, string) {
 // decompression, records, offsets) and the continuity between segments. It
 // does not take the lock and changes nothing. The error is for I/O failures
 // only; damage is listed in Report.Damaged, each with segment, byte position
-// and offset. Run against a directory with an active writer, the last batch
+// and offset. A meta.json that cannot be read, and acknowledged records
+// missing at the end (the data ends below its recovery checkpoint), are
+// damage too. Run against a directory with an active writer, the last batch
 // may show as a torn tail while it is being written.
 func Verify(dir string) (Report, error) {
 	var rep Report
+	mv := readMetaVerify(dir) // before the data: a running writer only raises the checkpoint
 	bases, err := listSegments(dir)
 	if err != nil {
 		return rep, fmt.Errorf("spool: list segments: %w", err)
@@ -200,5 +203,6 @@ func Verify(dir string) (Report, error) {
 		rep.Bytes += c.size
 		rep.Next = max(c.goodNext, c.maxNext)
 	}
+	mv.check(dir, bases, &rep)
 	return rep, nil
 }
