@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +30,8 @@ func parseStart(s string) (pull.Start, error) {
 	}
 	return pull.Start{}, fmt.Errorf("--from %q: want earliest, latest, an offset or an RFC 3339 time", s)
 }
+
+var newline = []byte{'\n'}
 
 func init() {
 	var nf nodeFlags
@@ -64,8 +65,23 @@ func init() {
 					return err
 				}
 				defer c.Close()
-				out := bufio.NewWriter(cmd.OutOrStdout())
+				// Records are acknowledged only once their lines reached
+				// the output (written whole, see records.LineWriter): a
+				// kill at any moment loses nothing, and prints at most the
+				// unacknowledged lines again after a restart.
+				out := records.NewLineWriter(cmd.OutOrStdout())
 				enc := records.NewEncoder(out)
+				var pending []pull.Message
+				flush := func() error {
+					if err := out.Flush(); err != nil {
+						return err
+					}
+					for _, m := range pending {
+						c.Ack(m)
+					}
+					pending = pending[:0]
+					return nil
+				}
 				var got uint64
 				for count == 0 || got < count {
 					wctx := ctx
@@ -81,10 +97,16 @@ func init() {
 							break
 						}
 						if errors.Is(err, context.DeadlineExceeded) {
-							if err := out.Flush(); err != nil {
+							if err := flush(); err != nil {
 								return err
 							}
 							continue
+						}
+						// A publisher stopped for good (damage, a
+						// protocol error): what was delivered is printed
+						// and acknowledged, then the command fails.
+						if ferr := flush(); ferr != nil {
+							return ferr
 						}
 						return err
 					}
@@ -94,12 +116,20 @@ func init() {
 						}
 					} else {
 						out.Write(m.Value)
-						out.WriteByte('\n')
+						out.Write(newline)
 					}
-					c.Ack(m)
+					pending = append(pending, m)
 					got++
+					if out.Buffered() >= 64<<10 {
+						if err := flush(); err != nil {
+							return err
+						}
+					}
 				}
-				if err := out.Flush(); err != nil {
+				if err := flush(); err != nil {
+					return err
+				}
+				if err := c.Err(); err != nil {
 					return err
 				}
 				return c.Close()
