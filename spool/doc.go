@@ -177,7 +177,12 @@
 // writes them (inotify wakes waiting readers; nothing polls). It may see
 // records that a SyncGroup or SyncEach writer has written but not yet
 // acknowledged. Decoding is bounded: a batch declares its decompressed size,
-// which is checked against the limit before anything is allocated.
+// which is checked against the limit before anything is allocated. Where its
+// valid data ends, a read-only Log tells the end from damage as recovery
+// does: invalid bytes at the end of the last segment that no valid batch
+// follows are the end (a torn tail, or a batch still being written), and
+// anything else is damage, which reads from there return as a *CorruptError
+// ([Log.Damage]) instead of a clean end.
 //
 // # Consumer offsets
 //

@@ -39,6 +39,7 @@ type segment struct {
 	maxTs   int64
 	created int64
 	batches []batchIdx
+	zeroTo  int64 // read-only Log: [size, zeroTo) held only zeros at the last look
 }
 
 func segName(base uint64) string { return fmt.Sprintf("%020d%s", base, segSuffix) }
