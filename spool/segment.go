@@ -66,6 +66,22 @@ func listSegments(dir string) ([]uint64, error) {
 	return bases, nil
 }
 
+// checkSpoolDir returns an error matching ErrNotSpool unless dir holds a
+// segment file, the LOCK file or quarantine/: a spool's writer creates the
+// lock and a segment as it opens the directory.
+func checkSpoolDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("spool: read directory: %w", err)
+	}
+	for _, e := range ents {
+		if n := e.Name(); n == "LOCK" || n == "quarantine" || strings.HasSuffix(n, segSuffix) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s holds no segment files", ErrNotSpool, dir)
+}
+
 // scanResult is what a segment scan found.
 type scanResult struct {
 	batches []batchIdx
