@@ -203,6 +203,17 @@ func (w *window) at(pos int64, n int) ([]byte, error) {
 	return w.buf[:n], nil
 }
 
+// renamedInErr makes the file errors in err that name from name to
+// instead, and returns err.
+func renamedInErr(err error, from, to string) error {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if pe, ok := e.(*os.PathError); ok && pe.Path == from {
+			pe.Path = to
+		}
+	}
+	return err
+}
+
 // fsyncDir fsyncs a directory so that creates, renames and deletes in it are durable.
 func fsyncDir(dir string) error {
 	if err := fsutil.SyncDir(dir); err != nil {
