@@ -184,8 +184,15 @@ func (l *Log) scanTail() (scanResult, bool, error) {
 // findValidAfter) follows the invalid bytes at from in the last segment s,
 // and where. Zeros, which a writer preallocates ahead of its data, are
 // checked once: s.zeroTo remembers how far the file held only zeros, so a
-// follower does not read the preallocated space again on every write.
+// follower does not read the preallocated space again on every write, nor
+// search it while a batch is being written into it.
 func (l *Log) validAfter(s *segment, from, size int64, expect uint64) (int64, bool, error) {
+	if from < s.zeroTo && size <= s.zeroTo {
+		// All of it held only zeros at an earlier look, and a writer
+		// writes in order from the end of its data: the invalid batch
+		// here is one being written.
+		return 0, false, nil
+	}
 	var hb [batchHeaderLen]byte
 	n, err := s.f.ReadAt(hb[:], from)
 	if err != nil && !errors.Is(err, io.EOF) {
