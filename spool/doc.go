@@ -29,7 +29,7 @@
 //	                             segments moved aside by Repair
 //	                             (<segment>.damaged-<ns>), and gap markers
 //	                             <from>-<to>.gap (20 digits each) naming offsets
-//	                             [from, to) that Repair removed
+//	                             [from, to) that Repair removed or found missing
 //
 // A segment file starts with a 32-byte header:
 //
@@ -169,7 +169,11 @@
 // silence. Readers verify each batch's checksum on every read, so damage in
 // older segments is reported (with segment and offset) when it is read, and
 // [Verify] finds it all at once. [Repair] keeps each damaged segment's valid
-// prefix, moves the original to quarantine/ and reports the offsets removed.
+// prefix, moves the original to quarantine/ and reports the offsets removed;
+// offsets missing between segments (a segment deleted or cut short) it
+// records as a gap, so that Open accepts the directory afterwards. Zeros
+// that end a segment other than the last, where records belong, are damage:
+// the writer cuts a segment to its data before it starts the next.
 //
 // # Readers
 //
