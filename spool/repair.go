@@ -84,7 +84,8 @@ type RepairReport struct {
 // belong, are damage like any other. Then it makes the segments follow each
 // other: offsets missing between two segments (a segment deleted, or one cut
 // at a batch boundary) are recorded as a gap, and a segment that overlaps the
-// one before it is moved to quarantine/. Offsets removed or missing in the
+// one before it is moved to quarantine/ (its batches past the end of that
+// one kept in a new segment). Offsets removed or missing in the
 // middle of the log are recorded as gap markers in quarantine/ so that Open
 // accepts the gaps; offsets lost at the very end of the log are handed out
 // again by the next Append. Afterwards Open accepts the directory and Verify
@@ -145,7 +146,8 @@ func Repair(dir string, logger *slog.Logger) (RepairReport, error) {
 // each segment is sound: offsets missing between two segments (a segment
 // deleted, or one cut at a batch boundary) are recorded with a gap marker,
 // and a segment whose offsets the one before it already holds is moved to
-// quarantine/ whole.
+// quarantine/, its batches past the end of that one kept in a segment of
+// their own.
 func repairChain(dir string, logger *slog.Logger) ([]RepairAction, error) {
 	var acts []RepairAction
 	bases, err := listSegments(dir)
@@ -178,11 +180,36 @@ func repairChain(dir string, logger *slog.Logger) ([]RepairAction, error) {
 			logger.Warn("missing offsets recorded as a gap", "segment", name, "offset", prevEnd, "to", base, "reason", a.Reason)
 			prevEnd = end
 		} else {
+			// The segment before holds its offsets below prevEnd: move it
+			// aside and keep its batches from prevEnd on, if it has any.
+			path := filepath.Join(dir, name)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return acts, fmt.Errorf("spool: read segment: %w", err)
+			}
 			a.Quarantined = filepath.Join("quarantine", fmt.Sprintf("%s.damaged-%d", name, time.Now().UnixNano()))
-			if err := os.Rename(filepath.Join(dir, name), filepath.Join(dir, a.Quarantined)); err != nil {
+			if err := os.Rename(path, filepath.Join(dir, a.Quarantined)); err != nil {
 				return acts, fmt.Errorf("spool: quarantine segment: %w", err)
 			}
 			logger.Warn("overlapping segment moved aside", "segment", name, "offset", base, "reason", a.Reason)
+			start, stop, from, ok := batchesFrom(data, prevEnd)
+			kname := segName(from)
+			if _, err := os.Stat(filepath.Join(dir, kname)); ok && os.IsNotExist(err) {
+				var hb [segHeaderLen]byte
+				encodeSegHeader(hb[:], from, time.Now().UnixNano())
+				if err := rewriteFile(filepath.Join(dir, kname), hb[:], data[start:stop]); err != nil {
+					return acts, err
+				}
+				a.Kept = []string{kname}
+				if from > prevEnd { // inside a batch that began below prevEnd
+					a.Removed = []Removed{{From: prevEnd, To: from, Pos: int64(start)}}
+					marker := filepath.Join(qdir, fmt.Sprintf("%020d-%020d.gap", prevEnd, from))
+					if err := writeSynced(marker, []byte(a.Reason+"\n")); err != nil {
+						return acts, err
+					}
+				}
+				prevEnd = end
+			}
 		}
 		acts = append(acts, a)
 		if err := fsyncDir(qdir); err != nil {
@@ -193,6 +220,23 @@ func repairChain(dir string, logger *slog.Logger) ([]RepairAction, error) {
 		}
 	}
 	return acts, nil
+}
+
+// batchesFrom finds, in a sound segment's bytes, the batches whose base
+// offset is at or after from: data[start:stop] holds them, from first.
+func batchesFrom(data []byte, from uint64) (start, stop int, first uint64, ok bool) {
+	for pos := segHeaderLen; pos+batchHeaderLen <= len(data); {
+		h := parseBatchHeader(data[pos:])
+		if checkBatchHeader(h, verifyMaxBatch) != "" || int(h.Len) > len(data)-pos {
+			break
+		}
+		if !ok && h.Base >= from {
+			start, first, ok = pos, h.Base, true
+		}
+		pos += int(h.Len)
+		stop = pos
+	}
+	return start, stop, first, ok
 }
 
 // segmentEnd returns the offset after the last batch of a sound segment,

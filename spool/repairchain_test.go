@@ -26,8 +26,6 @@ func TestRepairFixesWhatVerifyReports(t *testing.T) {
 	const total = 120
 	big := t.TempDir() // the same records, in bigger segments
 	buildLog(t, big, 60, 4<<10, CodecNone)
-	bigBases, _ := listSegments(big)
-	bigEnd := bigBases[1] // segment 0 of big ends here, inside src's segments
 	seg := func(dir string, i int) string { return filepath.Join(dir, segName(bases[i])) }
 	layout := func(t *testing.T, i int) []batchPos {
 		data, err := os.ReadFile(seg(src, i))
@@ -143,8 +141,8 @@ func TestRepairFixesWhatVerifyReports(t *testing.T) {
 					t.Fatalf("offset %d = %q", r.Offset, r.Value)
 				}
 			}
-			if tc.name == "segment overlapping the one before" && (lost[0] || lost[bigEnd-1]) {
-				t.Fatalf("records of the first segment lost: %+v", rr)
+			if tc.name == "segment overlapping the one before" && len(lost) > 0 {
+				t.Fatalf("records lost: %+v", rr)
 			}
 		})
 	}
