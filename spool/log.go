@@ -138,7 +138,7 @@ type Log struct {
 	// Read-only Logs only (readonly.go, sys_*.go).
 	watch  *os.File      // inotify (Linux)
 	roStop chan struct{} // closed by Close
-	damage *CorruptError // l.mu; damage found where the valid data ends (see tailDamage)
+	damage *CorruptError // l.mu; damage found where the valid data ends (see scanTail)
 }
 
 // Open opens (creating it if needed) the spool in cfg.Dir as its only writer:

@@ -179,9 +179,10 @@ func checkBatchAt(data []byte, pos int, expect uint64) (int, uint32, string) {
 // Verify reads every segment in dir and checks every batch (checksum,
 // decompression, records, offsets) and the continuity between segments. It
 // does not take the lock and changes nothing. The error is for I/O failures
-// and for a directory that is no spool (ErrNotSpool) only; damage is listed in Report.Damaged, each with segment, byte position
-// and offset. Run against a directory with an active writer, the last batch
-// may show as a torn tail while it is being written.
+// and for a directory that is no spool (ErrNotSpool) only; damage is listed
+// in Report.Damaged, each with segment, byte position and offset. Run
+// against a directory with an active writer, the last batch may show as a
+// torn tail while it is being written.
 func Verify(dir string) (Report, error) {
 	var rep Report
 	if err := checkSpoolDir(dir); err != nil {
