@@ -3,6 +3,7 @@ package spool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -187,5 +188,56 @@ func TestFollowerWokenByDamage(t *testing.T) {
 	var ce *CorruptError
 	if err := <-errc; !errors.As(err, &ce) || ce.Offset != bs[4].base || ce.Pos != bs[4].pos {
 		t.Fatalf("follower: %v; want a CorruptError at offset %d byte %d", err, bs[4].base, bs[4].pos)
+	}
+}
+
+// TestFollowerSeesNoDamageInALiveLog: a read-only follower of a writer that
+// preallocates, writes batches of up to 200 KiB (so that a batch is often
+// half visible) and rolls segments, reads every record once and in order
+// and never takes a batch being written for damage.
+func TestFollowerSeesNoDamageInALiveLog(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{Dir: dir, Sync: SyncGroup, GroupInterval: -1, SegmentBytes: 2 << 20}
+	l := openT(t, cfg)
+	ro, err := OpenReadOnly(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	const n = 400
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		r, _ := ro.NewReader(0)
+		defer r.Close()
+		for i := uint64(0); i < n; i++ {
+			rec, err := r.Next(ctx)
+			if err != nil {
+				errc <- fmt.Errorf("record %d: %w", i, err)
+				return
+			}
+			if rec.Offset != i || len(rec.Value) != int(i%7)*30<<10+1 {
+				errc <- fmt.Errorf("record %d: offset %d, %d bytes", i, rec.Offset, len(rec.Value))
+				return
+			}
+		}
+		errc <- nil
+	}()
+	for i := 0; i < n; i++ {
+		v := make([]byte, (i%7)*30<<10+1)
+		v[0] = byte(i)
+		if _, err := l.AppendAsync(ctx, Record{Value: v}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if err := ro.Damage(); err != nil {
+		t.Fatal(err)
 	}
 }
