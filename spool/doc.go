@@ -36,7 +36,7 @@
 //	                             segments moved aside by Repair
 //	                             (<segment>.damaged-<ns>), and gap markers
 //	                             <from>-<to>.gap (20 digits each) naming offsets
-//	                             [from, to) that Repair removed
+//	                             [from, to) that Repair removed or found missing
 //
 // A segment file starts with a 32-byte header:
 //
@@ -176,7 +176,11 @@
 // silence. Readers verify each batch's checksum on every read, so damage in
 // older segments is reported (with segment and offset) when it is read, and
 // [Verify] finds it all at once. [Repair] keeps each damaged segment's valid
-// prefix, moves the original to quarantine/ and reports the offsets removed.
+// prefix, moves the original to quarantine/ and reports the offsets removed;
+// offsets missing between segments (a segment deleted or cut short) it
+// records as a gap, so that Open accepts the directory afterwards. Zeros
+// that end a segment other than the last, where records belong, are damage:
+// the writer cuts a segment to its data before it starts the next.
 //
 // Preallocated zeros make a zero-filled tail (a disk that lost its last
 // blocks) look like the clean end of the data, so the end alone cannot tell
@@ -249,7 +253,12 @@
 // writes them (inotify wakes waiting readers; nothing polls). It may see
 // records that a SyncGroup or SyncEach writer has written but not yet
 // acknowledged. Decoding is bounded: a batch declares its decompressed size,
-// which is checked against the limit before anything is allocated.
+// which is checked against the limit before anything is allocated. Where its
+// valid data ends, a read-only Log tells the end from damage as recovery
+// does: invalid bytes at the end of the last segment that no valid batch
+// follows are the end (a torn tail, or a batch still being written), and
+// anything else is damage, which reads from there return as a *CorruptError
+// ([Log.Damage]) instead of a clean end.
 //
 // # Consumer offsets
 //

@@ -22,6 +22,9 @@ var (
 	// ErrInvalidRecord is returned by Append for a record it cannot store,
 	// such as one with a time before 1970 or after 2116.
 	ErrInvalidRecord = errors.New("spool: invalid record")
+	// ErrNotSpool is returned by OpenReadOnly, Verify and Repair for a
+	// directory that holds no spool: no segment file, no LOCK file.
+	ErrNotSpool = errors.New("spool: not a spool directory")
 	// ErrUnsupportedVersion matches *VersionError, and the error OpenOffsets
 	// returns for an offsets file written in a newer format version.
 	ErrUnsupportedVersion = errors.New("spool: unsupported format version")

@@ -147,6 +147,7 @@ type Log struct {
 	// Read-only Logs only (readonly.go, sys_*.go).
 	watch  *os.File      // inotify (Linux)
 	roStop chan struct{} // closed by Close
+	damage *CorruptError // l.mu; damage found where the valid data ends (see scanTail)
 }
 
 // Open opens (creating it if needed) the spool in cfg.Dir as its only writer:
@@ -157,7 +158,8 @@ func Open(cfg Config) (*Log, error) { return open(cfg, false) }
 // OpenReadOnly opens an existing spool for reading without taking the lock.
 // It tolerates a writer appending concurrently: batches appear as they are
 // written, followed through inotify. Append, Sync and ApplyRetention return
-// ErrReadOnly.
+// ErrReadOnly. A directory that no writer has opened (no segment file, no
+// LOCK file) gives an error matching ErrNotSpool.
 func OpenReadOnly(cfg Config) (*Log, error) { return open(cfg, true) }
 
 func open(cfg Config, ro bool) (*Log, error) {
@@ -169,8 +171,8 @@ func open(cfg Config, ro bool) (*Log, error) {
 		log: cfg.Logger.With("component", "spool", "dir", cfg.Dir)}
 	l.floor.Store(math.MaxUint64)
 	if ro {
-		if _, err := os.Stat(cfg.Dir); err != nil {
-			return nil, fmt.Errorf("spool: open read-only: %w", err)
+		if err := checkSpoolDir(cfg.Dir); err != nil {
+			return nil, err
 		}
 	} else {
 		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {

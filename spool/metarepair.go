@@ -73,7 +73,7 @@ func logEnds(dir string) (oldest, next uint64, err error) {
 	if err != nil || len(bases) == 0 {
 		return 0, 0, err
 	}
-	c, err := checkSegment(dir, bases[len(bases)-1])
+	c, err := checkSegment(dir, bases[len(bases)-1], 0, true)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -1,9 +1,11 @@
 package spool
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync/atomic"
+	"syscall"
 )
 
 // preallocChunk is how much zero-filled space the preallocator keeps ahead
@@ -28,6 +30,11 @@ func writeZeros(f *os.File, from, to int64) error {
 	return nil
 }
 
+// noSpace reports whether err says the disk (or the user's quota) is full.
+func noSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
 // preallocator keeps zero-filled space ahead of the data in the active
 // segment, so that fdatasync overwrites blocks that already exist instead of
 // growing the file, which saves a journal commit per fsync. It zero-fills
@@ -38,6 +45,10 @@ func writeZeros(f *os.File, from, to int64) error {
 // each fsync's size (observe) and the preallocator stops zero-filling while
 // they are large, when writing the zeros costs more than it saves.
 //
+// Preallocation is never what makes a write fail: when the disk has no room
+// for the zeros, the zeros written are cut off again and the segment goes
+// on without preallocation, so that the data takes the space that is left.
+//
 // The writer goroutine owns it and calls every method but observe, which
 // the syncer calls. Close stops its goroutine.
 type preallocator struct {
@@ -47,6 +58,7 @@ type preallocator struct {
 	f       *os.File // the active segment
 	alloc   int64    // end of the zero-filled part of f
 	filling bool     // a fill job is running
+	full    bool     // the disk had no room for zeros in f: do not preallocate in it
 
 	started bool
 	jobs    chan fillJob
@@ -115,7 +127,13 @@ func (p *preallocator) prepare(f *os.File) (int64, error) {
 	if p.small.Load() {
 		alloc = max(alloc, min(p.limit, preallocChunk))
 		if err := writeZeros(f, segHeaderLen, alloc); err != nil {
-			return 0, err
+			if !noSpace(err) {
+				return 0, err
+			}
+			if err := f.Truncate(segHeaderLen); err != nil {
+				return 0, fmt.Errorf("spool: cut preallocated zeros: %w", err)
+			}
+			return segHeaderLen, nil // no room for zeros: the data may still fit
 		}
 	}
 	return alloc, nil
@@ -123,7 +141,7 @@ func (p *preallocator) prepare(f *os.File) (int64, error) {
 
 // reset makes f, zero-filled up to alloc, the file being written.
 func (p *preallocator) reset(f *os.File, alloc int64) {
-	p.f, p.alloc = f, alloc
+	p.f, p.alloc, p.full = f, alloc, false
 }
 
 // reserve readies [pos, end) of the file for a write: it waits for a running
@@ -134,14 +152,29 @@ func (p *preallocator) reserve(end int64) error {
 			return err
 		}
 	}
-	if end > p.alloc && p.small.Load() {
+	if end > p.alloc && p.small.Load() && !p.full {
 		// Keep zero-filled space ahead of the data: fdatasync of blocks that
 		// already exist does not wait for a journal commit.
 		na := max(end, min(p.alloc+preallocChunk, p.limit))
 		if err := writeZeros(p.f, end, na); err != nil {
-			return err
+			return p.noRoom(err, p.alloc)
 		}
 		p.alloc = max(na, end)
+	}
+	return nil
+}
+
+// noRoom handles a failed zero-fill that began at or after from, the end of
+// the data or of the zeros before it: a full disk stops preallocation in
+// this file and cuts the zeros written at from, so that the data gets the
+// space; any other error is returned.
+func (p *preallocator) noRoom(err error, from int64) error {
+	if !noSpace(err) {
+		return err
+	}
+	p.full = true
+	if err := p.f.Truncate(from); err != nil {
+		return fmt.Errorf("spool: cut preallocated zeros: %w", err)
 	}
 	return nil
 }
@@ -150,7 +183,7 @@ func (p *preallocator) reserve(end int64) error {
 // zero-fills the next chunk in the background while the writer writes below it.
 func (p *preallocator) wrote(pos int64) {
 	p.alloc = max(p.alloc, pos)
-	if p.small.Load() && !p.filling && p.alloc-pos < preallocChunk/2 && p.alloc < p.limit {
+	if p.small.Load() && !p.filling && !p.full && p.alloc-pos < preallocChunk/2 && p.alloc < p.limit {
 		p.filling = true
 		p.jobs <- fillJob{f: p.f, from: p.alloc, to: min(p.alloc+preallocChunk, p.limit)}
 	}
@@ -164,7 +197,7 @@ func (p *preallocator) wait() error {
 	j := <-p.results
 	p.filling = false
 	if j.err != nil {
-		return j.err
+		return p.noRoom(j.err, j.from) // the writer writes nothing past j.from while the fill runs
 	}
 	p.alloc = max(p.alloc, j.to)
 	return nil

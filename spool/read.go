@@ -10,8 +10,10 @@ import (
 )
 
 // Wait blocks until the record at offset is readable (NextOffset() > offset)
-// and returns nil, or returns ctx.Err() or ErrClosed. It does not poll: the
-// writer (or, for a read-only Log, an inotify watch) wakes it.
+// and returns nil, or returns ctx.Err() or ErrClosed, or, on a read-only Log
+// whose valid data ends in damage before offset, that damage (see Damage).
+// It does not poll: the writer (or, for a read-only Log, an inotify watch)
+// wakes it.
 func (l *Log) Wait(ctx context.Context, offset uint64) error {
 	return l.wait(ctx, offset, nil)
 }
@@ -33,6 +35,9 @@ func (l *Log) wait(ctx context.Context, offset uint64, stop <-chan struct{}) err
 		if ready, err := l.catchUp(offset); err != nil || ready {
 			return err
 		}
+		if err := l.damageErr(); err != nil {
+			return err // nothing will be readable past it
+		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -50,7 +55,8 @@ func (l *Log) wait(ctx context.Context, offset uint64, stop <-chan struct{}) err
 // that contains from. It returns at least one batch, even one bigger than
 // maxBytes, and otherwise stops before exceeding maxBytes; it does not cross
 // a segment boundary. next is the offset after the last record returned. When
-// from >= NextOffset() it returns no data and next == from. Below
+// from >= NextOffset() it returns no data and next == from, and no error
+// unless a read-only Log found damage there (see Damage). Below
 // OldestOffset it returns an *OutOfRangeError. The returned slice is new and
 // owned by the caller.
 func (l *Log) ReadRaw(from uint64, maxBytes int) ([]byte, uint64, error) {
@@ -66,7 +72,7 @@ func (l *Log) ReadRaw(from uint64, maxBytes int) ([]byte, uint64, error) {
 		return nil, from, &OutOfRangeError{Requested: from, Oldest: old}
 	}
 	if from >= l.next {
-		return nil, from, nil
+		return nil, from, l.damageLocked()
 	}
 	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].end > from })
 	s := l.segs[i]

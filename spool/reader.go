@@ -43,7 +43,10 @@ func (r *Reader) Offset() uint64 { return r.next }
 // Next returns the next record. At the tail it blocks until a record is
 // appended, ctx ends (ctx.Err()) or the Log is closed (ErrClosed). The
 // record's slices are owned by the caller and are not reused. A record
-// deleted by retention before it was read gives *OutOfRangeError.
+// deleted by retention before it was read gives *OutOfRangeError. Damage
+// gives a *CorruptError naming the segment, byte position and offset: a
+// damaged batch as it is read, and, on a read-only Log, damage where the
+// valid data ends (see Log.Damage) instead of waiting there.
 func (r *Reader) Next(ctx context.Context) (Record, error) {
 	for {
 		if r.closed.Load() {

@@ -1,7 +1,9 @@
 package spool
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 )
@@ -40,7 +42,9 @@ func (l *Log) catchUp(want uint64) (bool, error) {
 }
 
 // refresh picks up batches and segments that the writer added since the last
-// look, and drops segments that retention deleted. Read-only Logs only.
+// look, and drops segments that retention deleted. Read-only Logs only. Damage
+// where the valid data ends is not an error of refresh: it is kept in
+// l.damage, which reads return (see Damage).
 func (l *Log) refresh() error {
 	if !l.readOnly {
 		return nil
@@ -62,6 +66,9 @@ func (l *Log) refresh() error {
 		}
 		l.segs[0].f.Close()
 		l.segs = l.segs[1:]
+	}
+	if l.damage != nil {
+		return nil // nothing past damage is read
 	}
 	bases, err := listSegments(l.cfg.Dir)
 	if err != nil {
@@ -86,21 +93,31 @@ func (l *Log) refresh() error {
 		changed = changed || added
 	}
 	for _, b := range newer {
+		if l.damage != nil {
+			break
+		}
 		if have && b != l.next && !gapRecorded(l.cfg.Dir, l.next, b) {
 			// The writer creates a segment only after the one before it is
-			// complete: read the rest of that one now. If it still ends
-			// before b, what follows its last valid batch is damage that
-			// will never be completed: report it rather than wait forever.
+			// complete: cut to its data and fsynced. Read the rest of that
+			// one now. If it still ends before b, it never will: what
+			// follows its last valid batch (or the missing offsets) is
+			// damage, as Open would find; report it rather than wait.
 			res, added, err := l.scanTail()
 			if err != nil {
 				return err
 			}
 			changed = changed || added
-			if b != l.next {
-				if res.bad != nil {
-					return res.bad
+			if b != l.next && l.damage == nil {
+				prev := l.segs[len(l.segs)-1]
+				l.damage = res.bad
+				if l.damage == nil {
+					l.damage = &CorruptError{Segment: prev.name, Pos: prev.size, Offset: l.next,
+						Reason: fmt.Sprintf("segment ends at offset %d but the next one, %s, starts at %d", l.next, segName(b), b)}
 				}
-				break // zeros or nothing yet: the segment is still being written
+				changed = true
+			}
+			if l.damage != nil {
+				break
 			}
 		}
 		s, err := l.loadSegment(b, true)
@@ -118,19 +135,114 @@ func (l *Log) refresh() error {
 }
 
 // scanTail reads the batches the writer appended to the last segment since
-// the last look (l.mu held). It returns what the scan found and whether it
-// added batches.
+// the last look (l.mu held). Where the valid batches end it tells the end of
+// what the writer has written so far (or a torn tail: nothing valid follows)
+// from damage (a valid batch follows), as recovery does, and keeps damage in
+// l.damage. It returns what the last scan found and whether the Log changed:
+// batches added or damage found.
 func (l *Log) scanTail() (scanResult, bool, error) {
 	s := l.segs[len(l.segs)-1]
-	fi, err := s.f.Stat()
+	changed := false
+	suspect, validAt := int64(-1), int64(0)
+	for {
+		fi, err := s.f.Stat()
+		if err != nil {
+			return scanResult{}, changed, fmt.Errorf("spool: stat segment: %w", err)
+		}
+		res, err := scanSegment(s.f, s.name, s.size, fi.Size(), s.end, true, l.cfg.MaxBatchBytes)
+		if err != nil {
+			return res, changed, err
+		}
+		if len(res.batches) > 0 {
+			l.addBatches(s, res.batches)
+			s.size = res.end
+			changed = true
+		}
+		if res.bad == nil {
+			return res, changed, nil
+		}
+		if res.end == suspect {
+			// Still invalid after a valid batch was seen beyond it. A
+			// writer writes batches in order, so this one was complete
+			// before that look: it is damage, not a batch being written.
+			d := *res.bad
+			d.Reason += fmt.Sprintf(" (a valid batch follows at byte %d)", validAt)
+			l.damage = &d
+			return res, true, nil
+		}
+		at, found, err := l.validAfter(s, res.end, fi.Size(), res.next)
+		if err != nil || !found {
+			return res, changed, err
+		}
+		// Read the invalid batch again: it may have been completed
+		// between the two looks.
+		suspect, validAt = res.end, at
+	}
+}
+
+// validAfter reports whether a valid batch (nextBatch, through
+// findValidAfter) follows the invalid bytes at from in the last segment s,
+// and where. Zeros, which a writer preallocates ahead of its data, are
+// checked once: s.zeroTo remembers how far the file held only zeros, so a
+// follower does not read the preallocated space again on every write, nor
+// search it while a batch is being written into it.
+func (l *Log) validAfter(s *segment, from, size int64, expect uint64) (int64, bool, error) {
+	if from < s.zeroTo && size <= s.zeroTo {
+		// All of it held only zeros at an earlier look, and a writer
+		// writes in order from the end of its data: the invalid batch
+		// here is one being written.
+		return 0, false, nil
+	}
+	var hb [batchHeaderLen]byte
+	n, err := s.f.ReadAt(hb[:], from)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, false, fmt.Errorf("spool: read segment %s: %w", s.name, err)
+	}
+	if allZero(hb[:n]) {
+		zero, err := zeroFrom(s.f, max(from, s.zeroTo), size)
+		if err != nil {
+			return 0, false, fmt.Errorf("spool: read segment %s: %w", s.name, err)
+		}
+		if zero {
+			s.zeroTo = size
+			return 0, false, nil
+		}
+	}
+	at, found, err := findValidAfter(s.f, from, size, expect, l.cfg.MaxBatchBytes)
 	if err != nil {
-		return scanResult{}, false, fmt.Errorf("spool: stat segment: %w", err)
+		return 0, false, fmt.Errorf("spool: scan segment %s: %w", s.name, err)
 	}
-	res, err := scanSegment(s.f, s.name, s.size, fi.Size(), s.end, true, l.cfg.MaxBatchBytes)
-	if err != nil || len(res.batches) == 0 {
-		return res, false, err
+	return at, found, nil
+}
+
+// Damage reports damage that a read-only Log found where its valid data
+// ends: a *CorruptError with the segment, the byte position and the offset
+// of the first record that cannot be read, which reads from that offset on
+// also return (ReadRaw, Reader.Next, Wait). Invalid bytes at the end of the
+// last segment that no valid batch follows are not damage: they are a torn
+// tail, or a batch a writer is still writing, and the log simply ends
+// there. Damage looks at the directory first, as every read does, and
+// returns that look's error if it fails. On a writer's Log it returns nil:
+// Open refuses a damaged directory, and damage in older segments is
+// reported by the read that finds it.
+func (l *Log) Damage() error {
+	if _, err := l.catchUp(latest); err != nil {
+		return err
 	}
-	l.addBatches(s, res.batches)
-	s.size = res.end
-	return res, true, nil
+	return l.damageErr()
+}
+
+// damageErr returns a copy of the damage found, or nil (l.mu not held).
+func (l *Log) damageErr() error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.damageLocked()
+}
+
+func (l *Log) damageLocked() error {
+	if l.damage == nil {
+		return nil
+	}
+	d := *l.damage
+	return &d
 }

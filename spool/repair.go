@@ -59,10 +59,11 @@ type Removed struct {
 	Bytes    int64  // bytes removed
 }
 
-// RepairAction is one damaged segment that Repair dealt with.
+// RepairAction is one damaged segment, or one break between two segments,
+// that Repair dealt with.
 type RepairAction struct {
 	Segment     string    // segment file name
-	Quarantined string    // where the original segment was kept, relative to the directory
+	Quarantined string    // where the original segment was kept, relative to the directory; empty when nothing was moved (a gap between segments)
 	Reason      string    // the first damage found
 	Removed     []Removed // every removed range, in offset order
 	Kept        []string  // segment files now holding the valid batches that followed damage
@@ -98,19 +99,30 @@ func (r RepairReport) Changed() bool {
 // original to quarantine/, keeps the valid prefix in place and writes every
 // later stretch of valid batches (found by resynchronising after the damage)
 // to a new segment file named by its first offset; only damaged batches are
-// removed. Offsets removed in the middle of the log are recorded as gap
-// markers in quarantine/ so that Open accepts the gaps. Offsets lost at the
-// very end of the log are handed out again by the next Append, in a new
-// epoch: whenever anything was removed, or acknowledged records are missing
-// at the end (below the recovery checkpoint), Repair starts a new epoch at
-// the log's end in meta.json (see repairMeta). The report says exactly which
-// offsets and bytes were removed. logger may be nil.
+// removed. Zeros that end a segment which is not the last, where records
+// belong, are damage like any other. Then it makes the segments follow each
+// other: offsets missing between two segments (a segment deleted, or one cut
+// at a batch boundary) are recorded as a gap, and a segment that overlaps the
+// one before it is moved to quarantine/ (its batches past the end of that
+// one kept in a new segment). Offsets removed or missing in the middle of
+// the log are recorded as gap markers in quarantine/ so that Open accepts
+// the gaps. Offsets lost at the very end of the log are handed out again by
+// the next Append, in a new epoch: whenever anything was removed, or
+// acknowledged records are missing at the end (below the recovery
+// checkpoint), Repair starts a new epoch at the log's end in meta.json (see
+// repairMeta). Afterwards Open accepts the directory and Verify finds it
+// clean. The report says exactly which offsets and bytes were removed. A
+// directory that is no spool gives an error matching ErrNotSpool. logger
+// may be nil.
 func Repair(dir string, logger *slog.Logger) (RepairReport, error) {
 	var rep RepairReport
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	logger = logger.With("component", "spool", "dir", dir)
+	if err := checkSpoolDir(dir); err != nil {
+		return rep, err
+	}
 	lock, err := lockFile(filepath.Join(dir, "LOCK"))
 	if err != nil {
 		return rep, err
@@ -122,7 +134,12 @@ func Repair(dir string, logger *slog.Logger) (RepairReport, error) {
 	}
 	qdir := filepath.Join(dir, "quarantine")
 	for i, base := range bases {
-		c, err := checkSegment(dir, base)
+		last := i == len(bases)-1
+		var next uint64
+		if !last {
+			next = bases[i+1]
+		}
+		c, err := checkSegment(dir, base, next, last)
 		if err != nil {
 			return rep, err
 		}
@@ -142,7 +159,126 @@ func Repair(dir string, logger *slog.Logger) (RepairReport, error) {
 		}
 		rep.Actions = append(rep.Actions, a)
 	}
+	acts, err := repairChain(dir, logger)
+	rep.Actions = append(rep.Actions, acts...)
+	if err != nil {
+		return rep, err
+	}
 	return rep, repairMeta(dir, logger, &rep)
+}
+
+// repairChain makes the segments follow each other as Open requires, once
+// each segment is sound: offsets missing between two segments (a segment
+// deleted, or one cut at a batch boundary) are recorded with a gap marker,
+// and a segment whose offsets the one before it already holds is moved to
+// quarantine/, its batches past the end of that one kept in a segment of
+// their own.
+func repairChain(dir string, logger *slog.Logger) ([]RepairAction, error) {
+	var acts []RepairAction
+	bases, err := listSegments(dir)
+	if err != nil {
+		return acts, fmt.Errorf("spool: list segments: %w", err)
+	}
+	qdir := filepath.Join(dir, "quarantine")
+	var prevEnd uint64
+	for i, base := range bases {
+		end, err := segmentEnd(dir, base)
+		if err != nil {
+			return acts, err
+		}
+		if i == 0 || base == prevEnd || gapCovered(readGaps(dir), prevEnd, base) {
+			prevEnd = end
+			continue
+		}
+		name := segName(base)
+		a := RepairAction{Segment: name,
+			Reason: fmt.Sprintf("segment starts at offset %d but the previous one ends at %d", base, prevEnd)}
+		if err := os.MkdirAll(qdir, 0o755); err != nil {
+			return acts, fmt.Errorf("spool: create quarantine: %w", err)
+		}
+		if base > prevEnd {
+			a.Removed = []Removed{{From: prevEnd, To: base}}
+			marker := filepath.Join(qdir, fmt.Sprintf("%020d-%020d.gap", prevEnd, base))
+			if err := writeSynced(marker, []byte(a.Reason+"\n")); err != nil {
+				return acts, err
+			}
+			logger.Warn("missing offsets recorded as a gap", "segment", name, "offset", prevEnd, "to", base, "reason", a.Reason)
+			prevEnd = end
+		} else {
+			// The segment before holds its offsets below prevEnd: move it
+			// aside and keep its batches from prevEnd on, if it has any.
+			path := filepath.Join(dir, name)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return acts, fmt.Errorf("spool: read segment: %w", err)
+			}
+			a.Quarantined = filepath.Join("quarantine", fmt.Sprintf("%s.damaged-%d", name, time.Now().UnixNano()))
+			if err := os.Rename(path, filepath.Join(dir, a.Quarantined)); err != nil {
+				return acts, fmt.Errorf("spool: quarantine segment: %w", err)
+			}
+			logger.Warn("overlapping segment moved aside", "segment", name, "offset", base, "reason", a.Reason)
+			start, stop, from, ok := batchesFrom(data, prevEnd)
+			kname := segName(from)
+			if _, err := os.Stat(filepath.Join(dir, kname)); ok && os.IsNotExist(err) {
+				var hb [segHeaderLen]byte
+				encodeSegHeader(hb[:], from, time.Now().UnixNano())
+				if err := rewriteFile(filepath.Join(dir, kname), hb[:], data[start:stop]); err != nil {
+					return acts, err
+				}
+				a.Kept = []string{kname}
+				if from > prevEnd { // inside a batch that began below prevEnd
+					a.Removed = []Removed{{From: prevEnd, To: from, Pos: int64(start)}}
+					marker := filepath.Join(qdir, fmt.Sprintf("%020d-%020d.gap", prevEnd, from))
+					if err := writeSynced(marker, []byte(a.Reason+"\n")); err != nil {
+						return acts, err
+					}
+				}
+				prevEnd = end
+			}
+		}
+		acts = append(acts, a)
+		if err := fsyncDir(qdir); err != nil {
+			return acts, err
+		}
+		if err := fsyncDir(dir); err != nil {
+			return acts, err
+		}
+	}
+	return acts, nil
+}
+
+// batchesFrom finds, in a sound segment's bytes, the batches whose base
+// offset is at or after from: data[start:stop] holds them, from first.
+func batchesFrom(data []byte, from uint64) (start, stop int, first uint64, ok bool) {
+	for pos := segHeaderLen; pos+batchHeaderLen <= len(data); {
+		h := parseBatchHeader(data[pos:])
+		if checkBatchHeader(h, verifyMaxBatch) != "" || int(h.Len) > len(data)-pos {
+			break
+		}
+		if !ok && h.Base >= from {
+			start, first, ok = pos, h.Base, true
+		}
+		pos += int(h.Len)
+		stop = pos
+	}
+	return start, stop, first, ok
+}
+
+// segmentEnd returns the offset after the last batch of a sound segment,
+// reading batch headers only.
+func segmentEnd(dir string, base uint64) (uint64, error) {
+	name := segName(base)
+	f, err := os.Open(filepath.Join(dir, name))
+	if err != nil {
+		return 0, fmt.Errorf("spool: open segment: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("spool: stat segment: %w", err)
+	}
+	res, err := scanSegment(f, name, segHeaderLen, fi.Size(), base, false, verifyMaxBatch)
+	return res.next, err
 }
 
 func repairSegment(dir string, c segCheck, last bool, bases []uint64, i int) (RepairAction, error) {

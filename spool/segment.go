@@ -39,6 +39,7 @@ type segment struct {
 	maxTs   int64
 	created int64
 	batches []batchIdx
+	zeroTo  int64 // read-only Log: [size, zeroTo) held only zeros at the last look
 }
 
 func segName(base uint64) string { return fmt.Sprintf("%020d%s", base, segSuffix) }
@@ -63,6 +64,22 @@ func listSegments(dir string) ([]uint64, error) {
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
 	return bases, nil
+}
+
+// checkSpoolDir returns an error matching ErrNotSpool unless dir holds a
+// segment file, the LOCK file or quarantine/: a spool's writer creates the
+// lock and a segment as it opens the directory.
+func checkSpoolDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("spool: read directory: %w", err)
+	}
+	for _, e := range ents {
+		if n := e.Name(); n == "LOCK" || n == "quarantine" || strings.HasSuffix(n, segSuffix) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s holds no segment files", ErrNotSpool, dir)
 }
 
 // scanResult is what a segment scan found.
@@ -184,6 +201,17 @@ func (w *window) at(pos int64, n int) ([]byte, error) {
 		return nil, err
 	}
 	return w.buf[:n], nil
+}
+
+// renamedInErr makes the file errors in err that name from name to
+// instead, and returns err.
+func renamedInErr(err error, from, to string) error {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if pe, ok := e.(*os.PathError); ok && pe.Path == from {
+			pe.Path = to
+		}
+	}
+	return err
 }
 
 // fsyncDir fsyncs a directory so that creates, renames and deletes in it are durable.

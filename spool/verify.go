@@ -68,8 +68,11 @@ type validRun struct {
 
 // checkSegment reads a whole segment and verifies every batch and record.
 // After damage it resynchronises on the next valid batch, so that every
-// damaged region is listed.
-func checkSegment(dir string, base uint64) (segCheck, error) {
+// damaged region is listed. next is the base offset of the segment that
+// follows, unless last: zeros that end a segment which is not the last are
+// damage when its records stop short of next (the writer cuts a segment to
+// its data before it starts the next one).
+func checkSegment(dir string, base, next uint64, last bool) (segCheck, error) {
 	name := segName(base)
 	c := segCheck{name: name, base: base, goodNext: base, maxNext: base}
 	data, err := os.ReadFile(filepath.Join(dir, name))
@@ -96,10 +99,12 @@ func checkSegment(dir string, base uint64) (segCheck, error) {
 		expect = parseBatchHeader(data[q:]).Base
 	}
 	inPrefix := !c.headerBad
+	zeroAt := -1
 	for pos < len(data) {
 		n, cnt, why := checkBatchAt(data, pos, expect)
 		if why != "" && allZero(data[pos:]) {
-			break // preallocated space
+			zeroAt = pos // preallocated space, or data zeroed
+			break
 		}
 		if why != "" {
 			d := Damage{Segment: name, Pos: int64(pos), Offset: expect, Reason: why}
@@ -127,6 +132,14 @@ func checkSegment(dir string, base uint64) (segCheck, error) {
 		pos += n
 		expect += uint64(cnt)
 		c.maxNext = max(c.maxNext, expect)
+	}
+	if zeroAt >= 0 && !last && expect < next {
+		c.damage = append(c.damage, Damage{Segment: name, Pos: int64(zeroAt), Offset: expect, Tail: true,
+			Reason: fmt.Sprintf("zeros from byte %d to the end of a segment that is not the last, where offsets %d..%d belong",
+				zeroAt, expect, next-1)})
+		if inPrefix {
+			c.goodEnd, c.goodNext, inPrefix = int64(zeroAt), expect, false
+		}
 	}
 	if inPrefix {
 		c.goodEnd, c.goodNext = int64(len(data)), expect
@@ -166,31 +179,43 @@ func checkBatchAt(data []byte, pos int, expect uint64) (int, uint32, string) {
 // Verify reads every segment in dir and checks every batch (checksum,
 // decompression, records, offsets) and the continuity between segments. It
 // does not take the lock and changes nothing. The error is for I/O failures
-// only; damage is listed in Report.Damaged, each with segment, byte position
-// and offset. A meta.json that cannot be read, and acknowledged records
-// missing at the end (the data ends below its recovery checkpoint), are
-// damage too. Run against a directory with an active writer, the last batch
-// may show as a torn tail while it is being written.
+// and for a directory that is no spool (ErrNotSpool) only; damage is listed
+// in Report.Damaged, each with segment, byte position and offset. A
+// meta.json that cannot be read, and acknowledged records missing at the
+// end (the data ends below its recovery checkpoint), are damage too. Run
+// against a directory with an active writer, the last batch may show as a
+// torn tail while it is being written.
 func Verify(dir string) (Report, error) {
 	var rep Report
+	if err := checkSpoolDir(dir); err != nil {
+		return rep, err
+	}
 	mv := readMetaVerify(dir) // before the data: a running writer only raises the checkpoint
 	bases, err := listSegments(dir)
 	if err != nil {
 		return rep, fmt.Errorf("spool: list segments: %w", err)
 	}
 	gaps := readGaps(dir)
+	// open: the previous segment ends in damage that nothing valid follows,
+	// which already reports the offsets missing up to this segment.
+	open := false
 	for i, base := range bases {
-		c, err := checkSegment(dir, base)
+		last := i == len(bases)-1
+		var next uint64
+		if !last {
+			next = bases[i+1]
+		}
+		c, err := checkSegment(dir, base, next, last)
 		if err != nil {
 			return rep, err
 		}
 		if i == 0 {
 			rep.Oldest = base
-		} else if base != rep.Next && !gapCovered(gaps, rep.Next, base) {
+		} else if base != rep.Next && !gapCovered(gaps, rep.Next, base) && !(open && base > rep.Next) {
 			rep.Damaged = append(rep.Damaged, Damage{Segment: c.name, Offset: rep.Next,
 				Reason: fmt.Sprintf("segment starts at offset %d but the previous one ends at %d", base, rep.Next)})
 		}
-		last := i == len(bases)-1
+		open = len(c.damage) > 0 && c.damage[len(c.damage)-1].Tail
 		for _, d := range c.damage {
 			if !last {
 				d.Tail = false

@@ -386,7 +386,7 @@ func (l *Log) createSegment(base uint64) error {
 	fail := func(err error) error {
 		f.Close()
 		os.Remove(tmp)
-		return err
+		return renamedInErr(err, tmp, path) // the temporary file is gone: name the segment
 	}
 	now := time.Now().UnixNano()
 	var hb [segHeaderLen]byte
@@ -403,6 +403,10 @@ func (l *Log) createSegment(base uint64) error {
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return fail(fmt.Errorf("spool: create segment: %w", err))
+	}
+	if nf, err := os.OpenFile(path, os.O_RDWR, 0); err == nil {
+		f.Close()
+		f = nf // so that its errors name the segment, not the temporary file
 	}
 	if err := fsyncDir(l.cfg.Dir); err != nil {
 		f.Close()

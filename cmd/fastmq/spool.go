@@ -102,7 +102,7 @@ func newSpoolReadCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&dir, "dir", "", "the stream's spool `directory`")
-	f.Uint64Var(&from, "from", 0, "first `offset` to print (default: the oldest)")
+	f.Uint64Var(&from, "from", 0, "first `offset` to print (default: the oldest); past the end of the log it fails, unless --follow")
 	f.StringVar(&since, "since", "", "print from the first record at or after this RFC 3339 `time`")
 	f.Uint64Var(&count, "count", 0, "stop after this many records (0: no limit)")
 	f.BoolVar(&follow, "follow", false, "wait for new records at the end")
@@ -150,7 +150,11 @@ func newSpoolRepairCmd() *cobra.Command {
 			rep, err := spool.Repair(dir, stderrLogger())
 			out := cmd.OutOrStdout()
 			for _, a := range rep.Actions {
-				fmt.Fprintf(out, "segment %s (%s): original kept as %s\n", a.Segment, a.Reason, a.Quarantined)
+				if a.Quarantined == "" {
+					fmt.Fprintf(out, "segment %s (%s)\n", a.Segment, a.Reason)
+				} else {
+					fmt.Fprintf(out, "segment %s (%s): original kept as %s\n", a.Segment, a.Reason, a.Quarantined)
+				}
 				for _, r := range a.Removed {
 					if r.To > r.From {
 						fmt.Fprintf(out, "  removed offsets %d..%d (%d records, %d bytes at byte %d)\n", r.From, r.To-1, r.To-r.From, r.Bytes, r.Pos)
@@ -208,6 +212,15 @@ func newSpoolStatsCmd() *cobra.Command {
 				}
 			}
 			fmt.Fprintln(out)
+			if err := l.Damage(); err != nil {
+				var ce *spool.CorruptError
+				if !errors.As(err, &ce) {
+					return err
+				}
+				fmt.Fprintf(out, "damaged at:    offset %d (segment %s byte %d): %s\n", ce.Offset, ce.Segment, ce.Pos, ce.Reason)
+				return fmt.Errorf("the log is damaged at offset %d (segment %s byte %d): run spool verify and spool repair",
+					ce.Offset, ce.Segment, ce.Pos)
+			}
 			return nil
 		},
 	}
