@@ -166,10 +166,19 @@ func newSpoolRepairCmd() *cobra.Command {
 					fmt.Fprintf(out, "  valid batches after the damage kept in %s\n", k)
 				}
 			}
+			for _, r := range rep.Lost {
+				fmt.Fprintf(out, "acknowledged offsets %d..%d are missing at the end of the log (%d records)\n", r.From, r.To-1, r.To-r.From)
+			}
+			if rep.MetaQuarantined != "" {
+				fmt.Fprintf(out, "meta.json was damaged: kept as %s; the log has a new identity (consumers start over on it)\n", rep.MetaQuarantined)
+			}
+			if rep.NewEpoch {
+				fmt.Fprintf(out, "new epoch %d from offset %d: consumers past it are told what was lost\n", rep.Epoch, rep.EpochStart)
+			}
 			if err != nil {
 				return err
 			}
-			if len(rep.Actions) == 0 {
+			if !rep.Changed() {
 				fmt.Fprintln(out, "nothing to repair")
 			}
 			return nil
@@ -194,6 +203,7 @@ func newSpoolStatsCmd() *cobra.Command {
 			defer l.Close()
 			st := l.Stats()
 			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "log id:        %s\nepoch:         %d (from offset %d)\n", st.ID, st.Epoch, st.EpochStart)
 			fmt.Fprintf(out, "oldest offset: %d\nnext offset:   %d\nsegments:      %d\nbatches:       %d\nbytes:         %d\n",
 				st.Oldest, st.Next, st.Segments, st.Batches, st.Bytes)
 			tf := func(t time.Time) string {

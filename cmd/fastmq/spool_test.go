@@ -212,3 +212,37 @@ func TestCLISpoolDamage(t *testing.T) {
 		app.mustSucceed()
 	})
 }
+
+// TestCLISpoolZeroedTail checks that acknowledged records zero-filled at the
+// end of the log are reported by verify and repair (which starts a new
+// epoch), instead of "clean" and "nothing to repair", and that stats shows
+// the log's identity and epoch.
+func TestCLISpoolZeroedTail(t *testing.T) {
+	dir := t.TempDir()
+	buildSpool(t, dir, 50, 1<<20)
+	stats := strings.Join(startCLI(t, "spool", "stats", "--dir", dir).mustSucceed(), "\n")
+	if !strings.Contains(stats, "log id:") || !strings.Contains(stats, "epoch:         0 (from offset 0)") {
+		t.Fatalf("stats lacks the identity or epoch:\n%s", stats)
+	}
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	batches := spoolBatches(t, b)
+	cut := batches[len(batches)-10] // the last ten batches (records) become zeros
+	for i := cut; i < len(b); i++ {
+		b[i] = 0
+	}
+	if err := os.WriteFile(segs[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startCLI(t, "spool", "verify", "--dir", dir).mustFail("")
+	out := strings.Join(startCLI(t, "spool", "repair", "--dir", dir).mustSucceed(), "\n")
+	for _, want := range []string{"acknowledged offsets 40..49 are missing", "new epoch 1 from offset 40"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("repair output lacks %q:\n%s", want, out)
+		}
+	}
+	startCLI(t, "spool", "verify", "--dir", dir).mustSucceed()
+}
