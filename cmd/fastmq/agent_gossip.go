@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"time"
 
@@ -40,17 +39,19 @@ type gossipFlags struct {
 	join      []string
 	key       string
 	profile   string
+	plaintext bool
 	retry     bool
 	verbose   bool
 }
 
 func (f *gossipFlags) config() (discovery.Config, error) {
 	cfg := discovery.Config{
-		NodeName:      f.name,
-		BindAddr:      f.bind,
-		AdvertiseAddr: f.advertise,
-		Seeds:         f.join,
-		RetryJoin:     f.retry,
+		NodeName:       f.name,
+		BindAddr:       f.bind,
+		AdvertiseAddr:  f.advertise,
+		Seeds:          f.join,
+		RetryJoin:      f.retry,
+		AllowPlaintext: f.plaintext,
 	}
 	if f.name == "" {
 		return cfg, fmt.Errorf("--name is required")
@@ -61,7 +62,7 @@ func (f *gossipFlags) config() (discovery.Config, error) {
 	case "local":
 		cfg.Profile = discovery.ProfileLocal
 	case "":
-		cfg.Profile = gossipProfileFor(f.bind)
+		cfg.Profile = discovery.ProfileAuto // by the bind address
 	default:
 		return cfg, fmt.Errorf("--profile must be lan or local, got %q", f.profile)
 	}
@@ -80,21 +81,10 @@ func (f *gossipFlags) config() (discovery.Config, error) {
 	return cfg, nil
 }
 
-// gossipProfileFor picks the local profile for loopback addresses.
-func gossipProfileFor(hostport string) discovery.Profile {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return discovery.ProfileLAN
-	}
-	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
-		return discovery.ProfileLocal
-	}
-	return discovery.ProfileLAN
-}
-
 func (f *gossipFlags) registerKey(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.key, "key", "", "gossip encryption key, base64 of 16, 24 or 32 bytes")
+	fl.StringVar(&f.key, "key", "", "gossip encryption key, base64 of 16, 24 or 32 bytes (required for gossip beyond loopback, unless --plaintext-gossip)")
+	fl.BoolVar(&f.plaintext, "plaintext-gossip", false, "allow unencrypted gossip on an address that is not loopback (trusted networks only)")
 	fl.StringVar(&f.profile, "profile", "", "gossip timers: lan or local (default: local for a loopback address)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log gossip at debug level")
 }

@@ -180,6 +180,13 @@ func TestCLINodeCommandsRejectNonsense(t *testing.T) {
 		{[]string{"ship", "--data", dir, "--stream", "s"}, "--file"},
 		{[]string{"collect", "--data", dir, "--stream", "s"}, "--out"},
 		{[]string{"demo", "--duration", "-1s"}, "--duration"},
+		{[]string{"publish", "--data", dir, "--stream", "s", "--retention-age", "-1h"}, "--retention-age"},
+		{[]string{"publish", "--data", dir, "--stream", "s", "--retention-bytes", "-5"}, "--retention-bytes"},
+		{[]string{"publish", "--data", dir, "--stream", "s", "--gossip-advertise", "nowhere"}, "--gossip-advertise"},
+		// Gossip beyond loopback without a key (0.0.0.0 binds nothing
+		// but this host's own interfaces).
+		{[]string{"publish", "--data", dir, "--stream", "s", "--gossip", "0.0.0.0:0"}, "without an encryption key"},
+		{[]string{"gossip", "--name", "g", "--gossip", "0.0.0.0:0"}, "without an encryption key"},
 	}
 	for _, tc := range cases {
 		p := startCLI(t, tc.args...)

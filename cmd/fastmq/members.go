@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -128,13 +129,7 @@ func init() {
 				return fmt.Errorf("--join is required")
 			}
 			if f.bind == "" {
-				f.bind = "0.0.0.0:0"
-				if gossipProfileFor(f.join[0]) == discovery.ProfileLocal {
-					f.bind = "127.0.0.1:0"
-				}
-			}
-			if f.profile == "" && gossipProfileFor(f.join[0]) == discovery.ProfileLocal {
-				f.profile = "local"
+				f.bind = observerBind(f.join[0])
 			}
 			f.name = fmt.Sprintf("members-%s-%d", hostnameOr("cli"), os.Getpid())
 			cfg, err := f.config()
@@ -151,4 +146,21 @@ func init() {
 	fl.BoolVar(&watch, "watch", false, "keep printing changes until interrupted")
 	f.registerKey(cmd)
 	rootCmd.AddCommand(cmd)
+}
+
+// observerBind is the observer's bind address when --gossip is not given:
+// loopback for a mesh on loopback, else the local address that routes to
+// the node joined (port 0), never every interface.
+func observerBind(join string) string {
+	host, _, err := net.SplitHostPort(join)
+	if ip := net.ParseIP(host); err == nil && (host == "localhost" || (ip != nil && ip.IsLoopback())) {
+		return "127.0.0.1:0"
+	}
+	if c, err := net.Dial("udp", join); err == nil {
+		defer c.Close()
+		if ua, ok := c.LocalAddr().(*net.UDPAddr); ok {
+			return net.JoinHostPort(ua.IP.String(), "0")
+		}
+	}
+	return "0.0.0.0:0"
 }

@@ -23,13 +23,17 @@ type nodeFlags struct {
 	name      string
 	data      string
 	gossip    string
+	gossipAdv string
 	join      []string
 	key       string
+	plaintext bool
 	spoolBind string
 	advertise string
 	metrics   string
 	sync      string
 	codec     string
+	retAge    time.Duration
+	retBytes  int64
 	verbose   bool
 	nameFlag  string
 }
@@ -39,14 +43,18 @@ func (f *nodeFlags) register(cmd *cobra.Command, nameFlag, defaultName string) {
 	f.nameFlag = nameFlag
 	fl.StringVar(&f.name, nameFlag, defaultName, "node name, unique in the mesh and stable across restarts")
 	fl.StringVar(&f.data, "data", "", "data directory for spools and offsets (required)")
-	fl.StringVar(&f.gossip, "gossip", "127.0.0.1:0", "gossip bind address HOST:PORT")
+	fl.StringVar(&f.gossip, "gossip", "", "gossip bind address HOST:PORT (default 127.0.0.1:0, or the address that reaches a --join host on another machine)")
+	fl.StringVar(&f.gossipAdv, "gossip-advertise", "", "gossip address HOST:PORT to advertise, if others reach this node at another address (NAT)")
 	fl.StringSliceVar(&f.join, "join", nil, "gossip address of a node to join (repeatable)")
-	fl.StringVar(&f.key, "key", "", "gossip encryption key, base64 of 16, 24 or 32 bytes")
-	fl.StringVar(&f.spoolBind, "spool-bind", "tcp://127.0.0.1:0", "endpoint the spool server binds")
+	fl.StringVar(&f.key, "key", "", "gossip encryption key, base64 of 16, 24 or 32 bytes (required for gossip beyond loopback, unless --plaintext-gossip)")
+	fl.BoolVar(&f.plaintext, "plaintext-gossip", false, "allow unencrypted gossip on an address that is not loopback (trusted networks only)")
+	fl.StringVar(&f.spoolBind, "spool-bind", "", "endpoint the spool server binds (default: the gossip host, port 0)")
 	fl.StringVar(&f.advertise, "spool-advertise", "", "spool endpoint to advertise, if not the bound one")
 	fl.StringVar(&f.metrics, "metrics", "", "serve /metrics and /status on HOST:PORT")
 	fl.StringVar(&f.sync, "sync", "group", "spool sync policy: each, group or none")
 	fl.StringVar(&f.codec, "codec", "s2", "spool batch codec: none, s2 or zstd")
+	fl.DurationVar(&f.retAge, "retention-age", 0, "delete spool segments whose newest record is older than this (0: keep)")
+	fl.Int64Var(&f.retBytes, "retention-bytes", 0, "keep each stream's spool under this many bytes, oldest segments first (0: no limit)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log at debug level")
 }
 
@@ -58,8 +66,21 @@ func (f *nodeFlags) config() (fastmq.Config, error) {
 	if f.data == "" {
 		return cfg, errors.New("--data is required")
 	}
-	if _, _, err := net.SplitHostPort(f.gossip); err != nil {
-		return cfg, fmt.Errorf("--gossip %q: %w", f.gossip, err)
+	if f.gossip != "" {
+		if _, _, err := net.SplitHostPort(f.gossip); err != nil {
+			return cfg, fmt.Errorf("--gossip %q: %w", f.gossip, err)
+		}
+	}
+	if f.gossipAdv != "" {
+		if _, _, err := net.SplitHostPort(f.gossipAdv); err != nil {
+			return cfg, fmt.Errorf("--gossip-advertise %q: %w", f.gossipAdv, err)
+		}
+	}
+	if f.retAge < 0 {
+		return cfg, fmt.Errorf("--retention-age %v: must not be negative", f.retAge)
+	}
+	if f.retBytes < 0 {
+		return cfg, fmt.Errorf("--retention-bytes %d: must not be negative", f.retBytes)
 	}
 	for _, j := range f.join {
 		if _, _, err := net.SplitHostPort(j); err != nil {
@@ -89,17 +110,23 @@ func (f *nodeFlags) config() (fastmq.Config, error) {
 	if f.verbose {
 		level = slog.LevelDebug
 	}
+	var spoolEPs []string
+	if f.spoolBind != "" {
+		spoolEPs = []string{f.spoolBind}
+	}
 	return fastmq.Config{
-		Name:           f.name,
-		DataDir:        f.data,
-		GossipAddr:     f.gossip,
-		Seeds:          f.join,
-		RetryJoin:      true,
-		Key:            key,
-		SpoolEndpoints: []string{f.spoolBind},
-		SpoolAdvertise: f.advertise,
-		Spool:          spool.Config{Sync: sp, Codec: codec},
-		Logger:         slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+		Name:            f.name,
+		DataDir:         f.data,
+		GossipAddr:      f.gossip,
+		AdvertiseAddr:   f.gossipAdv,
+		Seeds:           f.join,
+		RetryJoin:       true,
+		Key:             key,
+		GossipPlaintext: f.plaintext,
+		SpoolEndpoints:  spoolEPs,
+		SpoolAdvertise:  f.advertise,
+		Spool:           spool.Config{Sync: sp, Codec: codec, RetentionAge: f.retAge, RetentionBytes: f.retBytes},
+		Logger:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 	}, nil
 }
 
