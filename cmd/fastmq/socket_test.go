@@ -651,3 +651,24 @@ func FuzzPlainUsers(f *testing.F) {
 		}
 	})
 }
+
+// TestCLISendersStopOnSignal checks that push, pub and req exit cleanly on
+// SIGTERM and SIGINT while they wait for a line on stdin (they used to
+// ignore both until stdin closed).
+func TestCLISendersStopOnSignal(t *testing.T) {
+	for _, tc := range []struct {
+		tool string
+		sig  os.Signal
+	}{
+		{"push", syscall.SIGTERM}, {"pub", syscall.SIGINT}, {"req", syscall.SIGTERM}, {"dealer", syscall.SIGTERM},
+	} {
+		t.Run(tc.tool, func(t *testing.T) {
+			p := startCLI(t, tc.tool, "--bind", "tcp://127.0.0.1:0")
+			p.boundEndpoint() // running, and reading stdin from now on
+			p.cmd.Process.Signal(tc.sig)
+			if _, err := p.wait(); err != nil {
+				t.Fatalf("%s after %v: %v\n%s", tc.tool, tc.sig, err, p.stderr())
+			}
+		})
+	}
+}

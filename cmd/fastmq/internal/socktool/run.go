@@ -39,6 +39,15 @@ type Run struct {
 	omu  sync.Mutex
 	seen int       // messages counted towards --count
 	errw io.Writer // stderr, for the send-wait reports
+
+	linesOnce sync.Once
+	lines     chan stdinLine // from the stdin reader, see nextLine
+}
+
+// stdinLine is one line read from stdin, or the error that ended it.
+type stdinLine struct {
+	line []byte
+	err  error
 }
 
 // New returns a run of a socket of kind over s, reading lines from in and
@@ -121,6 +130,33 @@ func (r *Run) readLine() ([]byte, error) {
 	return nil, err
 }
 
+// nextLine returns the next stdin line like readLine, or ctx's error as
+// soon as ctx ends (SIGINT, SIGTERM) even while stdin has nothing to read.
+// The first call starts the one goroutine that reads stdin; it may stay
+// blocked in a Read after the run returns (stdin cannot be interrupted),
+// which is harmless in a command that exits right after, and it only ever
+// hands lines over through r.lines.
+func (r *Run) nextLine(ctx context.Context) ([]byte, error) {
+	r.linesOnce.Do(func() {
+		r.lines = make(chan stdinLine)
+		go func() {
+			for {
+				line, err := r.readLine()
+				r.lines <- stdinLine{line, err}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	})
+	select {
+	case l := <-r.lines:
+		return l.line, l.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 // lineMsg turns an input line into a message.
 func (r *Run) lineMsg(line []byte) socket.Msg {
 	if r.o.Multipart {
@@ -187,12 +223,12 @@ func ParseIdentity(s []byte) ([]byte, error) {
 // Sender sends each stdin line (push, pub).
 func Sender(ctx context.Context, r *Run) error {
 	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		line, err := r.readLine()
+		line, err := r.nextLine(ctx)
 		if err == io.EOF {
 			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		if err != nil {
 			return fmt.Errorf("read stdin: %w", err)
@@ -231,9 +267,12 @@ func (r *Run) printNext(ctx context.Context) (done bool, err error) {
 // Req sends each stdin line as a request and prints the reply.
 func Req(ctx context.Context, r *Run) error {
 	for {
-		line, err := r.readLine()
+		line, err := r.nextLine(ctx)
 		if err == io.EOF {
 			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		if err != nil {
 			return fmt.Errorf("read stdin: %w", err)
@@ -267,9 +306,12 @@ func Rep(ctx context.Context, r *Run) error {
 			if err := r.print(req); err != nil {
 				return err
 			}
-			line, err := r.readLine()
+			line, err := r.nextLine(ctx)
 			if err == io.EOF {
 				return errors.New("stdin ended before a reply to the last request")
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
 			}
 			if err != nil {
 				return fmt.Errorf("read stdin: %w", err)
@@ -318,37 +360,13 @@ func Duplex(ctx context.Context, r *Run) error {
 	errc := make(chan error, 1)
 	var wg sync.WaitGroup
 	if !r.o.Echo {
-		// The stdin reader may stay blocked in Read after we return; it
-		// only ever hands lines over through this channel, so it is
-		// harmless in a command that exits right after.
-		lines := make(chan []byte)
-		go func() {
-			defer close(lines)
-			for {
-				line, err := r.readLine()
-				if err != nil {
-					return
-				}
-				select {
-				case lines <- line:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
-				var line []byte
-				select {
-				case l, ok := <-lines:
-					if !ok {
-						return
-					}
-					line = l
-				case <-ctx.Done():
-					return
+				line, err := r.nextLine(ctx)
+				if err != nil {
+					return // end of stdin, or ctx ended
 				}
 				m := r.lineMsg(line)
 				if r.kind == socket.Router {
