@@ -101,8 +101,10 @@ func readOffsets(name string) (map[string]map[string]Position, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: offsets file %s: %v", ErrCorrupt, name, err)
 	}
-	if m == nil { // the file said null
-		m = map[string]map[string]Position{}
+	if m == nil {
+		// The file said null: no writer of this store ever writes that,
+		// so it is damage, not an empty store to restart from earliest.
+		return nil, fmt.Errorf("%w: offsets file %s holds no offsets (null)", ErrCorrupt, name)
 	}
 	for src, sm := range m {
 		if sm == nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 
@@ -213,22 +214,25 @@ func TestOffsetsRefused(t *testing.T) {
 	})
 }
 
-// TestOffsetsFileNull checks that an offsets file holding JSON null is
-// read as empty and committed to, not a crash.
+// TestOffsetsFileNull checks that an offsets file holding JSON null (or a
+// versioned envelope whose data is null) is refused as damage, with the
+// file named, instead of silently restarting every position from earliest;
+// the store stays closed (its lock released).
 func TestOffsetsFileNull(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, offsetsFile), []byte("null"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s, err := OpenOffsets(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Commit("p", "s", 5); err != nil {
-		t.Fatal(err)
-	}
-	if v, ok := s.Get("p", "s"); !ok || v != 5 {
-		t.Fatalf("got %d %v", v, ok)
+	for _, body := range []string{"null", `{"version":2,"data":null}`} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, offsetsFile), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := OpenOffsets(dir)
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), offsetsFile) {
+			t.Fatalf("%s: err = %v, want ErrCorrupt naming the file", body, err)
+		}
+		os.Remove(filepath.Join(dir, offsetsFile))
+		s, err := OpenOffsets(dir) // the lock was released
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
 	}
 }

@@ -175,7 +175,7 @@ func TestCLINodeCommandsRejectNonsense(t *testing.T) {
 		{[]string{"publish", "--data", dir, "--stream", "s", "--key", "not base64!"}, "--key"},
 		{[]string{"publish", "--data", dir, "--stream", "s", "--key", "AAAA"}, "want 16, 24 or 32"},
 		{[]string{"publish", "--data", dir, "--stream", "s", "--gossip", "nowhere"}, "--gossip"},
-		{[]string{"publish", "--data", dir, "--stream", "../x"}, "bad stream name"},
+		{[]string{"publish", "--data", dir, "--stream", "../x"}, "fastmq: bad stream name"},
 		{[]string{"publish", "--data", dir, "--stream", "s", "--sync", "sometimes"}, "--sync"},
 		{[]string{"ship", "--data", dir, "--stream", "s"}, "--file"},
 		{[]string{"collect", "--data", dir, "--stream", "s"}, "--out"},
@@ -187,6 +187,8 @@ func TestCLINodeCommandsRejectNonsense(t *testing.T) {
 		// but this host's own interfaces).
 		{[]string{"publish", "--data", dir, "--stream", "s", "--gossip", "0.0.0.0:0"}, "without an encryption key"},
 		{[]string{"gossip", "--name", "g", "--gossip", "0.0.0.0:0"}, "without an encryption key"},
+		{[]string{"push", "--connect", "tcp://127.0.0.1:1", "--timeout", "-1s"}, "--timeout"},
+		{[]string{"push", "--connect", "tcp://127.0.0.1:1", "--linger", "-1s"}, "--linger"},
 	}
 	for _, tc := range cases {
 		p := startCLI(t, tc.args...)
@@ -196,6 +198,9 @@ func TestCLINodeCommandsRejectNonsense(t *testing.T) {
 		}
 		if !strings.Contains(p.stderr(), tc.want) {
 			t.Fatalf("%v: stderr %q lacks %q", tc.args, p.stderr(), tc.want)
+		}
+		if strings.Contains(p.stderr(), "fastmq: fastmq:") {
+			t.Fatalf("%v: doubled prefix in %q", tc.args, p.stderr())
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -26,7 +27,17 @@ func main() {
 	err := rootCmd.ExecuteContext(ctx)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "fastmq:", err)
+		fmt.Fprintln(os.Stderr, errorLine(err))
 		os.Exit(1)
 	}
+}
+
+// errorLine is the one line main prints for err: prefixed with "fastmq:"
+// once, whether or not the error already carries the library's prefix.
+func errorLine(err error) string {
+	msg := err.Error()
+	if strings.HasPrefix(msg, "fastmq: ") {
+		return msg
+	}
+	return "fastmq: " + msg
 }

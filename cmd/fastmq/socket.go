@@ -151,6 +151,15 @@ func runSockTool(cmd *cobra.Command, tool sockTool, o *sockOpts) error {
 	if o.count < 0 {
 		return errors.New("--count must not be negative")
 	}
+	if o.timeout < 0 {
+		return fmt.Errorf("--timeout %v: must not be negative (0 waits forever)", o.timeout)
+	}
+	if o.linger < 0 {
+		return fmt.Errorf("--linger %v: must not be negative (0 discards what is queued at exit)", o.linger)
+	}
+	if o.heartbeat < 0 {
+		return fmt.Errorf("--heartbeat %v: must not be negative", o.heartbeat)
+	}
 	if o.echo && o.exec != "" {
 		return errors.New("--echo and --exec exclude each other")
 	}
@@ -231,6 +240,9 @@ func sockConfig(o *sockOpts) (socket.Config, error) {
 	}
 	if o.identity == "" {
 		cfg.Identity = nil
+	}
+	if o.linger == 0 {
+		cfg.Linger = -1 // --linger 0: discard what is queued at exit
 	}
 	if o.heartbeat > 0 {
 		cfg.HeartbeatTimeout = 3 * o.heartbeat
