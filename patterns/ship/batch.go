@@ -66,14 +66,14 @@ func decodePosition(path string, b []byte) (tail.Position, bool) {
 	return p, true
 }
 
-// readBack reads the newest records of l and returns, per file, the
-// position after the last line shipped from it.
-func readBack(l *spool.Log) (map[fileKey]tail.Position, error) {
+// readBack reads the newest window records of l and returns, per file,
+// the position after the last line shipped from it.
+func readBack(l *spool.Log, window uint64) (map[fileKey]tail.Position, error) {
 	out := make(map[fileKey]tail.Position)
 	next := l.NextOffset()
 	from := l.OldestOffset()
-	if next > from+readBackWindow {
-		from = next - readBackWindow
+	if next-from > window {
+		from = next - window
 	}
 	for from < next {
 		data, n, err := l.ReadRaw(from, 4<<20)

@@ -49,10 +49,12 @@
 //     it again, so it arrives once.
 //   - Lines can be duplicated only when the read-back misses a batch: when
 //     other writers appended more than 8192 records to the same stream
-//     after the shipper's last batch (keep a shipper's stream its own), or
-//     when the state file was lost and the newest "pos" of a file fell out
-//     of that window. At most the lines between the committed position and
-//     the last appended batch are repeated.
+//     after the shipper's last batch (keep a shipper's stream its own). At
+//     most the lines between the committed position and the last appended
+//     batch are repeated. When the state file is missing or damaged (moved
+//     aside to .corrupt), Run reads the whole retained spool back instead
+//     of its newest records, so a file idle for longer than the window is
+//     not shipped again from its start.
 //   - A file truncated or rewritten in place (copytruncate) while the
 //     shipper is down, and grown past its old size again, keeps its device
 //     and inode: its lines up to the old shipped offset are taken for
@@ -61,6 +63,5 @@
 //
 // Config.StateFile may be empty: the shipper then reads every file from
 // its beginning (or end, with StartAtEnd) on each start and relies on the
-// read-back alone, which is exact only while each file's newest "pos" is
-// in the window.
+// read-back alone, of the whole retained spool.
 package ship

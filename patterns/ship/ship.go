@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 
 	"github.com/fastmq/fastmq/internal/tail"
@@ -69,6 +70,10 @@ type Shipper struct {
 	cfg Config
 	log *slog.Logger
 	t   *tail.Tailer
+	// noState: the tailer starts without saved positions although it was
+	// told to keep them (the state file is missing or was damaged), so
+	// Run reads the whole retained spool back, not only its newest records.
+	noState bool
 
 	mu      sync.Mutex
 	closed  bool
@@ -95,6 +100,11 @@ func New(cfg Config) (*Shipper, error) {
 	if cfg.Stream != "" {
 		lg = lg.With("stream", cfg.Stream)
 	}
+	missing := false
+	if cfg.StateFile != "" {
+		_, err := os.Stat(cfg.StateFile)
+		missing = errors.Is(err, os.ErrNotExist)
+	}
 	t, err := tail.New(tail.Config{
 		Paths:      cfg.Paths,
 		StateFile:  cfg.StateFile,
@@ -104,7 +114,8 @@ func New(cfg Config) (*Shipper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ship: %w", err)
 	}
-	return &Shipper{cfg: cfg, log: lg, t: t}, nil
+	noState := cfg.StateFile == "" || missing || t.LoadError() != nil
+	return &Shipper{cfg: cfg, log: lg, t: t, noState: noState}, nil
 }
 
 // Run follows the files and appends their lines until ctx ends or Close is
@@ -133,7 +144,13 @@ func (s *Shipper) Run(ctx context.Context) error {
 		s.mu.Unlock()
 	}()
 
-	shipped, err := readBack(s.cfg.Spool)
+	window := uint64(readBackWindow)
+	if s.noState {
+		// Without saved positions a file's newest "pos" may lie anywhere
+		// in the spool: read all of it back (once, at start).
+		window = ^uint64(0)
+	}
+	shipped, err := readBack(s.cfg.Spool, window)
 	if err != nil {
 		return fmt.Errorf("ship: %w", err)
 	}

@@ -373,3 +373,82 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("Run on a closed shipper: %v, want ErrClosed", err)
 	}
 }
+
+// TestDamagedStateIdleFileNotReshipped reproduces the attack run's case: a
+// file that has been idle while more than 8192 records of another file were
+// shipped, then the positions file is damaged. The restarted shipper must
+// not ship the idle file again from its start (it used to: its newest
+// "pos" lay outside the read-back window).
+func TestDamagedStateIdleFileNotReshipped(t *testing.T) {
+	dir := t.TempDir()
+	idle := filepath.Join(dir, "idle.log")
+	busy := filepath.Join(dir, "busy.log")
+	var b []byte
+	for i := 0; i < 100; i++ {
+		b = fmt.Appendf(b, "idle %d\n", i)
+	}
+	if err := os.WriteFile(idle, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(busy, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "positions")
+	l, err := spool.Open(spool.Config{Dir: filepath.Join(dir, "spool"), Sync: spool.SyncNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	run := func(want uint64, during func()) uint64 {
+		t.Helper()
+		s, err := ship.New(ship.Config{Spool: l, Paths: []string{idle, busy}, StateFile: state})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx) }()
+		if during != nil {
+			testutil.WaitFor(t, "the idle file shipped", 20*time.Second, func() bool { return l.NextOffset() >= 100 })
+			during()
+		}
+		testutil.WaitFor(t, fmt.Sprintf("%d records", want), 30*time.Second, func() bool { return l.NextOffset() >= want })
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Run ended with %v, want context.Canceled", err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return l.NextOffset()
+	}
+	const busyLines = 9000 // more than the read-back window
+	got := run(100+busyLines, func() {
+		var bb []byte
+		for i := 0; i < busyLines; i++ {
+			bb = fmt.Appendf(bb, "busy %d\n", i)
+		}
+		if err := os.WriteFile(busy, bb, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if got != 100+busyLines {
+		t.Fatalf("first run shipped %d lines, want %d", got, 100+busyLines)
+	}
+	// The positions file is damaged.
+	if err := os.WriteFile(state, []byte("garbage\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(busy, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "busy %d\n", busyLines)
+	f.Close()
+	if got := run(100+busyLines+1, nil); got != 100+busyLines+1 {
+		t.Fatalf("after the damaged positions file the stream holds %d records, want %d: lines were shipped twice", got, 100+busyLines+1)
+	}
+	if _, err := os.Stat(state + ".corrupt"); err != nil {
+		t.Fatalf("the damaged positions file was not kept aside: %v", err)
+	}
+}
