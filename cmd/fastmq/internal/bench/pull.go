@@ -47,11 +47,16 @@ func Pull(ctx context.Context, out io.Writer, count, size, rate int, scfg spool.
 	defer cancel()
 	errc := make(chan error, 1)
 	start := time.Now()
-	go func() { errc <- produce(ctx, l, value, count, rate) }()
-	var lat []time.Duration
+	var durable []time.Time // by offset, with --rate: when its Append was acknowledged
+	var delivered []time.Time
+	var appended []time.Time
 	if rate > 0 {
-		lat = make([]time.Duration, 0, count)
+		durable = make([]time.Time, count)
+		delivered = make([]time.Time, count)
+		appended = make([]time.Time, count)
 	}
+	base := l.NextOffset()
+	go func() { errc <- produce(ctx, l, value, count, rate, durable) }()
 	for i := 0; i < count; i++ {
 		m, err := c.Next(ctx)
 		if err != nil {
@@ -60,7 +65,9 @@ func Pull(ctx context.Context, out io.Writer, count, size, rate int, scfg spool.
 			return err
 		}
 		if rate > 0 {
-			lat = append(lat, time.Since(m.Time))
+			if k := m.Offset - base; k < uint64(count) {
+				delivered[k], appended[k] = time.Now(), m.Time
+			}
 		}
 		c.Ack(m)
 	}
@@ -71,28 +78,49 @@ func Pull(ctx context.Context, out io.Writer, count, size, rate int, scfg spool.
 	fmt.Fprintf(out, "pull end to end: %d records of %d B, codec %s, sync %s, tcp loopback\n", count, size, scfg.Codec, scfg.Sync)
 	fmt.Fprintf(out, "  %.0f records/s, %.1f MB/s, %.2fs\n", float64(count)/el.Seconds(), float64(count*size)/el.Seconds()/1e6, el.Seconds())
 	if rate > 0 {
-		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-		q := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))] }
-		fmt.Fprintf(out, "  append-to-delivery latency at %d records/s: p50 %v  p90 %v  p99 %v  max %v\n", rate, q(0.5), q(0.9), q(0.99), lat[len(lat)-1])
+		var total, toDurable, toDelivered []time.Duration
+		for k := range delivered {
+			if delivered[k].IsZero() || durable[k].IsZero() {
+				continue
+			}
+			total = append(total, delivered[k].Sub(appended[k]))
+			toDurable = append(toDurable, durable[k].Sub(appended[k]))
+			toDelivered = append(toDelivered, delivered[k].Sub(durable[k]))
+		}
+		line := func(what string, lat []time.Duration) {
+			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+			q := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))] }
+			fmt.Fprintf(out, "  %s: p50 %v  p90 %v  p99 %v  max %v\n", what, q(0.5), q(0.9), q(0.99), lat[len(lat)-1])
+		}
+		if len(total) > 0 {
+			line("  append to durable (fsync and acknowledgement)", toDurable)
+			line("  durable to delivered (served, sent, decoded)", toDelivered)
+			line(fmt.Sprintf("append-to-delivery latency at %d records/s", rate), total)
+		}
 	}
 	return nil
 }
 
 // produce appends count records, either as fast as possible with several
 // group commits in flight, or at rate records per second.
-func produce(ctx context.Context, l *spool.Log, value []byte, count, rate int) error {
+func produce(ctx context.Context, l *spool.Log, value []byte, count, rate int, durable []time.Time) error {
 	if rate > 0 {
 		interval := time.Second / time.Duration(rate)
 		start := time.Now()
 		acks := make(chan *spool.Ack, 4096)
 		done := make(chan error, 1)
+		base := l.NextOffset()
 		go func() {
 			for a := range acks {
-				if _, err := a.Wait(ctx); err != nil {
+				off, err := a.Wait(ctx)
+				if err != nil {
 					done <- err
 					for range acks {
 					}
 					return
+				}
+				if k := off - base; k < uint64(len(durable)) {
+					durable[k] = time.Now()
 				}
 			}
 			done <- nil
