@@ -263,3 +263,10 @@ func TestCLIAgentsAndMembers(t *testing.T) {
 		t.Fatal("members with a nonsense key succeeded")
 	}
 }
+
+func TestCLIVersion(t *testing.T) {
+	out := startCLI(t, "--version").mustSucceed()
+	if len(out) != 1 || !strings.HasPrefix(out[0], "fastmq version ") || !strings.Contains(out[0], "go1.") {
+		t.Fatalf("--version printed %q", out)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fastmq/fastmq/patterns/pull"
@@ -37,9 +38,16 @@ type Consumer struct {
 // Handler serves the metrics of the snapshots that snapshot returns, one
 // per scrape, in Prometheus' text format. snapshot is called from the
 // HTTP server's goroutines and must be safe for concurrent use.
+//
+// Beside the node's metrics it serves the Go runtime's (go_*), the
+// process's (process_*: CPU, memory, open files) and go_build_info, which
+// carries the module's version.
 func Handler(snapshot func() Snapshot) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewCollector(snapshot))
+	reg.MustRegister(NewCollector(snapshot),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewBuildInfoCollector())
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 
@@ -95,7 +103,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			l := []string{cs.Name, cs.Stream, p.Publisher}
 			ch <- prometheus.MustNewConstMetric(descDelivered, prometheus.CounterValue, float64(p.Delivered), l...)
 			ch <- prometheus.MustNewConstMetric(descAcked, prometheus.GaugeValue, float64(p.Acked), l...)
-			ch <- prometheus.MustNewConstMetric(descCommitted, prometheus.GaugeValue, float64(p.Committed), l...)
+			if p.Committed != ^uint64(0) { // nothing committed yet: no value, not 2^64-1
+				ch <- prometheus.MustNewConstMetric(descCommitted, prometheus.GaugeValue, float64(p.Committed), l...)
+			}
 			ch <- prometheus.MustNewConstMetric(descLagRecs, prometheus.GaugeValue, float64(p.LagRecords), l...)
 			ch <- prometheus.MustNewConstMetric(descLagSecs, prometheus.GaugeValue, p.LagTime.Seconds(), l...)
 			ch <- prometheus.MustNewConstMetric(descResets, prometheus.CounterValue, float64(p.Resets), l...)

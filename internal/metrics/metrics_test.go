@@ -21,7 +21,7 @@ func TestHandler(t *testing.T) {
 			Streams: []metrics.Stream{{Name: "s", Oldest: 2, Next: 7}},
 			Server:  pull.ServerStats{RecordsServed: 5, Parked: 1},
 			Consumers: []metrics.Consumer{{Name: "c", Stream: "s", Publishers: []pull.PublisherStats{
-				{Publisher: "p", Delivered: 4, LagRecords: 3, LagTime: 1500 * time.Millisecond},
+				{Publisher: "p", Delivered: 4, LagRecords: 3, LagTime: 1500 * time.Millisecond, Committed: ^uint64(0)},
 			}}},
 			Members: map[string]int{"alive": 2, "failed": 1},
 		}
@@ -39,10 +39,16 @@ func TestHandler(t *testing.T) {
 		`fastmq_consumer_lag_seconds{consumer="c",publisher="p",stream="s"} 1.5`,
 		`fastmq_members{status="alive"} 2`,
 		`fastmq_members{status="failed"} 1`,
+		`go_goroutines`,
+		`process_open_fds`,
+		`go_build_info`,
 	} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("metrics lack %q:\n%s", want, b)
 		}
+	}
+	if strings.Contains(string(b), "fastmq_consumer_committed_offset") {
+		t.Errorf("a committed offset is exported before anything was committed:\n%s", b)
 	}
 	if scrapes != 1 {
 		t.Errorf("one scrape took %d snapshots, want 1", scrapes)
