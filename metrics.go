@@ -73,9 +73,7 @@ func (n *Node) Status() Status {
 	for i, l := range logs {
 		st.Streams = append(st.Streams, StreamStatus{Name: names[i], Oldest: l.OldestOffset(), Next: l.NextOffset()})
 	}
-	for _, f := range failed {
-		st.Streams = append(st.Streams, f)
-	}
+	st.Streams = append(st.Streams, failed...)
 	sort.Slice(st.Streams, func(i, j int) bool { return st.Streams[i].Name < st.Streams[j].Name })
 	sort.Slice(cs, func(i, j int) bool {
 		if cs[i].key.name != cs[j].key.name {
