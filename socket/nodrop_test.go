@@ -211,9 +211,20 @@ func TestPubNoDropPassesWakeupOn(t *testing.T) {
 		return func() { stop(); <-done }
 	}
 	big := func(c byte) Msg { return NewMsg(append([]byte{c}, bytes.Repeat([]byte("x"), 32<<10)...)) }
-	fill := func(c byte) { // until a send times out: the matching peers are full
+	full := func(c byte) bool { // the stalled peer c fills holds SendHWM queued
+		for _, p := range *pub.peers.Load() {
+			// 'a' fills s2, the peer that does not want "b"; 'b' fills s1.
+			if p.subs.match([]byte("b")) == (c == 'b') && p.outq.len() < 2 {
+				return false
+			}
+		}
+		return true
+	}
+	fill := func(c byte) { // until a send times out and the matching peers are full
 		for range 2000 {
-			if errors.Is(pub.Send(withTimeout(ctx, 20), big(c)), ErrTimeout) {
+			// A timeout alone can be the scheduler on a loaded machine:
+			// the queues say whether the peers are really full.
+			if errors.Is(pub.Send(withTimeout(ctx, 20), big(c)), ErrTimeout) && full(c) {
 				return
 			}
 		}
