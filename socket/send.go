@@ -88,13 +88,14 @@ func (s *Socket) drop(p *peer) {
 // sendTo queues m for one peer, blocking while its queue is full. A peer
 // that goes away swallows the message.
 func (s *Socket) sendTo(ctx context.Context, p *peer, m Msg) error {
-	if p.outq.push(m) {
+	n := msgBytes(m)
+	if p.outq.push(m, n) {
 		return nil
 	}
 	ctx, cancel := ctxFor(ctx, s.cfg.SendTimeout)
 	defer cancel()
-	for !p.outq.push(m) {
-		switch err := p.outq.waitRoom(ctx, p.quit, s.closing); err {
+	for !p.outq.push(m, n) {
+		switch err := p.outq.waitRoom(ctx, p.quit, s.closing, n); err {
 		case nil:
 		case errPeerGone:
 			s.st.dropped.Add(1)

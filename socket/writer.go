@@ -71,7 +71,7 @@ const maxWriteRounds = 16
 func (p *peer) writeQueued(batch []Msg, rounds int) error {
 	s := p.s
 	for round := 1; ; round++ {
-		b := p.outq.take(batch)
+		b, n := p.outq.take(batch)
 		if len(b) == 0 {
 			return nil
 		}
@@ -83,6 +83,8 @@ func (p *peer) writeQueued(batch []Msg, rounds int) error {
 			}
 		}
 		clear(b)
+		p.outq.done(n)
+		s.rr.blocked.wakeIfWaiting() // room by bytes, too
 		if round == rounds {
 			// take found messages, so the queue does not count the writer
 			// as sleeping and no push would wake it: wake it here.

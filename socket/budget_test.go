@@ -1,0 +1,264 @@
+package socket
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fastmq/fastmq/internal/testutil"
+	"github.com/fastmq/fastmq/internal/zmtp"
+)
+
+// heapInuse returns the heap in use after a collection.
+func heapInuse() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapInuse)
+}
+
+// TestEmptyFrameFloodBounded: 20 connections each send 4,096 empty MORE
+// frames of one message; each is disconnected at MaxMsgFrames (1024 by
+// default) instead of being held until MaxMsgSize/32 frames (2.1 M), and
+// the heap does not grow by more than 8 MiB.
+func TestEmptyFrameFloodBounded(t *testing.T) {
+	pull := mk(t, Pull, Config{})
+	addr := bind(t, pull, "tcp://127.0.0.1:0")
+	before := heapInuse()
+	const conns = 20
+	for range conns {
+		p := rawConnect(t, addr, "PUSH")
+		p.write(t, bytes.Repeat([]byte{zmtp.FlagMore, 0}, 4096))
+	}
+	testutil.WaitFor(t, "every flooding peer disconnected", 0, func() bool {
+		return pull.Stats().TooLarge == conns
+	})
+	grew := heapInuse() - before
+	t.Logf("heap grew %d KiB for %d flooding connections", grew>>10, conns)
+	if grew > 8<<20 {
+		t.Fatalf("heap grew %d bytes", grew)
+	}
+}
+
+// TestSubscriptionBytesBounded: a peer's subscriptions are capped in bytes,
+// not only in number: 512 KiB subscriptions are refused past
+// maxPeerSubBytes (4 MiB) and the peer disconnected.
+func TestSubscriptionBytesBounded(t *testing.T) {
+	pub := mk(t, Pub, Config{})
+	addr := bind(t, pub, "tcp://127.0.0.1:0")
+	p := rawConnect(t, addr, "SUB")
+	waitEv(t, pub, EventAccepted)
+	big := bytes.Repeat([]byte{'s'}, 512<<10)
+	go func() {
+		for i := range 16 {
+			big := append([]byte(fmt.Sprintf("%02d", i)), big...)
+			if p.w.WriteCommand(zmtp.CmdSubscribe, big) != nil || p.w.Flush() != nil {
+				return // the PUB hung up
+			}
+		}
+	}()
+	ev := waitEv(t, pub, EventDisconnected)
+	if !errors.Is(ev.Err, errTooManySubs) {
+		t.Fatalf("peer dropped with %v, want errTooManySubs", ev.Err)
+	}
+}
+
+// TestHWMBytesBackpressure: a PULL that never receives holds at most
+// RecvHWMBytes (plus one message) of 1 MiB messages, the PUSH at most
+// SendHWMBytes, and Send then blocks: with message counts alone (HWM 1000)
+// all 200 messages (200 MiB) were taken.
+func TestHWMBytesBackpressure(t *testing.T) {
+	pull := mk(t, Pull, Config{})
+	push := mk(t, Push, Config{})
+	connect(t, push, bind(t, pull, "tcp://127.0.0.1:0"))
+	waitPeers(t, pull, 1)
+	waitPeers(t, push, 1)
+	before := heapInuse()
+	msg := bytes.Repeat([]byte{'m'}, 1<<20)
+	sent, blocked := 0, false
+	for sent < 200 {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		err := push.Send(ctx, NewMsg(msg))
+		cancel()
+		if err != nil {
+			if !isTimeout(err) {
+				t.Fatal(err)
+			}
+			blocked = true
+			break
+		}
+		sent++
+	}
+	if !blocked {
+		t.Fatalf("all %d messages of 1 MiB were queued: no byte bound", sent)
+	}
+	in := (*pull.peers.Load())[0].inq.size()
+	out := (*push.peers.Load())[0].outq.bytes.Load()
+	grew := heapInuse() - before
+	t.Logf("%d sends before blocking; receive queue %d KiB, send queue %d KiB; heap grew %d MiB", sent, in>>10, out>>10, grew>>20)
+	limit := int64(DefaultHWMBytes + 1<<20 + 2*FrameOverhead)
+	if in > limit || out > limit {
+		t.Fatalf("queues hold %d and %d bytes, over %d", in, out, limit)
+	}
+	// Received in full once the PULL reads.
+	ctx := tctx(t)
+	for range sent {
+		if _, err := pull.Recv(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSendHWMBytesTotal: a ROUTER with SendHWMBytesTotal drops what would
+// take the bytes queued for all its peers past it, whatever the peers'
+// own bounds allow, and gives the budget back when they go.
+func TestSendHWMBytesTotal(t *testing.T) {
+	r := mk(t, Router, Config{SendHWMBytesTotal: 4 << 20})
+	addr := bind(t, r, "tcp://127.0.0.1:0")
+	var ids [][]byte
+	for i := range 4 {
+		p := rawDial(t, addr)
+		// Peers that never read: a tiny receive buffer stalls the writer.
+		_ = p.c.(*net.TCPConn).SetReadBuffer(4 << 10)
+		_ = p.c.SetDeadline(time.Now().Add(5 * time.Second))
+		id := []byte(fmt.Sprintf("peer-%d", i))
+		if _, err := zmtp.Handshake(p.r, p.w, zmtp.Config{SocketType: "DEALER", Identity: id}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		defer p.c.Close()
+	}
+	waitPeers(t, r, 4)
+	ctx := tctx(t)
+	body := bytes.Repeat([]byte{'b'}, 256<<10)
+	for range 20 {
+		for _, id := range ids {
+			if err := r.Send(ctx, NewMsg(id, body)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	q := r.queuedBytes.Load()
+	t.Logf("queued for 4 stalled peers: %d KiB; dropped %d", q>>10, r.Stats().Dropped)
+	if q > 4<<20 {
+		t.Fatalf("%d bytes queued, over the 4 MiB total", q)
+	}
+	if r.Stats().Dropped == 0 {
+		t.Fatal("nothing dropped")
+	}
+}
+
+// TestSlowlorisGoodPeersGetIn: while 300 silent connections from ten
+// source addresses are held open (each redialed as soon as the socket
+// drops it), every one of 20 good peers, dialing once each, completes its
+// handshake; with a global handshake cap and no eviction the good peers
+// were refused (10 of 11 tries failed).
+func TestSlowlorisGoodPeersGetIn(t *testing.T) {
+	pull := mk(t, Pull, Config{HandshakeTimeout: 5 * time.Second})
+	addr := strings.TrimPrefix(bind(t, pull, "tcp://127.0.0.1:0"), "tcp://")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer func() { close(stop); wg.Wait() }()
+	var held sync.WaitGroup
+	held.Add(300)
+	for i := range 300 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i%10))}, Timeout: time.Second}
+			first := true
+			for {
+				c, err := d.Dial("tcp", addr)
+				if err == nil {
+					if first {
+						held.Done()
+						first = false
+					}
+					done := make(chan struct{})
+					go func() { // hold it until the socket drops it
+						var b [64]byte
+						for {
+							if _, err := c.Read(b[:]); err != nil {
+								close(done)
+								return
+							}
+						}
+					}()
+					select {
+					case <-done:
+						c.Close()
+						continue
+					case <-stop:
+						c.Close()
+						<-done
+						return
+					}
+				}
+				select {
+				case <-stop:
+					if first {
+						held.Done()
+					}
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		}()
+	}
+	held.Wait()
+	for i := range 20 {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i%2*100))}, Timeout: 5 * time.Second}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := zmtp.Handshake(zmtp.NewReader(c, 0), zmtp.NewWriter(c, 0), zmtp.Config{SocketType: "PUSH"}); err != nil {
+			c.Close()
+			t.Fatalf("good peer %d: handshake failed during the attack: %v", i, err)
+		}
+		c.Close()
+	}
+}
+
+// TestPlainFailuresLockOut: after maxAuthFailures wrong PLAIN passwords
+// from one address, that address is refused even with the right
+// password, while another address still gets in.
+func TestPlainFailuresLockOut(t *testing.T) {
+	srv := mk(t, Pull, Config{PlainAuth: func(u, p string) bool { return u == "u" && p == "right" }})
+	addr := strings.TrimPrefix(bind(t, srv, "tcp://127.0.0.1:0"), "tcp://")
+	try := func(src byte, pass string) error {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, src)}, Timeout: 5 * time.Second}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		_, err = zmtp.Handshake(zmtp.NewReader(c, 0), zmtp.NewWriter(c, 0), zmtp.Config{SocketType: "PUSH", Username: "u", Password: pass})
+		return err
+	}
+	for i := range maxAuthFailures {
+		if err := try(3, "wrong"); !errors.Is(err, zmtp.ErrPeerError) {
+			t.Fatalf("guess %d: %v, want the server's ERROR", i, err)
+		}
+	}
+	if err := try(3, "right"); err == nil {
+		t.Fatal("locked-out address got in")
+	}
+	if err := try(4, "right"); err != nil {
+		t.Fatalf("another address refused: %v", err)
+	}
+	var refused bool
+	for !refused {
+		ev := waitEv(t, srv, EventHandshakeFailed)
+		refused = errors.Is(ev.Err, ErrRefused)
+	}
+}
