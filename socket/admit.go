@@ -17,8 +17,10 @@ import (
 //     maxPendingHandshakes in all may be in progress; a new connection
 //     over either bound evicts the oldest handshake of its source or of
 //     all, so a flood of silent connections cannot lock good peers out;
-//   - Config.MaxConns bounds accepted connections, handshaking or not: a
-//     new one evicts the oldest handshake, or is refused if none is left;
+//   - Config.MaxConns bounds accepted connections, handshaking or not,
+//     and Config.MaxConnsPerSource those of one TCP source address: a
+//     new one evicts the oldest handshake (of that address), or is
+//     refused if none is left;
 //   - a TCP source address whose PLAIN credentials failed
 //     maxAuthFailures times within authWindow is refused until the
 //     window ends.
@@ -52,7 +54,7 @@ var ErrRefused = fmt.Errorf("socket: connection refused")
 var (
 	errTooManyHandshakes = fmt.Errorf("%w: more than %d handshakes in progress", ErrRefused, maxPendingHandshakes)
 	errEvicted           = fmt.Errorf("%w: handshake evicted for a newer connection", ErrRefused)
-	errTooManyConns      = fmt.Errorf("%w: Config.MaxConns connections reached", ErrRefused)
+	errTooManyConns      = fmt.Errorf("%w: Config.MaxConns or MaxConnsPerSource connections reached", ErrRefused)
 	errAuthLocked        = fmt.Errorf("%w: too many failed PLAIN handshakes from this address", ErrRefused)
 )
 
@@ -91,6 +93,11 @@ func (s *Socket) admitLocked(src string, now time.Time) error {
 	}
 	if m := s.cfg.MaxConns; m > 0 && s.accepted >= m {
 		if !s.evictOldestLocked("") {
+			return errTooManyConns
+		}
+	}
+	if m := s.cfg.MaxConnsPerSource; m > 0 && src != "" && s.connsBySrc[src] >= m {
+		if !s.evictOldestLocked(src) {
 			return errTooManyConns
 		}
 	}
@@ -133,6 +140,7 @@ func (s *Socket) addPendingLocked(pc *pendingConn) {
 		s.accepted++
 		if pc.src != "" {
 			s.pendingBySrc[pc.src]++
+			s.connsBySrc[pc.src]++
 		}
 	}
 }
@@ -155,10 +163,15 @@ func (s *Socket) removePendingLocked(pc *pendingConn) {
 	}
 }
 
-// connDone records that an accepted connection ended.
-func (s *Socket) connDone() {
+// connDone records that an accepted connection from src ended.
+func (s *Socket) connDone(src string) {
 	s.mu.Lock()
 	s.accepted--
+	if src != "" {
+		if s.connsBySrc[src]--; s.connsBySrc[src] <= 0 {
+			delete(s.connsBySrc, src)
+		}
+	}
 	s.mu.Unlock()
 }
 

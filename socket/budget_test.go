@@ -262,3 +262,48 @@ func TestPlainFailuresLockOut(t *testing.T) {
 		refused = errors.Is(ev.Err, ErrRefused)
 	}
 }
+
+// TestMaxConnsPerSource: past MaxConnsPerSource established connections
+// from one address, another from it is refused while other addresses
+// still get in, and a slot frees when a connection ends.
+func TestMaxConnsPerSource(t *testing.T) {
+	pull := mk(t, Pull, Config{MaxConnsPerSource: 2, MaxConns: 3})
+	addr := strings.TrimPrefix(bind(t, pull, "tcp://127.0.0.1:0"), "tcp://")
+	dial := func(src byte) (net.Conn, error) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, src)}, Timeout: 5 * time.Second}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		_, err = zmtp.Handshake(zmtp.NewReader(c, 0), zmtp.NewWriter(c, 0), zmtp.Config{SocketType: "PUSH"})
+		return c, err
+	}
+	a1, err1 := dial(5)
+	_, err2 := dial(5)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	waitPeers(t, pull, 2)
+	if _, err := dial(5); err == nil {
+		t.Fatal("third connection from one address got in")
+	}
+	if _, err := dial(6); err != nil {
+		t.Fatalf("other address refused: %v", err)
+	}
+	waitPeers(t, pull, 3)
+	if _, err := dial(7); err == nil {
+		t.Fatal("connection past MaxConns got in")
+	}
+	a1.Close()
+	waitPeers(t, pull, 2)
+	testutil.WaitFor(t, "slot freed", 0, func() bool {
+		pull.mu.Lock()
+		defer pull.mu.Unlock()
+		return pull.accepted == 2
+	})
+	if _, err := dial(5); err != nil {
+		t.Fatalf("freed slot refused: %v", err)
+	}
+}

@@ -45,6 +45,11 @@ type Config struct {
 	// closed at once and reported as EventHandshakeFailed. 0 means no
 	// bound; it must not be negative.
 	MaxConns int
+	// MaxConnsPerSource bounds them per TCP source address in the same
+	// way (a new connection past it evicts the oldest handshake from
+	// that address, or is closed). 0 means no bound; it must not be
+	// negative.
+	MaxConnsPerSource int
 	// MaxMsgSize is the maximum total size of one incoming message; a peer
 	// that sends more is disconnected. 0 means 64 MiB, <0 unlimited. A
 	// command (such as a subscription) may be as large as the limit or
@@ -162,8 +167,8 @@ func (c Config) normalized() (Config, error) {
 	if c.RecvHWMBytes < 0 {
 		c.RecvHWMBytes = math.MaxInt64
 	}
-	if c.SendHWMBytesTotal < 0 || c.MaxConns < 0 {
-		return c, fmt.Errorf("socket: negative SendHWMBytesTotal or MaxConns")
+	if c.SendHWMBytesTotal < 0 || c.MaxConns < 0 || c.MaxConnsPerSource < 0 {
+		return c, fmt.Errorf("socket: negative SendHWMBytesTotal, MaxConns or MaxConnsPerSource")
 	}
 	if c.MaxMsgFrames == 0 {
 		c.MaxMsgFrames = DefaultMaxMsgFrames

@@ -55,8 +55,9 @@
 //     256 in all may be in progress; a new connection past either evicts
 //     the oldest handshake of that address, or of all, so silent
 //     connections cannot lock good peers out. Config.MaxConns bounds
-//     accepted connections; past it a new one evicts the oldest
-//     handshake, or is closed if none is left. A TCP address whose PLAIN
+//     accepted connections, Config.MaxConnsPerSource those of one TCP
+//     address; past either a new one evicts the oldest handshake (of
+//     that address), or is closed if none is left. A TCP address whose PLAIN
 //     credentials failed 10 times within a minute is refused until that
 //     minute ends. Connections closed by these rules are reported as
 //     EventHandshakeFailed with an error matching ErrRefused.

@@ -105,7 +105,7 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 			s.emit(Event{Type: EventHandshakeFailed, Endpoint: ep, Peer: remote, Err: err})
 			return false
 		}
-		defer s.connDone()
+		defer s.connDone(pc.src)
 	}
 	s.addPendingLocked(pc)
 	s.mu.Unlock()

@@ -53,6 +53,7 @@ type Socket struct {
 	// Admission of accepted connections (admit.go), guarded by mu.
 	pendingAccepted int                      // accepted connections in pending
 	pendingBySrc    map[string]int           // the same by TCP source address
+	connsBySrc      map[string]int           // accepted connections alive by TCP source address
 	accepted        int                      // accepted connections alive
 	authFails       map[string]*authFails    // PLAIN failures by TCP source address
 	subs            subTable                 // SUB/XSUB: our subscriptions (changed under mu)
@@ -105,6 +106,7 @@ func New(kind Kind, cfg Config) (*Socket, error) {
 		dialers:      make(map[string][]*dialer),
 		pending:      make(map[net.Conn]*pendingConn),
 		pendingBySrc: make(map[string]int),
+		connsBySrc:   make(map[string]int),
 		authFails:    make(map[string]*authFails),
 	}
 	s.rr.blocked.init()
