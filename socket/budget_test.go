@@ -213,7 +213,15 @@ func TestSlowlorisGoodPeersGetIn(t *testing.T) {
 		}()
 	}
 	held.Wait()
+	testutil.WaitFor(t, "every handshake slot taken", 0, func() bool {
+		pull.mu.Lock()
+		defer pull.mu.Unlock()
+		return len(pull.pending) >= maxPendingHandshakes
+	})
+	var slowest time.Duration
+	defer func() { t.Logf("slowest good handshake during the attack: %v", slowest) }()
 	for i := range 20 {
+		start := time.Now()
 		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i%2*100))}, Timeout: 5 * time.Second}
 		c, err := d.Dial("tcp", addr)
 		if err != nil {
@@ -224,6 +232,7 @@ func TestSlowlorisGoodPeersGetIn(t *testing.T) {
 			c.Close()
 			t.Fatalf("good peer %d: handshake failed during the attack: %v", i, err)
 		}
+		slowest = max(slowest, time.Since(start))
 		c.Close()
 	}
 }
@@ -305,5 +314,83 @@ func TestMaxConnsPerSource(t *testing.T) {
 	})
 	if _, err := dial(5); err != nil {
 		t.Fatalf("freed slot refused: %v", err)
+	}
+}
+
+// TestRepEchoToPeerThatNeverReads: a raw DEALER pipelines 30 requests of
+// 8 MiB to a REP that echoes them and never reads the replies. The REP's
+// Send blocks once the peer's send queue holds SendHWMBytes, its reader
+// then stops at RecvHWMBytes, and the process heap grows by less than
+// 100 MiB; with message counts alone every request and reply was held
+// (30 x 8 MiB, 240 MiB).
+func TestRepEchoToPeerThatNeverReads(t *testing.T) {
+	rep := mk(t, Rep, Config{})
+	addr := bind(t, rep, "tcp://127.0.0.1:0")
+	before := heapInuse()
+	p := rawDial(t, addr)
+	_ = p.c.(*net.TCPConn).SetReadBuffer(4 << 10)
+	_ = p.c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := zmtp.Handshake(p.r, p.w, zmtp.Config{SocketType: "DEALER"}); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.c.SetDeadline(time.Time{})
+
+	var mu sync.Mutex
+	echoed, sending := 0, false
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	defer func() { cancel(); <-done }()
+	go func() {
+		defer close(done)
+		for {
+			m, err := rep.Recv(ctx)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			sending = true
+			mu.Unlock()
+			if rep.Send(ctx, m) != nil {
+				return
+			}
+			mu.Lock()
+			sending = false
+			echoed++
+			mu.Unlock()
+		}
+	}()
+	go func() {
+		body := bytes.Repeat([]byte{'r'}, 8<<20)
+		for range 30 {
+			if p.w.WriteMessage([][]byte{{}, body}) != nil || p.w.Flush() != nil {
+				return
+			}
+		}
+	}()
+	testutil.WaitFor(t, "REP blocked in Send and its reader stopped, or all echoed", 0, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if echoed == 30 {
+			return true
+		}
+		if !sending {
+			return false
+		}
+		ps := *rep.peers.Load()
+		if len(ps) != 1 || ps[0].outq.hasRoom(8<<20) {
+			return false
+		}
+		q := ps[0].inq
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.waiting // the reader stopped too
+	})
+	grew := heapInuse() - before
+	mu.Lock()
+	n := echoed
+	mu.Unlock()
+	t.Logf("REP echoed %d of 30 requests of 8 MiB; heap grew %d MiB", n, grew>>20)
+	if grew > 100<<20 {
+		t.Fatalf("heap grew %d bytes", grew)
 	}
 }
