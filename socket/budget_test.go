@@ -100,7 +100,10 @@ func TestHWMBytesBackpressure(t *testing.T) {
 		t.Fatalf("all %d messages of 1 MiB were queued: no byte bound", sent)
 	}
 	in := (*pull.peers.Load())[0].inq.size()
-	out := (*push.peers.Load())[0].outq.bytes.Load()
+	oq := (*push.peers.Load())[0].outq
+	oq.mu.Lock()
+	out := oq.bytes
+	oq.mu.Unlock()
 	grew := heapInuse() - before
 	t.Logf("%d sends before blocking; receive queue %d KiB, send queue %d KiB; heap grew %d MiB", sent, in>>10, out>>10, grew>>20)
 	limit := int64(DefaultHWMBytes + 1<<20 + 2*FrameOverhead)

@@ -12,14 +12,15 @@ import (
 // (up to a batch's worth) under one lock and encodes it in one batch. It
 // holds at most hwm messages and, unless it is empty, at most hwmBytes
 // bytes (see msgBytes), counting the batch the writer took until it is
-// written (done), so that a writer stalled on a peer that does not read
-// holds no more. The writer sleeps on ready only after finding the queue
-// empty, and only then does a sender pay for waking it.
+// written (the writer's next take gives its bytes back), so that a writer
+// stalled on a peer that does not read holds no more. The writer sleeps
+// on ready only after finding the queue empty, and only then does a
+// sender pay for waking it.
 type outQueue struct {
 	mu       sync.Mutex
 	ring     msgRing // grows up to hwm
 	hwm      int
-	bytes    atomic.Int64 // queued and taken but not yet written (msgBytes); added under mu
+	bytes    int64 // queued, and taken but not yet written (msgBytes)
 	hwmBytes int64
 	gone     bool // release ran: pushes are swallowed
 	// total counts the bytes queued for all peers of the socket, when
@@ -48,8 +49,7 @@ func (q *outQueue) fitsLocked(n int64) bool {
 	if q.ring.n >= q.hwm {
 		return false
 	}
-	b := q.bytes.Load()
-	return b == 0 || b+n <= q.hwmBytes
+	return q.bytes == 0 || q.bytes+n <= q.hwmBytes
 }
 
 // push adds m, which counts n bytes (msgBytes), unless the queue is full.
@@ -111,7 +111,7 @@ func (q *outQueue) hasRoom(n int64) bool {
 // if it sleeps.
 func (q *outQueue) add(m Msg, n int64) {
 	q.ring.put(m, q.hwm)
-	q.bytes.Add(n)
+	q.bytes += n
 	if q.total != nil {
 		q.total.Add(n)
 	}
@@ -123,16 +123,18 @@ func (q *outQueue) add(m Msg, n int64) {
 	}
 }
 
-// take moves up to cap(dst) of the oldest messages, and no more than
-// maxTakeBytes of them unless the first is bigger, into dst[:0] and
-// returns them with what they count. When the queue is empty it returns
-// none and marks the writer as sleeping, so that the next push wakes it.
-// The writer calls done with the count once it wrote them.
-func (q *outQueue) take(dst []Msg) ([]Msg, int64) {
+// take gives back the bytes of the batch the writer wrote since its last
+// take, then moves up to cap(dst) of the oldest messages, and no more
+// than maxTakeBytes of them unless the first is bigger, into dst[:0] and
+// returns them with what they count (to give back at the next take).
+// When the queue is empty it returns none and marks the writer as
+// sleeping, so that the next push wakes it.
+func (q *outQueue) take(dst []Msg, written int64) ([]Msg, int64) {
 	dst = dst[:0]
 	var n int64
 	q.mu.Lock()
-	for len(dst) < cap(dst) && q.ring.n > 0 && (n == 0 || n < maxTakeBytes) {
+	q.bytes -= written
+	for len(dst) < cap(dst) && q.ring.n > 0 && n < maxTakeBytes {
 		m := q.ring.get()
 		n += msgBytes(m)
 		dst = append(dst, m)
@@ -141,26 +143,18 @@ func (q *outQueue) take(dst []Msg) ([]Msg, int64) {
 		q.sleeping = true
 	}
 	q.mu.Unlock()
-	if len(dst) > 0 {
+	if q.total != nil && written != 0 {
+		q.total.Add(-written)
+	}
+	if len(dst) > 0 || written != 0 {
 		q.blocked.wakeIfWaiting()
 	}
 	return dst, n
 }
 
-// maxTakeBytes bounds the bytes of one batch the writer takes.
+// maxTakeBytes bounds the bytes of one batch the writer takes (a first
+// message bigger than that is taken alone).
 const maxTakeBytes = 256 << 10
-
-// done gives back the bytes of a batch the writer wrote (or dropped).
-func (q *outQueue) done(n int64) {
-	if n == 0 {
-		return
-	}
-	q.bytes.Add(-n)
-	if q.total != nil {
-		q.total.Add(-n)
-	}
-	q.blocked.wakeIfWaiting()
-}
 
 // len returns the number of queued messages.
 func (q *outQueue) len() int {
@@ -175,7 +169,8 @@ func (q *outQueue) release() {
 	q.mu.Lock()
 	q.gone = true
 	q.ring.dropNewest(q.ring.n)
-	n := q.bytes.Swap(0)
+	n := q.bytes
+	q.bytes = 0
 	q.mu.Unlock()
 	if q.total != nil && n != 0 {
 		q.total.Add(-n)

@@ -43,9 +43,10 @@ func TestOutQueueBlockedSenders(t *testing.T) {
 	next := make([]uint32, senders)
 	batch := make([]Msg, 0, 3)
 	deadline := time.After(30 * time.Second)
+	var written int64
 	for got := 0; got < senders*each; {
-		b, n := q.take(batch)
-		q.done(n)
+		b, n := q.take(batch, written)
+		written = n
 		if len(b) == 0 {
 			select {
 			case <-q.ready:
@@ -74,7 +75,7 @@ func TestOutQueueBlockedSenders(t *testing.T) {
 // that found the queue empty is woken by the next push, once.
 func TestOutQueueWakesWriter(t *testing.T) {
 	q := newOutQueue(10, DefaultHWMBytes, nil, 0)
-	if b, _ := q.take(make([]Msg, 0, 4)); len(b) != 0 {
+	if b, _ := q.take(make([]Msg, 0, 4), 0); len(b) != 0 {
 		t.Fatalf("took %d from an empty queue", len(b))
 	}
 	if !q.push(NewMsg([]byte("a")), 33) || !q.push(NewMsg([]byte("b")), 33) {
@@ -90,7 +91,7 @@ func TestOutQueueWakesWriter(t *testing.T) {
 		t.Fatal("second push woke the writer again")
 	default:
 	}
-	if b, _ := q.take(make([]Msg, 0, 4)); len(b) != 2 || string(b[0].Frames[0]) != "a" {
+	if b, _ := q.take(make([]Msg, 0, 4), 0); len(b) != 2 || string(b[0].Frames[0]) != "a" {
 		t.Fatalf("took %v", b)
 	}
 	for i := range 10 {

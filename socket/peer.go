@@ -28,10 +28,11 @@ type peer struct {
 	// waiting.
 	lingerDL atomic.Int64
 
-	outq   *outQueue
-	inq    *inQueue
-	ctrl   chan zmtp.Command
-	subctl subCtl // SUB/XSUB: subscription changes to announce
+	outq    *outQueue
+	written int64 // writer only: bytes of the last batch, for outq.take
+	inq     *inQueue
+	ctrl    chan zmtp.Command
+	subctl  subCtl // SUB/XSUB: subscription changes to announce
 
 	quit     chan struct{}
 	quitOnce sync.Once
