@@ -3,6 +3,7 @@ package socket
 import (
 	"fmt"
 	"net"
+	"sync/atomic"
 	"time"
 )
 
@@ -15,8 +16,12 @@ import (
 //     until HandshakeTimeout after the accept;
 //   - at most maxPendingPerSource handshakes per TCP source address and
 //     maxPendingHandshakes in all may be in progress; a new connection
-//     over either bound evicts the oldest handshake of its source or of
-//     all, so a flood of silent connections cannot lock good peers out;
+//     over either bound evicts a handshake of its source or of all, so a
+//     flood of silent connections cannot lock good peers out. The victim
+//     is one that has not sent its greeting (a good peer sends it at
+//     once) if there is one, from the source with the most handshakes in
+//     progress, and the oldest of those: an attacker's new connections
+//     evict its own old ones, not another address's;
 //   - Config.MaxConns bounds accepted connections, handshaking or not,
 //     and Config.MaxConnsPerSource those of one TCP source address: a
 //     new one evicts the oldest handshake (of that address), or is
@@ -64,7 +69,8 @@ type pendingConn struct {
 	src      string // TCP source address ("" for ipc and inproc)
 	accepted bool
 	since    time.Time
-	evicted  bool // closed by admission control
+	evicted  bool        // closed by admission control
+	greeted  atomic.Bool // the peer's greeting arrived
 }
 
 // authFails counts a source address's PLAIN failures in its window.
@@ -113,15 +119,32 @@ func (s *Socket) admitLocked(src string, now time.Time) error {
 	return nil
 }
 
-// evictOldestLocked closes the oldest accepted connection still in its
-// handshake (from src, unless src is "") and reports whether there was
-// one.
+// evictOldestLocked closes an accepted connection still in its handshake
+// (from src, unless src is "") and reports whether there was one. It
+// picks, in this order, one whose greeting has not arrived, one from the
+// source with the most handshakes in progress, and the oldest.
 func (s *Socket) evictOldestLocked(src string) bool {
 	var old *pendingConn
+	var oldGreeted bool
 	for _, pc := range s.pending {
-		if pc.accepted && (src == "" || pc.src == src) && (old == nil || pc.since.Before(old.since)) {
-			old = pc
+		if !pc.accepted || (src != "" && pc.src != src) {
+			continue
 		}
+		g := pc.greeted.Load()
+		if old != nil {
+			if g != oldGreeted {
+				if g {
+					continue
+				}
+			} else if a, b := s.pendingBySrc[pc.src], s.pendingBySrc[old.src]; a != b {
+				if a < b {
+					continue
+				}
+			} else if !pc.since.Before(old.since) {
+				continue
+			}
+		}
+		old, oldGreeted = pc, g
 	}
 	if old == nil {
 		return false

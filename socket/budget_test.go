@@ -225,7 +225,7 @@ func TestSlowlorisGoodPeersGetIn(t *testing.T) {
 	defer func() { t.Logf("slowest good handshake during the attack: %v", slowest) }()
 	for i := range 20 {
 		start := time.Now()
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i%2*100))}, Timeout: 5 * time.Second}
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(100+i%5))}, Timeout: 5 * time.Second}
 		c, err := d.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)

@@ -140,7 +140,10 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 	if !dialed && s.cfg.HandshakeTimeout > greetingTimeout {
 		// The greeting is due soon; the rest may take longer.
 		_ = c.SetDeadline(now.Add(greetingTimeout))
-		hs.OnGreeting = func() { _ = c.SetDeadline(hsEnd) }
+		hs.OnGreeting = func() {
+			pc.greeted.Store(true)
+			_ = c.SetDeadline(hsEnd)
+		}
 	} else {
 		_ = c.SetDeadline(hsEnd)
 	}
