@@ -3,6 +3,7 @@ package socket
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"time"
 )
@@ -17,11 +18,42 @@ type Config struct {
 	// SendHWM and RecvHWM bound each peer's outgoing and incoming queues,
 	// in messages; 0 means 1000.
 	SendHWM, RecvHWM int
+	// SendHWMBytes and RecvHWMBytes bound each peer's outgoing and
+	// incoming queues in bytes, next to SendHWM and RecvHWM: a queue is
+	// full when either bound is reached. A message counts the sizes of
+	// its frames plus FrameOverhead bytes per frame. A message bigger
+	// than the bound still passes alone (into an empty queue), so
+	// messages up to MaxMsgSize always get through. 0 means 16 MiB, <0
+	// unlimited. A full queue is handled as when SendHWM or RecvHWM is
+	// reached (see Send and the package doc).
+	SendHWMBytes, RecvHWMBytes int64
+	// SendHWMBytesTotal bounds the bytes queued for all peers together
+	// on the kinds whose Send drops for a full peer (PUB and XPUB without
+	// PubNoDrop, XSUB, ROUTER without RouterMandatory): a message that
+	// would take the total past it is dropped for that peer (counted in
+	// Stats.Dropped), unless the peer's queue is empty, so each peer
+	// still gets one message at a time. 0 means no bound beyond each
+	// peer's; it must not be negative.
+	SendHWMBytesTotal int64
+	// MaxMsgFrames is the maximum number of frames in one incoming
+	// message; a peer that sends more is disconnected (Stats.TooLarge).
+	// 0 means 1024, <0 unlimited (then only MaxMsgSize bounds them, and
+	// empty frames cost memory it does not see).
+	MaxMsgFrames int
+	// MaxConns bounds the accepted connections (in their handshake or
+	// established) of all the socket's listeners together; one more is
+	// closed at once and reported as EventHandshakeFailed. 0 means no
+	// bound; it must not be negative.
+	MaxConns int
+	// MaxConnsPerSource bounds them per TCP source address in the same
+	// way (a new connection past it evicts the oldest handshake from
+	// that address, or is closed). 0 means no bound; it must not be
+	// negative.
+	MaxConnsPerSource int
 	// MaxMsgSize is the maximum total size of one incoming message; a peer
-	// that sends more is disconnected. 0 means 64 MiB, <0 unlimited. With
-	// a limit, a message may also have at most 1024 + MaxMsgSize/32
-	// frames, and a command (such as a subscription) may be as large as
-	// the limit or 64 KiB, whichever is larger.
+	// that sends more is disconnected. 0 means 64 MiB, <0 unlimited. A
+	// command (such as a subscription) may be as large as the limit or
+	// 64 KiB, whichever is larger.
 	MaxMsgSize int64
 	// Linger is how long Close and Shutdown keep flushing queued outgoing
 	// messages (Shutdown stops sooner if its ctx ends). 0 means 1s; <0
@@ -78,6 +110,17 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// Defaults of the Config fields that bound a peer's memory.
+const (
+	// DefaultHWMBytes is the default of SendHWMBytes and RecvHWMBytes.
+	DefaultHWMBytes = 16 << 20
+	// DefaultMaxMsgFrames is the default of MaxMsgFrames.
+	DefaultMaxMsgFrames = 1024
+	// FrameOverhead is what a frame counts in the byte bounds beyond its
+	// body: the memory that keeps track of it.
+	FrameOverhead = 32
+)
+
 // checkKind refuses options that only another kind of socket uses, as
 // libzmq refuses them with EINVAL, rather than ignore them silently.
 func (c Config) checkKind(k Kind) error {
@@ -111,6 +154,24 @@ func (c Config) normalized() (Config, error) {
 	}
 	if c.MaxMsgSize == 0 {
 		c.MaxMsgSize = 64 << 20
+	}
+	if c.SendHWMBytes == 0 {
+		c.SendHWMBytes = DefaultHWMBytes
+	}
+	if c.RecvHWMBytes == 0 {
+		c.RecvHWMBytes = DefaultHWMBytes
+	}
+	if c.SendHWMBytes < 0 {
+		c.SendHWMBytes = math.MaxInt64
+	}
+	if c.RecvHWMBytes < 0 {
+		c.RecvHWMBytes = math.MaxInt64
+	}
+	if c.SendHWMBytesTotal < 0 || c.MaxConns < 0 || c.MaxConnsPerSource < 0 {
+		return c, fmt.Errorf("socket: negative SendHWMBytesTotal, MaxConns or MaxConnsPerSource")
+	}
+	if c.MaxMsgFrames == 0 {
+		c.MaxMsgFrames = DefaultMaxMsgFrames
 	}
 	if c.Linger == 0 {
 		c.Linger = time.Second

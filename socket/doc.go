@@ -22,6 +22,46 @@
 // until it is dropped and never delays other peers. Failed handshakes are
 // reported as EventHandshakeFailed.
 //
+// # Memory budgets
+//
+// What one peer can make the socket hold is bounded, and each bound says
+// what a peer past it gets:
+//
+//   - Receive queue: Config.RecvHWM messages and Config.RecvHWMBytes
+//     bytes (default 16 MiB; a message counts its frame sizes plus
+//     FrameOverhead per frame). A message bigger than the byte bound
+//     passes alone. Past either bound the connection's reader stops
+//     reading: backpressure on that peer only. The reader also holds at
+//     most one message being decoded and one batch waiting for room, so
+//     a peer costs at most about RecvHWMBytes plus two messages (each up
+//     to Config.MaxMsgSize).
+//   - Send queue: Config.SendHWM messages and Config.SendHWMBytes bytes
+//     (default 16 MiB), counting what the writer took until it is
+//     written. Past either bound Send blocks or drops for that peer, as
+//     Send says for each kind (drops are counted in Stats.Dropped and
+//     reported by EventDropped). On the kinds that drop,
+//     Config.SendHWMBytesTotal can also bound all peers together.
+//   - One message: Config.MaxMsgSize bytes and Config.MaxMsgFrames frames
+//     (default 1024). A frame's memory is allocated as its bytes arrive
+//     (64 KiB first, then at most doubling), never as announced. A peer
+//     past either bound is disconnected: EventDisconnected with an error
+//     matching ErrMsgTooLarge, counted in Stats.TooLarge.
+//   - Subscriptions (PUB, XPUB): at most 4096 distinct prefixes and
+//     4 MiB of them (each counts its length plus 64 bytes) per peer; a
+//     peer past either is disconnected (EventDisconnected).
+//   - Handshakes: an accepted connection must send its greeting within
+//     1s (or HandshakeTimeout if shorter) and finish within
+//     HandshakeTimeout. At most 32 handshakes per TCP source address and
+//     256 in all may be in progress; a new connection past either evicts
+//     the oldest handshake of that address, or of all, so silent
+//     connections cannot lock good peers out. Config.MaxConns bounds
+//     accepted connections, Config.MaxConnsPerSource those of one TCP
+//     address; past either a new one evicts the oldest handshake (of
+//     that address), or is closed if none is left. A TCP address whose PLAIN
+//     credentials failed 10 times within a minute is refused until that
+//     minute ends. Connections closed by these rules are reported as
+//     EventHandshakeFailed with an error matching ErrRefused.
+//
 // # Policies
 //
 // See Send for what each kind does when a peer's queue is full: PUB, XPUB,

@@ -5,37 +5,45 @@ import "sync"
 // inQueue is one peer's bounded queue of received messages. The peer's
 // reader goroutine appends whole batches under one lock; Recv takes one
 // message at a time (fair queueing across peers). It holds at most hwm
-// messages. A reader that finds it full waits on room, which is signalled
-// once the queue has drained to half the high-water mark, so that a reader
-// and a consumer running at full speed do not wake each other for every
-// message.
+// messages and, unless it holds a single message, at most hwmBytes bytes
+// (msgBytes). A reader that finds it full waits on room, which is
+// signalled once the queue has drained to half of both marks, so that a
+// reader and a consumer running at full speed do not wake each other for
+// every message.
 type inQueue struct {
-	mu      sync.Mutex
-	ring    msgRing // grows up to hwm
-	hwm     int
-	waiting bool          // the reader waits for room
-	room    chan struct{} // capacity 1
+	mu       sync.Mutex
+	ring     msgRing // grows up to hwm
+	hwm      int
+	bytes    int64
+	hwmBytes int64
+	waiting  bool          // the reader waits for room
+	room     chan struct{} // capacity 1
 }
 
-func newInQueue(hwm int) *inQueue {
-	return &inQueue{hwm: hwm, room: make(chan struct{}, 1)}
+func newInQueue(hwm int, hwmBytes int64) *inQueue {
+	return &inQueue{hwm: hwm, hwmBytes: hwmBytes, room: make(chan struct{}, 1)}
 }
 
-// push appends as many messages of b as fit and returns how many it took
-// and how much room is left. If it could not take them all, the reader
-// should wait on q.room before trying again.
-func (q *inQueue) push(b []Msg) (taken, room int) {
+// push appends as many messages of b as fit, given their sizes in sizes,
+// and returns how many it took and how much room is left, in messages
+// and bytes. If it could not take them all, the reader should wait on
+// q.room before trying again.
+func (q *inQueue) push(b []Msg, sizes []int64) (taken, room int, roomBytes int64) {
 	q.mu.Lock()
-	k := min(len(b), q.hwm-q.ring.n)
-	for _, m := range b[:k] {
-		q.ring.put(m, q.hwm)
+	k := 0
+	for ; k < len(b) && q.ring.n < q.hwm; k++ {
+		if q.ring.n > 0 && q.bytes+sizes[k] > q.hwmBytes {
+			break
+		}
+		q.ring.put(b[k], q.hwm)
+		q.bytes += sizes[k]
 	}
 	if k < len(b) {
 		q.waiting = true
 	}
-	room = q.hwm - q.ring.n
+	room, roomBytes = q.hwm-q.ring.n, q.hwmBytes-q.bytes
 	q.mu.Unlock()
-	return k, room
+	return k, room, roomBytes
 }
 
 // pop removes the oldest message.
@@ -46,7 +54,8 @@ func (q *inQueue) pop() (Msg, bool) {
 		return Msg{}, false
 	}
 	m := q.ring.get()
-	wake := q.waiting && q.ring.n <= q.hwm/2
+	q.bytes -= msgBytes(m)
+	wake := q.waiting && q.ring.n <= q.hwm/2 && q.bytes <= q.hwmBytes/2
 	if wake {
 		q.waiting = false
 	}
@@ -62,7 +71,32 @@ func (q *inQueue) pop() (Msg, bool) {
 func (q *inQueue) dropNewest(n int) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	n = min(n, q.ring.n)
+	for i := q.ring.n - n; i < q.ring.n; i++ {
+		q.bytes -= msgBytes(q.ring.at(i))
+	}
 	return q.ring.dropNewest(n)
+}
+
+// dropBytes removes the newest messages until the queue counts at most
+// limit bytes or holds one message, and returns how many it removed.
+func (q *inQueue) dropBytes(limit int64) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	k := 0
+	for q.ring.n > 1 && q.bytes > limit {
+		q.bytes -= msgBytes(q.ring.at(q.ring.n - 1))
+		q.ring.dropNewest(1)
+		k++
+	}
+	return k
+}
+
+// size returns the bytes the queued messages count.
+func (q *inQueue) size() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.bytes
 }
 
 // len returns the number of queued messages.

@@ -19,7 +19,7 @@ import (
 // hang the test until its deadline).
 func TestOutQueueBlockedSenders(t *testing.T) {
 	const senders, each = 8, 2000
-	q := newOutQueue(4)
+	q := newOutQueue(4, DefaultHWMBytes, nil, 0)
 	done := make(chan struct{})
 	defer close(done)
 	var wg sync.WaitGroup
@@ -32,8 +32,8 @@ func TestOutQueueBlockedSenders(t *testing.T) {
 				binary.BigEndian.PutUint32(b[:4], uint32(id))
 				binary.BigEndian.PutUint32(b[4:], uint32(i))
 				m := Msg{Frames: [][]byte{b[:]}}
-				for !q.push(m) {
-					if q.waitRoom(context.Background(), done, nil) != nil {
+				for !q.push(m, msgBytes(m)) {
+					if q.waitRoom(context.Background(), done, nil, 0) != nil {
 						return
 					}
 				}
@@ -43,8 +43,10 @@ func TestOutQueueBlockedSenders(t *testing.T) {
 	next := make([]uint32, senders)
 	batch := make([]Msg, 0, 3)
 	deadline := time.After(30 * time.Second)
+	var written int64
 	for got := 0; got < senders*each; {
-		b := q.take(batch)
+		b, n := q.take(batch, written)
+		written = n
 		if len(b) == 0 {
 			select {
 			case <-q.ready:
@@ -72,11 +74,11 @@ func TestOutQueueBlockedSenders(t *testing.T) {
 // TestOutQueueWakesWriter checks the writer's sleep protocol: a writer
 // that found the queue empty is woken by the next push, once.
 func TestOutQueueWakesWriter(t *testing.T) {
-	q := newOutQueue(10)
-	if b := q.take(make([]Msg, 0, 4)); len(b) != 0 {
+	q := newOutQueue(10, DefaultHWMBytes, nil, 0)
+	if b, _ := q.take(make([]Msg, 0, 4), 0); len(b) != 0 {
 		t.Fatalf("took %d from an empty queue", len(b))
 	}
-	if !q.push(NewMsg([]byte("a"))) || !q.push(NewMsg([]byte("b"))) {
+	if !q.push(NewMsg([]byte("a")), 33) || !q.push(NewMsg([]byte("b")), 33) {
 		t.Fatal("push failed on an empty queue")
 	}
 	select {
@@ -89,15 +91,15 @@ func TestOutQueueWakesWriter(t *testing.T) {
 		t.Fatal("second push woke the writer again")
 	default:
 	}
-	if b := q.take(make([]Msg, 0, 4)); len(b) != 2 || string(b[0].Frames[0]) != "a" {
+	if b, _ := q.take(make([]Msg, 0, 4), 0); len(b) != 2 || string(b[0].Frames[0]) != "a" {
 		t.Fatalf("took %v", b)
 	}
 	for i := range 10 {
-		if !q.push(NewMsg([]byte{byte(i)})) {
+		if !q.push(NewMsg([]byte{byte(i)}), 33) {
 			t.Fatalf("push %d refused below the high-water mark", i)
 		}
 	}
-	if q.push(NewMsg([]byte("x"))) {
+	if q.push(NewMsg([]byte("x")), 33) {
 		t.Fatal("push accepted past the high-water mark")
 	}
 }
@@ -154,10 +156,10 @@ func TestBlockedReceiversDoNotBounceWakeups(t *testing.T) {
 // heartbeats, PONGs or Close.
 func TestWriterYieldsToOtherDuties(t *testing.T) {
 	s := mk(t, Push, Config{SendHWM: 10000})
-	p := &peer{s: s, outq: newOutQueue(10000), w: zmtp.NewWriter(io.Discard, 0)}
+	p := &peer{s: s, outq: newOutQueue(10000, DefaultHWMBytes, nil, 0), w: zmtp.NewWriter(io.Discard, 0)}
 	const n = 5000
 	for i := range n {
-		if !p.outq.push(NewMsgString("m")) {
+		if !p.outq.push(NewMsgString("m"), 1+FrameOverhead) {
 			t.Fatalf("push %d refused", i)
 		}
 	}

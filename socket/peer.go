@@ -28,10 +28,11 @@ type peer struct {
 	// waiting.
 	lingerDL atomic.Int64
 
-	outq   *outQueue
-	inq    *inQueue
-	ctrl   chan zmtp.Command
-	subctl subCtl // SUB/XSUB: subscription changes to announce
+	outq    *outQueue
+	written int64 // writer only: bytes of the last batch, for outq.take
+	inq     *inQueue
+	ctrl    chan zmtp.Command
+	subctl  subCtl // SUB/XSUB: subscription changes to announce
 
 	quit     chan struct{}
 	quitOnce sync.Once
@@ -39,17 +40,22 @@ type peer struct {
 	err      error
 
 	subs     subTable      // PUB/XPUB: what this peer subscribed to (changed by the reader)
+	subBytes int64         // what subs counts against maxPeerSubBytes (reader only)
 	lastDrop atomic.Int64  // unix nanos of the last EventDropped
 	drops    atomic.Uint64 // messages this peer missed
 
 	peerTTL   time.Duration // from the peer's PINGs (reader only)
 	lastAlive time.Time     // last read deadline extension (reader only)
 
-	// Reader only: decoded messages not yet in inq, the room inq had
-	// when last seen, and a block to carve frame slices from.
-	batch  []Msg
-	inRoom int
-	fbuf   [][]byte
+	// Reader only: decoded messages not yet in inq with their sizes
+	// (msgBytes) and total, the room inq had when last seen, and a block
+	// to carve frame slices from.
+	batch       []Msg
+	sizes       []int64
+	batchBytes  int64
+	inRoom      int
+	inRoomBytes int64
+	fbuf        [][]byte
 }
 
 // maxBatch bounds the messages the reader decodes before handing them to
@@ -79,36 +85,45 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 	if a := c.RemoteAddr(); a != nil && a.Network() == "tcp" {
 		remote = a.String()
 	}
+	now := time.Now()
+	pc := &pendingConn{c: c, accepted: !dialed, since: now}
+	if !dialed {
+		pc.src = sourceOf(c)
+	}
 	s.mu.Lock()
 	if s.closed.Load() {
 		s.mu.Unlock()
 		c.Close()
 		return false
 	}
-	if !dialed && len(s.pending) >= maxPendingHandshakes {
+	if !dialed {
 		// Connections that never finish their handshake each hold
-		// buffers until HandshakeTimeout: bound how many can.
-		s.mu.Unlock()
-		c.Close()
-		s.st.hsFail.Add(1)
-		s.emit(Event{Type: EventHandshakeFailed, Endpoint: ep, Peer: remote, Err: errTooManyHandshakes})
-		return false
+		// buffers: admission control bounds them (admit.go).
+		if err := s.admitLocked(pc.src, now); err != nil {
+			s.mu.Unlock()
+			c.Close()
+			s.st.hsFail.Add(1)
+			s.emit(Event{Type: EventHandshakeFailed, Endpoint: ep, Peer: remote, Err: err})
+			return false
+		}
+		defer s.connDone(pc.src)
 	}
-	s.pending[c] = struct{}{}
+	s.addPendingLocked(pc)
 	s.mu.Unlock()
 
 	p := &peer{
-		s:        s,
-		conn:     c,
-		endpoint: ep,
-		remote:   remote,
-		r:        zmtp.NewReader(c, 0),
-		w:        zmtp.NewWriter(c, 0),
-		outq:     newOutQueue(s.cfg.SendHWM),
-		inq:      newInQueue(s.cfg.RecvHWM),
-		inRoom:   s.cfg.RecvHWM,
-		ctrl:     make(chan zmtp.Command, 16),
-		quit:     make(chan struct{}),
+		s:           s,
+		conn:        c,
+		endpoint:    ep,
+		remote:      remote,
+		r:           zmtp.NewReader(c, 0),
+		w:           zmtp.NewWriter(c, 0),
+		outq:        newOutQueue(s.cfg.SendHWM, s.cfg.SendHWMBytes, &s.queuedBytes, s.cfg.SendHWMBytesTotal),
+		inq:         newInQueue(s.cfg.RecvHWM, s.cfg.RecvHWMBytes),
+		inRoom:      s.cfg.RecvHWM,
+		inRoomBytes: s.cfg.RecvHWMBytes,
+		ctrl:        make(chan zmtp.Command, 16),
+		quit:        make(chan struct{}),
 	}
 	p.r.MaxMsgSize = s.cfg.MaxMsgSize
 	switch m := s.cfg.MaxMsgSize; {
@@ -117,14 +132,31 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 	case m > 64<<10:
 		p.r.MaxCmdSize = m
 	}
-	if m := s.cfg.MaxMsgSize; m > 0 {
-		p.r.MaxFrames = 1024 + int(m/32)
+	if m := s.cfg.MaxMsgFrames; m > 0 {
+		p.r.MaxFrames = m
 	}
-	_ = c.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
-	info, err := zmtp.Handshake(p.r, p.w, s.hs)
+	hs := s.hs
+	hsEnd := now.Add(s.cfg.HandshakeTimeout)
+	if !dialed && s.cfg.HandshakeTimeout > greetingTimeout {
+		// The greeting is due soon; the rest may take longer.
+		_ = c.SetDeadline(now.Add(greetingTimeout))
+		hs.OnGreeting = func() {
+			pc.greeted.Store(true)
+			_ = c.SetDeadline(hsEnd)
+		}
+	} else {
+		_ = c.SetDeadline(hsEnd)
+	}
+	info, err := zmtp.Handshake(p.r, p.w, hs)
 	s.mu.Lock()
-	delete(s.pending, c)
+	s.removePendingLocked(pc)
+	if pc.evicted && err != nil {
+		err = fmt.Errorf("%w (%w)", errEvicted, err)
+	}
 	s.mu.Unlock()
+	if err != nil && !dialed && errors.Is(err, zmtp.ErrAuth) {
+		s.authFailed(pc.src, time.Now())
+	}
 	if err == nil {
 		_ = c.SetDeadline(time.Time{})
 		p.minor = info.Greeting.Minor
@@ -180,9 +212,3 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 	}
 	return true
 }
-
-// maxPendingHandshakes bounds the accepted connections that may be in
-// their handshake at once; more are closed at once.
-const maxPendingHandshakes = 256
-
-var errTooManyHandshakes = fmt.Errorf("socket: more than %d handshakes in progress", maxPendingHandshakes)

@@ -17,12 +17,18 @@ type pubState struct {
 	xsubs subSet     // XPUB: union of peers' subscriptions
 }
 
-// maxPeerSubs bounds the distinct subscriptions one peer may hold, so a
-// flood of SUBSCRIBEs cannot cost unbounded memory.
-const maxPeerSubs = 4096
+// maxPeerSubs bounds the distinct subscriptions one peer may hold, and
+// maxPeerSubBytes their total size (each counts its length plus
+// subOverhead), so a flood of SUBSCRIBEs, many or large, cannot cost
+// unbounded memory.
+const (
+	maxPeerSubs     = 4096
+	maxPeerSubBytes = 4 << 20
+	subOverhead     = 64
+)
 
-// errTooManySubs disconnects a peer past maxPeerSubs.
-var errTooManySubs = fmt.Errorf("socket: peer holds more than %d subscriptions", maxPeerSubs)
+// errTooManySubs disconnects a peer past maxPeerSubs or maxPeerSubBytes.
+var errTooManySubs = fmt.Errorf("socket: peer holds more than %d subscriptions or %d bytes of them", maxPeerSubs, maxPeerSubBytes)
 
 // subscription applies a peer's SUBSCRIBE or CANCEL (PUB/XPUB). As in
 // libzmq, a peer holds a prefix at most once: a repeated SUBSCRIBE changes
@@ -30,12 +36,20 @@ var errTooManySubs = fmt.Errorf("socket: peer holds more than %d subscriptions",
 // for every Subscribe, but CANCEL only for the last Unsubscribe).
 func (p *peer) subscription(add bool, topic []byte) error {
 	var changed, ok bool
+	n := int64(len(topic) + subOverhead)
 	if add {
 		if changed, ok = p.subs.addOnce(topic, maxPeerSubs); !ok {
 			return errTooManySubs
 		}
-	} else {
-		_, changed = p.subs.remove(topic)
+		if changed {
+			if p.subBytes+n > maxPeerSubBytes {
+				p.subs.remove(topic)
+				return errTooManySubs
+			}
+			p.subBytes += n
+		}
+	} else if _, changed = p.subs.remove(topic); changed {
+		p.subBytes -= n
 	}
 	if p.s.kind == XPub && changed {
 		p.s.xpubUpdate(p, topic, add, false)
@@ -67,11 +81,12 @@ func (s *Socket) xpubUpdate(p *peer, topic []byte, add, leaving bool) {
 
 // sendFanout queues m for every matching peer, dropping for full ones.
 func (s *Socket) sendFanout(m Msg, filter bool) {
+	n := msgBytes(m)
 	for _, p := range *s.peers.Load() {
 		if filter && !p.subs.match(m.Frames[0]) {
 			continue
 		}
-		if !p.outq.push(m) {
+		if !p.outq.pushDrop(m, n) {
 			s.drop(p)
 		}
 	}
@@ -87,8 +102,9 @@ func (s *Socket) sendFanoutNoDrop(ctx context.Context, m Msg) error {
 	var cancel context.CancelFunc = func() {}
 	defer func() { cancel() }()
 	bounded := false
+	n := msgBytes(m)
 	for {
-		full := s.queueAllOrNone(m)
+		full := s.queueAllOrNone(m, n)
 		if full == nil {
 			return nil
 		}
@@ -96,32 +112,32 @@ func (s *Socket) sendFanoutNoDrop(ctx context.Context, m Msg) error {
 			ctx, cancel = ctxFor(ctx, s.cfg.SendTimeout)
 			bounded = true
 		}
-		if err := full.outq.waitRoom(ctx, full.quit, s.closing); err != nil && err != errPeerGone {
+		if err := full.outq.waitRoom(ctx, full.quit, s.closing, n); err != nil && err != errPeerGone {
 			return err
 		}
 	}
 }
 
-// queueAllOrNone queues m for every peer it matches if all of them have
-// room, and returns nil; otherwise it queues nothing and returns a full
-// peer.
-func (s *Socket) queueAllOrNone(m Msg) *peer {
+// queueAllOrNone queues m, which counts n bytes, for every peer it
+// matches if all of them have room, and returns nil; otherwise it queues
+// nothing and returns a full peer.
+func (s *Socket) queueAllOrNone(m Msg, n int64) *peer {
 	s.pub.noDrop.Lock()
 	defer s.pub.noDrop.Unlock()
 	ps := *s.peers.Load()
 	if len(ps) == 1 {
-		if p := ps[0]; p.subs.match(m.Frames[0]) && !p.outq.push(m) {
+		if p := ps[0]; p.subs.match(m.Frames[0]) && !p.outq.push(m, n) {
 			return p
 		}
 		return nil
 	}
 	for _, p := range ps {
-		if p.outq.len() >= p.outq.hwm && p.subs.match(m.Frames[0]) {
+		if !p.outq.hasRoom(n) && p.subs.match(m.Frames[0]) {
 			return p
 		}
 	}
 	for _, p := range ps {
-		if p.subs.match(m.Frames[0]) && !p.outq.push(m) {
+		if p.subs.match(m.Frames[0]) && !p.outq.push(m, n) {
 			// Cannot happen: only PubNoDrop sends queue here, and they
 			// hold pub.noDrop. Count it rather than block under the lock.
 			s.drop(p)

@@ -133,8 +133,11 @@ func (p *peer) tookFrames(frames [][]byte) [][]byte {
 // batch is full, the receive queue may not have room for more, or the
 // reader is about to wait for input.
 func (p *peer) deliver(m Msg) {
+	n := msgBytes(m)
 	p.batch = append(p.batch, m)
-	if len(p.batch) >= maxBatch || len(p.batch) >= p.inRoom {
+	p.sizes = append(p.sizes, n)
+	p.batchBytes += n
+	if len(p.batch) >= maxBatch || len(p.batch) >= p.inRoom || p.batchBytes >= p.inRoomBytes {
 		p.flushIn()
 	}
 }
@@ -143,11 +146,11 @@ func (p *peer) deliver(m Msg) {
 // is full. Closing the peer or the socket discards what is left.
 func (p *peer) flushIn() {
 	s := p.s
-	b := p.batch
+	b, sizes := p.batch, p.sizes
 	for len(b) > 0 {
-		k, room := p.inq.push(b)
-		b = b[k:]
-		p.inRoom = room
+		k, room, roomBytes := p.inq.push(b, sizes)
+		b, sizes = b[k:], sizes[k:]
+		p.inRoom, p.inRoomBytes = room, roomBytes
 		if k > 0 {
 			s.in.blocked.wakeIfWaiting()
 		}
@@ -166,7 +169,7 @@ func (p *peer) flushIn() {
 		p.alive(true)
 	}
 	clear(p.batch)
-	p.batch = p.batch[:0]
+	p.batch, p.sizes, p.batchBytes = p.batch[:0], p.sizes[:0], 0
 }
 
 func (p *peer) command(cmd zmtp.Command) error {

@@ -126,6 +126,13 @@ func (s *Socket) keepDeparted(p *peer) {
 	if over := kept + k - s.cfg.RecvHWM; over > 0 {
 		s.st.dropped.Add(uint64(p.inq.dropNewest(over)))
 	}
+	var keptBytes int64
+	for _, d := range q.departed {
+		keptBytes += d.inq.size()
+	}
+	if keptBytes > 0 {
+		s.st.dropped.Add(uint64(p.inq.dropBytes(s.cfg.RecvHWMBytes - keptBytes)))
+	}
 	if p.inq.len() > 0 {
 		q.departed = append(q.departed, p)
 		q.leftN.Add(1)

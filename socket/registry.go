@@ -56,6 +56,7 @@ func (s *Socket) removePeer(p *peer) {
 		s.router.remove(p)
 	}
 	s.peersMu.Unlock()
+	p.outq.release()
 	if s.kind == XPub {
 		for _, t := range p.subs.topics() {
 			s.xpubUpdate(p, []byte(t), false, true)

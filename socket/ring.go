@@ -63,3 +63,12 @@ func (r *msgRing) dropNewest(k int) int {
 	r.n -= k
 	return k
 }
+
+// at returns the i-th oldest message (i < r.n).
+func (r *msgRing) at(i int) Msg {
+	j := r.head + i
+	if j >= len(r.buf) {
+		j -= len(r.buf)
+	}
+	return r.buf[j]
+}

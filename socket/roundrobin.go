@@ -17,7 +17,8 @@ type roundRobin struct {
 
 // sendRR gives m to the next peer in round-robin order that has room.
 func (s *Socket) sendRR(ctx context.Context, m Msg) (*peer, error) {
-	if p := s.tryRR(m); p != nil {
+	n := msgBytes(m)
+	if p := s.tryRR(m, n); p != nil {
 		return p, nil
 	}
 	ctx, cancel := ctxFor(ctx, s.cfg.SendTimeout)
@@ -27,13 +28,13 @@ func (s *Socket) sendRR(ctx context.Context, m Msg) (*peer, error) {
 	// One that did not keeps it: every peer is then full, so their
 	// writers will wake the senders again as they drain.
 	err := s.rr.blocked.wait(ctx, nil, s.closing, func() bool {
-		p = s.tryRR(m)
+		p = s.tryRR(m, n)
 		return p != nil
 	})
 	return p, err
 }
 
-func (s *Socket) tryRR(m Msg) *peer {
+func (s *Socket) tryRR(m Msg, size int64) *peer {
 	ps := *s.peers.Load()
 	n := uint32(len(ps))
 	if n == 0 {
@@ -42,7 +43,7 @@ func (s *Socket) tryRR(m Msg) *peer {
 	start := s.rr.next.Add(1)
 	for i := uint32(0); i < n; i++ {
 		p := ps[(start+i)%n]
-		if p.outq.push(m) {
+		if p.outq.push(m, size) {
 			return p
 		}
 	}

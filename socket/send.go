@@ -9,7 +9,11 @@ import (
 // Send queues m for delivery according to the socket kind and takes
 // ownership of its frames. It blocks while the kind's high-water-mark
 // policy says so, until ctx ends or, if ctx has no deadline,
-// Config.SendTimeout passes:
+// Config.SendTimeout passes. A peer's queue is full at Config.SendHWM
+// messages or Config.SendHWMBytes bytes (a message bigger than that
+// passes alone); on the kinds that drop, a message that would take the
+// bytes queued for all peers past Config.SendHWMBytesTotal is dropped
+// too.
 //
 //   - PUSH, DEALER, REQ, PAIR: round-robin among connected peers whose
 //     queue has room; block while there is none (also while there are no
@@ -81,20 +85,21 @@ func (s *Socket) drop(p *peer) {
 	last := p.lastDrop.Load()
 	if now-last >= int64(time.Second) && p.lastDrop.CompareAndSwap(last, now) {
 		s.emit(Event{Type: EventDropped, Endpoint: p.endpoint, Peer: p.remote,
-			Err: fmt.Errorf("socket: peer queue full (%d messages)", s.cfg.SendHWM)})
+			Err: fmt.Errorf("socket: peer queue full (%d messages or %d bytes) or SendHWMBytesTotal reached", s.cfg.SendHWM, s.cfg.SendHWMBytes)})
 	}
 }
 
 // sendTo queues m for one peer, blocking while its queue is full. A peer
 // that goes away swallows the message.
 func (s *Socket) sendTo(ctx context.Context, p *peer, m Msg) error {
-	if p.outq.push(m) {
+	n := msgBytes(m)
+	if p.outq.push(m, n) {
 		return nil
 	}
 	ctx, cancel := ctxFor(ctx, s.cfg.SendTimeout)
 	defer cancel()
-	for !p.outq.push(m) {
-		switch err := p.outq.waitRoom(ctx, p.quit, s.closing); err {
+	for !p.outq.push(m, n) {
+		switch err := p.outq.waitRoom(ctx, p.quit, s.closing, n); err {
 		case nil:
 		case errPeerGone:
 			s.st.dropped.Add(1)

@@ -47,11 +47,17 @@ type Socket struct {
 	// mu guards the endpoints and SUB/XSUB's own subscriptions, and is
 	// held while a peer is registered (registry.go).
 	mu        sync.Mutex
-	listeners map[string]*listener     // by resolved endpoint
-	dialers   map[string][]*dialer     // by endpoint given to Connect
-	pending   map[net.Conn]struct{}    // connections still handshaking
-	subs      subTable                 // SUB/XSUB: our subscriptions (changed under mu)
-	mySubs    atomic.Pointer[subTable] // SUB: the table the reader filters with (&subs)
+	listeners map[string]*listener      // by resolved endpoint
+	dialers   map[string][]*dialer      // by endpoint given to Connect
+	pending   map[net.Conn]*pendingConn // connections still handshaking
+	// Admission of accepted connections (admit.go), guarded by mu.
+	pendingAccepted int                      // accepted connections in pending
+	pendingBySrc    map[string]int           // the same by TCP source address
+	connsBySrc      map[string]int           // accepted connections alive by TCP source address
+	accepted        int                      // accepted connections alive
+	authFails       map[string]*authFails    // PLAIN failures by TCP source address
+	subs            subTable                 // SUB/XSUB: our subscriptions (changed under mu)
+	mySubs          atomic.Pointer[subTable] // SUB: the table the reader filters with (&subs)
 
 	// The peers that finished their handshake, replaced as a whole under
 	// peersMu and read without a lock (registry.go).
@@ -66,6 +72,8 @@ type Socket struct {
 	req    reqState    // REQ (reqrep.go)
 	rep    repState    // REP (reqrep.go)
 	ev     eventQueue  // events.go
+
+	queuedBytes atomic.Int64 // bytes queued for all peers, if SendHWMBytesTotal is set
 
 	st struct {
 		sent, received, dropped, eventsDropped, hsFail, disconnects, retries, tooLarge atomic.Uint64
@@ -90,13 +98,16 @@ func New(kind Kind, cfg Config) (*Socket, error) {
 		return nil, err
 	}
 	s := &Socket{
-		kind:      kind,
-		cfg:       c,
-		log:       c.Logger.With("component", "socket", "kind", kind.String()),
-		closing:   make(chan struct{}),
-		listeners: make(map[string]*listener),
-		dialers:   make(map[string][]*dialer),
-		pending:   make(map[net.Conn]struct{}),
+		kind:         kind,
+		cfg:          c,
+		log:          c.Logger.With("component", "socket", "kind", kind.String()),
+		closing:      make(chan struct{}),
+		listeners:    make(map[string]*listener),
+		dialers:      make(map[string][]*dialer),
+		pending:      make(map[net.Conn]*pendingConn),
+		pendingBySrc: make(map[string]int),
+		connsBySrc:   make(map[string]int),
+		authFails:    make(map[string]*authFails),
 	}
 	s.rr.blocked.init()
 	s.in.blocked.init()

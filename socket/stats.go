@@ -12,6 +12,11 @@ type Stats struct {
 	TooLarge          uint64 // peers disconnected for exceeding MaxMsgSize
 }
 
+// QueuedBytes returns the bytes queued for all peers together (as
+// SendHWMBytes counts them) when Config.SendHWMBytesTotal is set, and 0
+// otherwise. It lets a sender size what it sends to the room left.
+func (s *Socket) QueuedBytes() int64 { return s.queuedBytes.Load() }
+
 // Stats returns a snapshot of the socket's counters.
 func (s *Socket) Stats() Stats {
 	return Stats{

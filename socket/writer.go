@@ -71,11 +71,12 @@ const maxWriteRounds = 16
 func (p *peer) writeQueued(batch []Msg, rounds int) error {
 	s := p.s
 	for round := 1; ; round++ {
-		b := p.outq.take(batch)
+		b, n := p.outq.take(batch, p.written)
+		p.written = 0
+		s.rr.blocked.wakeIfWaiting()
 		if len(b) == 0 {
 			return nil
 		}
-		s.rr.blocked.wakeIfWaiting()
 		for _, m := range b {
 			if err := p.write(m); err != nil {
 				clear(b)
@@ -83,6 +84,7 @@ func (p *peer) writeQueued(batch []Msg, rounds int) error {
 			}
 		}
 		clear(b)
+		p.written = n
 		if round == rounds {
 			// take found messages, so the queue does not count the writer
 			// as sleeping and no push would wake it: wake it here.

@@ -6,7 +6,9 @@
 // streams, command and metadata encoding, the PLAIN HELLO/WELCOME/INITIATE
 // exchange, PING/PONG and SUBSCRIBE/CANCEL commands, and a complete
 // handshake driver. Every decoder checks sizes before allocating and returns
-// an error for malformed input; none of them panics on any input.
+// an error for malformed input; none of them panics on any input. A large
+// frame's buffer is allocated as its bytes arrive (64 KiB first, then at
+// most doubling), never at the size the peer announces.
 //
 // The package knows nothing about socket semantics (routing, queues,
 // reconnection); those live in package socket.

@@ -16,9 +16,12 @@ const (
 	flagsMask   = FlagMore | FlagLong | FlagCommand
 )
 
-// chunk is the largest allocation made for a frame body before the bytes
-// have actually arrived; bigger bodies grow as data is read.
-const chunk = 1 << 20
+// chunk is the largest allocation made for a frame body before any of its
+// bytes have arrived. A bigger body's buffer then at most doubles each
+// time the bytes already read fill it, so a peer that announces a large
+// frame and sends little of it pins at most twice what it sent plus one
+// chunk.
+const chunk = 64 << 10
 
 // Frame bodies of up to sliceMax bytes are returned as slices of the block
 // they were read into: the bytes are copied once, by the kernel, and a
@@ -169,8 +172,8 @@ func unexpected(err error) error {
 }
 
 // body returns the next n bytes. Small bodies are slices of the block;
-// large ones get their own allocation, which grows as data arrives so that
-// a lying length cannot make us allocate memory up front.
+// large ones get their own allocation, which grows as data arrives (see
+// chunk) so that a lying length cannot make us allocate memory up front.
 func (r *Reader) body(n uint64) ([]byte, error) {
 	if n == 0 {
 		return []byte{}, nil
@@ -189,11 +192,15 @@ func (r *Reader) body(n uint64) ([]byte, error) {
 	if n > math.MaxInt-chunk {
 		return nil, fmt.Errorf("%w: frame of %d bytes", ErrTooLarge, n)
 	}
-	b := make([]byte, 0, min(n, chunk))
+	b := make([]byte, min(n, chunk))
+	if err := r.readFull(b); err != nil {
+		return nil, unexpected(err)
+	}
 	for uint64(len(b)) < n {
-		want := int(min(n-uint64(len(b)), chunk))
 		l := len(b)
-		b = append(b, make([]byte, want)...)
+		nb := make([]byte, min(n, 2*uint64(l)))
+		copy(nb, b)
+		b = nb
 		if err := r.readFull(b[l:]); err != nil {
 			return nil, unexpected(err)
 		}

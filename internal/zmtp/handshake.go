@@ -19,6 +19,10 @@ type Config struct {
 	// ZMTP30 announces version 3.0 instead of 3.1 (to imitate older
 	// peers in tests).
 	ZMTP30 bool
+	// OnGreeting, if set, is called once the peer's greeting has been
+	// read, before the rest of the handshake: the caller may then give
+	// the rest more time than the greeting had.
+	OnGreeting func()
 }
 
 // Mechanism returns the security mechanism cfg selects.
@@ -59,6 +63,9 @@ func Handshake(r *Reader, w *Writer, cfg Config) (PeerInfo, error) {
 		return info, err
 	}
 	info.Greeting = g
+	if cfg.OnGreeting != nil {
+		cfg.OnGreeting()
+	}
 	if g.Mechanism != mech {
 		return info, fmt.Errorf("%w: local %s, peer %s", ErrMechanism, mech, g.Mechanism)
 	}

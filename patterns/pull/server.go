@@ -31,7 +31,13 @@ type ServerConfig struct {
 	// MaxWait caps how long a fetch at the tail is held. Default 30s.
 	MaxWait time.Duration
 	// Socket configures the ROUTER socket (PLAIN credentials, HWM,
-	// heartbeats). Its Logger defaults to Logger.
+	// heartbeats). Its Logger defaults to Logger. Its memory bounds
+	// default to what a server needs (see Server for the budget they
+	// make): MaxMsgSize 4 KiB (requests are under 300 bytes),
+	// RecvHWMBytes 1 MiB, SendHWMBytes MaxBytes + 64 KiB (one reply),
+	// SendHWMBytesTotal 8 x MaxBytes (32 MiB), MaxConns 1024 and
+	// MaxConnsPerSource 64. RouterMandatory is refused: replies to a
+	// peer that does not read must be dropped, not wait.
 	Socket socket.Config
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
@@ -59,6 +65,21 @@ type ServerStats struct {
 // (still compressed); requests at the tail are parked until data arrives or
 // their wait ends (long polling). A slow consumer costs the server nothing
 // but the disk its data occupies: nothing is sent that was not asked for.
+//
+// Memory: replies wait in the ROUTER's queue for their peer, at most
+// Socket.SendHWMBytes per peer (one reply, by default) and
+// Socket.SendHWMBytesTotal for all peers together (32 MiB by default).
+// While little of the total is left, replies are cut to fit it (down to
+// 64 KiB); a reply past either bound is dropped (counted in the socket's
+// Stats.Dropped) and the consumer asks again when its request times out. Replies never wait, so a peer
+// that does not read never holds up the others. Each connection also
+// costs its buffers (about 150 KiB), at most Socket.MaxConns of them
+// (1024) and Socket.MaxConnsPerSource (64) per address, and each of the
+// server's goroutines that answer (the receive loop, the expiry loop and
+// one per stream with parked fetches) holds at most one reply being
+// built (MaxBytes). So whatever one address does, with the defaults it
+// costs at most about 32 MiB of replies and 10 MiB of connections, and
+// all of it is freed when its connections end.
 type Server struct {
 	cfg  ServerConfig
 	log  *slog.Logger
@@ -69,7 +90,8 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	sendMu sync.Mutex
+	sendMu    sync.Mutex
+	sendTotal int64 // the socket's SendHWMBytesTotal
 
 	mu       sync.Mutex
 	parked   map[string][]*parkedFetch // by stream
@@ -110,7 +132,10 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	lg = lg.With("component", "pull-server")
-	scfg := cfg.Socket
+	scfg, err := serverSocketConfig(cfg.Socket, cfg.MaxBytes)
+	if err != nil {
+		return nil, err
+	}
 	if scfg.Logger == nil {
 		scfg.Logger = cfg.Logger
 	}
@@ -119,13 +144,14 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, fmt.Errorf("pull: create server socket: %w", err)
 	}
 	s := &Server{
-		cfg:      cfg,
-		log:      lg,
-		sock:     sock,
-		parked:   make(map[string][]*parkedFetch),
-		perPeer:  make(map[string]int),
-		watching: make(map[string]bool),
-		wakeExp:  make(chan struct{}, 1),
+		sendTotal: scfg.SendHWMBytesTotal,
+		cfg:       cfg,
+		log:       lg,
+		sock:      sock,
+		parked:    make(map[string][]*parkedFetch),
+		perPeer:   make(map[string]int),
+		watching:  make(map[string]bool),
+		wakeExp:   make(chan struct{}, 1),
 	}
 	for _, ep := range cfg.Endpoints {
 		bound, err := sock.Bind(ep)
@@ -141,6 +167,33 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	go s.recvLoop()
 	go s.expiryLoop()
 	return s, nil
+}
+
+// serverSocketConfig applies the server's defaults for its ROUTER's
+// memory bounds (see ServerConfig.Socket).
+func serverSocketConfig(c socket.Config, maxBytes int) (socket.Config, error) {
+	if c.RouterMandatory {
+		return c, errors.New("pull: a server's socket cannot use RouterMandatory: replies to a peer that does not read would wait")
+	}
+	if c.MaxMsgSize == 0 {
+		c.MaxMsgSize = 4 << 10
+	}
+	if c.RecvHWMBytes == 0 {
+		c.RecvHWMBytes = 1 << 20
+	}
+	if c.SendHWMBytes == 0 {
+		c.SendHWMBytes = int64(maxBytes) + 64<<10
+	}
+	if c.SendHWMBytesTotal == 0 {
+		c.SendHWMBytesTotal = 8 * int64(maxBytes)
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = 1024
+	}
+	if c.MaxConnsPerSource == 0 {
+		c.MaxConnsPerSource = 64
+	}
+	return c, nil
 }
 
 // Endpoints returns the bound endpoints, with wildcard ports resolved.
@@ -259,11 +312,17 @@ func (s *Server) handle(env [][]byte, req Request) {
 
 // serve reads from the spool and replies, without waiting.
 func (s *Server) serve(l *spool.Log, env [][]byte, req Request) {
-	max := int(req.MaxBytes)
-	if max <= 0 || max > s.cfg.MaxBytes {
-		max = s.cfg.MaxBytes
+	limit := int(req.MaxBytes)
+	if limit <= 0 || limit > s.cfg.MaxBytes {
+		limit = s.cfg.MaxBytes
 	}
-	data, _, err := l.ReadRaw(req.Offset, max)
+	// With many replies waiting, send smaller ones rather than have them
+	// dropped (a consumer waits for a dropped reply until its request
+	// times out).
+	if room := s.sendTotal - s.sock.QueuedBytes() - minReply; int64(limit) > room {
+		limit = int(max(room, minReply))
+	}
+	data, _, err := l.ReadRaw(req.Offset, limit)
 	high := l.NextOffset()
 	oldest := l.OldestOffset()
 	if err != nil {
@@ -312,6 +371,10 @@ func (s *Server) serve(l *spool.Log, env [][]byte, req Request) {
 	s.bytes.Add(uint64(len(data)))
 	s.reply(env, &Reply{Version: req.Version, Status: StatusOK, ID: req.ID, Next: next, Oldest: oldest, High: high, Data: data})
 }
+
+// minReply is the least data a reply may be cut to when the socket's
+// send budget runs short.
+const minReply = 64 << 10
 
 // replyVersion returns the version to answer an undecodable request in:
 // its own if the server speaks it, otherwise the oldest, which every
