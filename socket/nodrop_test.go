@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"github.com/fastmq/fastmq/socket/sockettest"
 	"sync"
 	"testing"
 	"time"
@@ -253,5 +255,54 @@ func TestPubNoDropPassesWakeupOn(t *testing.T) {
 	}
 	if err := <-n1; !errors.Is(err, ErrTimeout) {
 		t.Fatalf("a message stalled s2 wants: %v, want a timeout", err)
+	}
+}
+
+// TestWaitSubscribers: a PUB that waits for its subscribers before it
+// sends loses nothing to ZeroMQ's slow joiner (connected is not enough: the
+// subscription arrives later, and in half of 20 trials all 100 messages
+// sent at once after connecting were lost).
+func TestWaitSubscribers(t *testing.T) {
+	for _, tr := range []string{"inproc", "ipc", "tcp"} {
+		t.Run(tr, func(t *testing.T) {
+			ctx := tctx(t)
+			pub := mk(t, Pub, Config{})
+			addr := bind(t, pub, sockettest.Endpoint(t, tr))
+			var subs []*Socket
+			for i := 0; i < 3; i++ {
+				s := mk(t, Sub, Config{})
+				if err := s.Subscribe([]byte("news")); err != nil {
+					t.Fatal(err)
+				}
+				connect(t, s, addr)
+				subs = append(subs, s)
+			}
+			if err := pub.WaitSubscribers(ctx, 3, []byte("news.1")); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 100; i++ {
+				mustSend(t, ctx, pub, fmt.Sprintf("news.%d", i))
+			}
+			for _, s := range subs {
+				for i := 0; i < 100; i++ {
+					m, err := s.Recv(withTimeout(ctx, 5000))
+					if err != nil {
+						t.Fatalf("message %d: %v", i, err)
+					}
+					if got := string(m.Frames[0]); got != fmt.Sprintf("news.%d", i) {
+						t.Fatalf("got %q", got)
+					}
+				}
+			}
+			// A topic nobody wants: the wait ends with the context.
+			short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			if err := pub.WaitSubscribers(short, 1, []byte("sport")); !errors.Is(err, ErrTimeout) {
+				t.Fatalf("wait for a topic nobody wants: %v", err)
+			}
+			if err := subs[0].WaitSubscribers(ctx, 1, nil); !errors.Is(err, ErrNotSupported) {
+				t.Fatalf("SUB.WaitSubscribers: %v", err)
+			}
+		})
 	}
 }

@@ -15,6 +15,65 @@ type pubState struct {
 
 	mu    sync.Mutex // guards xsubs
 	xsubs subSet     // XPUB: union of peers' subscriptions
+
+	// changed is closed and replaced whenever a peer's subscriptions
+	// change or a peer leaves, to wake WaitSubscribers.
+	chMu    sync.Mutex
+	changed chan struct{}
+}
+
+// subsChanged returns the channel the next subscription change closes.
+func (ps *pubState) subsChanged() <-chan struct{} {
+	ps.chMu.Lock()
+	defer ps.chMu.Unlock()
+	if ps.changed == nil {
+		ps.changed = make(chan struct{})
+	}
+	return ps.changed
+}
+
+// notifySubs wakes whoever waits on subsChanged.
+func (ps *pubState) notifySubs() {
+	ps.chMu.Lock()
+	if ps.changed != nil {
+		close(ps.changed)
+		ps.changed = nil
+	}
+	ps.chMu.Unlock()
+}
+
+// WaitSubscribers blocks until at least n connected peers of a PUB or XPUB
+// socket are subscribed to topic (a message starting with topic would
+// reach them; a nil topic counts peers with any subscription), or until
+// ctx ends. It answers ZeroMQ's slow-joiner problem: a connected SUB has
+// not subscribed yet, and what a PUB sends before then is lost to it.
+// Other socket kinds get ErrNotSupported.
+func (s *Socket) WaitSubscribers(ctx context.Context, n int, topic []byte) error {
+	if s.kind != Pub && s.kind != XPub {
+		return fmt.Errorf("%w: WaitSubscribers on %s", ErrNotSupported, s.kind)
+	}
+	for {
+		ch := s.pub.subsChanged()
+		if s.closed.Load() {
+			return ErrClosed
+		}
+		got := 0
+		for _, p := range *s.peers.Load() {
+			if (topic == nil && p.subs.len() > 0) || (topic != nil && p.subs.match(topic)) {
+				got++
+			}
+		}
+		if got >= n {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %d of %d subscribers: %w", ErrTimeout, got, n, ctx.Err())
+		case <-s.closing:
+			return ErrClosed
+		}
+	}
 }
 
 // maxPeerSubs bounds the distinct subscriptions one peer may hold, and
@@ -53,6 +112,9 @@ func (p *peer) subscription(add bool, topic []byte) error {
 	}
 	if p.s.kind == XPub && changed {
 		p.s.xpubUpdate(p, topic, add, false)
+	}
+	if changed {
+		p.s.pub.notifySubs()
 	}
 	return nil
 }

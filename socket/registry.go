@@ -62,5 +62,8 @@ func (s *Socket) removePeer(p *peer) {
 			s.xpubUpdate(p, []byte(t), false, true)
 		}
 	}
+	if s.kind == Pub || s.kind == XPub {
+		s.pub.notifySubs()
+	}
 	s.rr.blocked.wake()
 }
