@@ -70,9 +70,10 @@ func (o *labOut) fail(a ...any) {
 
 // runFaultLabChild runs one host of the fault lab inside its namespace.
 // Every role prints VIEW lines (the members it sees alive) when its view
-// changes. A publisher appends faultLabBatch records every faultLabTick
+// changes, and a publisher behind a fault proxy PROXY lines (its
+// counters) when they change. A publisher appends faultLabBatch records every faultLabTick
 // and prints ACK first count once Append returned, until STOP on stdin,
-// then DONE next (and PROXY counters behind a fault proxy). A consumer
+// then DONE next. A consumer
 // prints GOT publisher offset for every record, commits every 100
 // records or 200 ms (flushing first, so every delivered record it
 // commits was printed) and prints COMMIT publisher=next... after each;
@@ -130,6 +131,7 @@ func runFaultLabChild(role string) {
 	go func() { // the view loop
 		defer wg.Done()
 		var last string
+		var lastProxy faultproxy.Stats
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -143,6 +145,12 @@ func runFaultLabChild(role string) {
 			if v := strings.Join(alive, ","); v != last {
 				out.println("VIEW", v)
 				last = v
+			}
+			if proxy != nil {
+				if ps := proxy.Stats(); ps != lastProxy {
+					out.println("PROXY", ps.Accepted, ps.Chunks, ps.Stalls, ps.Resets)
+					lastProxy = ps
+				}
 			}
 			out.flush()
 			select {
@@ -162,7 +170,7 @@ func runFaultLabChild(role string) {
 	}()
 	switch role {
 	case "publisher":
-		labPublish(ctx, out, node, cmds, proxy)
+		labPublish(ctx, out, node, cmds)
 	case "consumer":
 		labConsume(ctx, out, node, cmds)
 	}
@@ -182,23 +190,12 @@ func runFaultLabChild(role string) {
 
 // labPublish appends until STOP (or faultLabMax records) and prints what
 // was acknowledged.
-func labPublish(ctx context.Context, out *labOut, node *fastmq.Node, cmds <-chan string, proxy *faultproxy.Proxy) {
+func labPublish(ctx context.Context, out *labOut, node *fastmq.Node, cmds <-chan string) {
 	name := node.Name()
 	tick := time.NewTicker(faultLabTick)
 	defer tick.Stop()
 	next := uint64(0)
-	var last faultproxy.Stats
-	proxyStats := func() {
-		if proxy == nil {
-			return
-		}
-		if s := proxy.Stats(); s != last {
-			out.println("PROXY", s.Accepted, s.Chunks, s.Stalls, s.Resets)
-			last = s
-		}
-	}
 	report := func() {
-		proxyStats()
 		out.println("DONE", next)
 		out.flush()
 	}
@@ -227,7 +224,6 @@ func labPublish(ctx context.Context, out *labOut, node *fastmq.Node, cmds <-chan
 		}
 		next += faultLabBatch
 		out.println("ACK", first, faultLabBatch)
-		proxyStats()
 	}
 	for c := range cmds {
 		if c == "STOP" {
