@@ -26,13 +26,17 @@ const faultLabEnv = "FASTMQ_FAULTLAB_ROLE"
 
 // Fault lab child settings, passed in the environment.
 const (
-	faultLabName   = "FASTMQ_FAULTLAB_NAME"
-	faultLabData   = "FASTMQ_FAULTLAB_DATA"
-	faultLabBind   = "FASTMQ_FAULTLAB_BIND"  // gossip host:port
-	faultLabSeeds  = "FASTMQ_FAULTLAB_SEEDS" // comma-separated
-	faultLabKey    = "FASTMQ_FAULTLAB_KEY"   // base64
-	faultLabProxy  = "FASTMQ_FAULTLAB_PROXY" // publisher: delay,loss,stall,reset
-	faultLabStream = "lab"
+	faultLabName  = "FASTMQ_FAULTLAB_NAME"
+	faultLabData  = "FASTMQ_FAULTLAB_DATA"
+	faultLabBind  = "FASTMQ_FAULTLAB_BIND"  // gossip host:port
+	faultLabSeeds = "FASTMQ_FAULTLAB_SEEDS" // comma-separated
+	faultLabKey   = "FASTMQ_FAULTLAB_KEY"   // base64
+	faultLabProxy = "FASTMQ_FAULTLAB_PROXY" // publisher: delay,loss,stall,reset
+	// faultLabProfile set to "lan" runs the lab with the LAN gossip
+	// timers, for a measurement by hand (the waits are four times longer);
+	// CI runs the local profile.
+	faultLabProfile = "FASTMQ_FAULTLAB_PROFILE"
+	faultLabStream  = "lab"
 )
 
 // faultLabBatch records are appended every faultLabTick by a publisher,
@@ -92,6 +96,9 @@ func runFaultLabChild(role string) {
 		// failed members every second) keep the lab short; the LAN
 		// profile's serf reconnect interval is 30 s.
 		Profile: discovery.ProfileLocal,
+	}
+	if os.Getenv(faultLabProfile) == "lan" {
+		cfg.Profile = discovery.ProfileLAN
 	}
 	if s := os.Getenv(faultLabSeeds); s != "" {
 		cfg.Seeds = strings.Split(s, ",")

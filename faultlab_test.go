@@ -36,13 +36,15 @@ var faultLabNames = [faultLabHosts]string{"consumer", "pub1", "pub2", "member3",
 
 // faultLab is the parent's view of a running lab.
 type faultLab struct {
-	t    *testing.T
-	lab  *netlab.Lab
-	key  string
-	dir  string
-	ctx  context.Context
-	proc [faultLabHosts]*labProc // the running child of each host
-	all  []*labProc              // every child started, under mu
+	t   *testing.T
+	lab *netlab.Lab
+	key string
+	dir string
+	ctx context.Context
+	// scale multiplies every wait: 4 with the LAN gossip timers.
+	scale time.Duration
+	proc  [faultLabHosts]*labProc // the running child of each host
+	all   []*labProc              // every child started, under mu
 
 	mu       sync.Mutex
 	views    [faultLabHosts]string
@@ -54,6 +56,8 @@ type faultLab struct {
 	high     []map[string]uint64         // per incarnation: publisher → next offset after the highest arrival
 	commits  []map[string]uint64         // per incarnation: publisher → last printed commit
 	order    int                         // records that came out of offset order within an incarnation
+	lastGot  map[string]time.Time        // publisher → when its last record arrived (while publishing)
+	maxGap   map[string]time.Duration    // publisher → longest pause between its records while publishing
 	bad      []string                    // ERR, BAD and FETCHERR lines, and broken ACK sequences
 	stats    []string                    // the consumer's last STAT lines
 	statsEnd chan struct{}               // closed at STATS-END
@@ -72,10 +76,15 @@ func newFaultLab(t *testing.T) *faultLab {
 	lab := netlab.New(t, faultLabHosts)
 	keyb := make([]byte, 32)
 	rand.Read(keyb)
-	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
+	scale := time.Duration(1)
+	if os.Getenv(faultLabProfile) == "lan" {
+		scale = 4
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), scale*80*time.Second)
 	t.Cleanup(cancel)
-	f := &faultLab{t: t, lab: lab, key: base64.StdEncoding.EncodeToString(keyb), dir: t.TempDir(), ctx: ctx,
-		acked: map[string]uint64{}, done: map[string]uint64{}, proxy: map[string][4]uint64{}}
+	f := &faultLab{t: t, lab: lab, scale: scale, key: base64.StdEncoding.EncodeToString(keyb), dir: t.TempDir(), ctx: ctx,
+		acked: map[string]uint64{}, done: map[string]uint64{}, proxy: map[string][4]uint64{},
+		lastGot: map[string]time.Time{}, maxGap: map[string]time.Duration{}}
 	t.Cleanup(f.stopAll) // before the lab is removed
 	return f
 }
@@ -208,6 +217,13 @@ func (f *faultLab) line(i, inc int, l string) {
 			f.got[inc][pub] = g
 		}
 		g[off]++
+		if _, stopped := f.done[pub]; !stopped && inc == 0 {
+			now := time.Now()
+			if last, ok := f.lastGot[pub]; ok && now.Sub(last) > f.maxGap[pub] {
+				f.maxGap[pub] = now.Sub(last)
+			}
+			f.lastGot[pub] = now
+		}
 		if off+1 <= f.high[inc][pub] {
 			f.order++
 		} else {
@@ -245,7 +261,7 @@ func (f *faultLab) check() {
 // child's reported failure or after timeout.
 func (f *faultLab) wait(what string, timeout time.Duration, cond func() bool) {
 	f.t.Helper()
-	testutil.WaitFor(f.t, what, timeout, func() bool {
+	testutil.WaitFor(f.t, what, f.scale*timeout, func() bool {
 		f.mu.Lock()
 		failed := len(f.bad) > 0
 		ok := cond()
@@ -334,8 +350,8 @@ func (f *faultLab) tally(pubs ...string) (redeliveredAll uint64) {
 				}
 			}
 		}
-		f.t.Logf("%s: %d acknowledged, %d arrived, %d missing, %d arrived again after a restart (at or above the commit point), %d duplicates that break exactly-once per commit point, %d beyond the acknowledged end",
-			pub, acked, arrived, missing, redelivered, dupBad, beyond)
+		f.t.Logf("%s: %d acknowledged, %d arrived, %d missing, %d arrived again after a restart (at or above the commit point), %d duplicates that break exactly-once per commit point, %d beyond the acknowledged end; longest pause between its records at the first consumer %v",
+			pub, acked, arrived, missing, redelivered, dupBad, beyond, f.maxGap[pub].Round(time.Millisecond))
 		if acked == 0 || missing > 0 || dupBad > 0 || beyond > 0 {
 			if len(examples) > 10 {
 				examples = examples[:10]
