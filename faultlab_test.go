@@ -427,9 +427,10 @@ func (f *faultLab) startAll(pubEnv ...string) {
 }
 
 // TestFaultLabPartition proves that a publisher cut off the network (link
-// down) while it appends and a consumer pulls loses nothing: after the
-// heal gossip reconverges, the consumer's socket to it carries records
-// again, and, with the consumer also killed and restarted once, every
+// down) while it appends and a consumer pulls loses nothing: after a blip
+// below failure detection and after a partition the mesh notices, gossip
+// reconverges and the consumer's connection to it carries records again,
+// and, with the consumer also killed and restarted once, every
 // acknowledged record arrives exactly once per commit point.
 func TestFaultLabPartition(t *testing.T) {
 	if testing.Short() {
@@ -438,8 +439,29 @@ func TestFaultLabPartition(t *testing.T) {
 	f := newFaultLab(t)
 	f.startAll()
 
+	// A blip first: the link down while pub1 appends 100 records (about
+	// 200 ms, below failure detection); the consumer's connection must
+	// carry records again.
 	f.mu.Lock()
 	ackedAtCut := f.acked["pub1"]
+	f.mu.Unlock()
+	f.lab.Partition(1)
+	f.wait("pub1 to append 100 records during the blip", 10*time.Second, func() bool {
+		return f.acked["pub1"] >= ackedAtCut+100
+	})
+	f.lab.Heal(1)
+	blip := time.Now()
+	f.mu.Lock()
+	ackedAtBlip := f.acked["pub1"]
+	f.mu.Unlock()
+	f.wait("the consumer to receive pub1's records after the blip", 20*time.Second, func() bool {
+		return f.received("pub1") >= ackedAtBlip
+	})
+	t.Logf("the consumer received pub1's records from the blip %v after it", time.Since(blip).Round(time.Millisecond))
+	f.wait("gossip to converge after the blip", 30*time.Second, f.converged)
+
+	f.mu.Lock()
+	ackedAtCut = f.acked["pub1"]
 	f.mu.Unlock()
 	f.lab.Partition(1)
 	cut := time.Now()
