@@ -56,8 +56,8 @@ type faultLab struct {
 	high     []map[string]uint64         // per incarnation: publisher → next offset after the highest arrival
 	commits  []map[string]uint64         // per incarnation: publisher → last printed commit
 	order    int                         // records that came out of offset order within an incarnation
-	lastGot  map[string]time.Time        // publisher → when its last record arrived (while publishing)
-	maxGap   map[string]time.Duration    // publisher → longest pause between its records while publishing
+	lastGot  map[string]time.Time        // publisher → when its last record arrived at the first consumer
+	maxGap   map[string]time.Duration    // publisher → longest pause between its records at the first consumer
 	bad      []string                    // ERR, BAD and FETCHERR lines, and broken ACK sequences
 	stats    []string                    // the consumer's last STAT lines
 	statsEnd chan struct{}               // closed at STATS-END
@@ -217,7 +217,7 @@ func (f *faultLab) line(i, inc int, l string) {
 			f.got[inc][pub] = g
 		}
 		g[off]++
-		if _, stopped := f.done[pub]; !stopped && inc == 0 {
+		if inc == 0 {
 			now := time.Now()
 			if last, ok := f.lastGot[pub]; ok && now.Sub(last) > f.maxGap[pub] {
 				f.maxGap[pub] = now.Sub(last)
