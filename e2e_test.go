@@ -151,6 +151,10 @@ func TestMain(m *testing.M) {
 		runCrossHostChild(role)
 		return
 	}
+	if role := os.Getenv(faultLabEnv); role != "" {
+		runFaultLabChild(role)
+		return
+	}
 	goleak.VerifyTestMain(m)
 }
 
