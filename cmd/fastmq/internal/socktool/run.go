@@ -222,6 +222,17 @@ func ParseIdentity(s []byte) ([]byte, error) {
 
 // Sender sends each stdin line (push, pub).
 func Sender(ctx context.Context, r *Run) error {
+	return r.eachLine(ctx, func(line []byte) (bool, error) {
+		if err := r.send(ctx, r.lineMsg(line)); err != nil {
+			return false, err
+		}
+		return r.done(), nil
+	})
+}
+
+// eachLine calls fn with each stdin line until the input ends (nil), ctx
+// ends (its error), fn fails or fn says it is done.
+func (r *Run) eachLine(ctx context.Context, fn func(line []byte) (done bool, err error)) error {
 	for {
 		line, err := r.nextLine(ctx)
 		if err == io.EOF {
@@ -233,11 +244,8 @@ func Sender(ctx context.Context, r *Run) error {
 		if err != nil {
 			return fmt.Errorf("read stdin: %w", err)
 		}
-		if err := r.send(ctx, r.lineMsg(line)); err != nil {
+		if done, err := fn(line); err != nil || done {
 			return err
-		}
-		if r.done() {
-			return nil
 		}
 	}
 }
@@ -266,24 +274,12 @@ func (r *Run) printNext(ctx context.Context) (done bool, err error) {
 
 // Req sends each stdin line as a request and prints the reply.
 func Req(ctx context.Context, r *Run) error {
-	for {
-		line, err := r.nextLine(ctx)
-		if err == io.EOF {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if err != nil {
-			return fmt.Errorf("read stdin: %w", err)
-		}
+	return r.eachLine(ctx, func(line []byte) (bool, error) {
 		if err := r.send(ctx, r.lineMsg(line)); err != nil {
-			return err
+			return false, err
 		}
-		if done, err := r.printNext(ctx); err != nil || done {
-			return err
-		}
-	}
+		return r.printNext(ctx)
+	})
 }
 
 // Rep answers requests: echo, exec, or the next stdin line.
