@@ -243,7 +243,7 @@ func TestConsoleMeshView(t *testing.T) {
 func TestConsoleMeshNodeDown(t *testing.T) {
 	as := startMesh(t, "n1", "n2", "n3", "n4")
 	publishN(t, as[0].node, "logs", 0, 5)
-	as[2].srv.Close() // n3: alive in gossip, its HTTP server gone
+	as[2].srv.Close()  // n3: alive in gossip, its HTTP server gone
 	as[3].node.Close() // n4: killed, no leave
 	var v console.View
 	testutil.WaitFor(t, "n4 to show failed and n3 down", 20*time.Second, func() bool {
