@@ -28,9 +28,11 @@ type MeshMember struct {
 	// consumer of the gathering node still pulls from or did: expected,
 	// and missing.
 	Missing bool `json:"missing,omitempty"`
-	// Down says the member's status could not be had: it is not alive,
-	// advertises no HTTP address, or did not answer in time (Error says
-	// which).
+	// NoHTTP marks an alive member that advertises no HTTP address (it
+	// runs without --http, say): up, but its status is unknown.
+	NoHTTP bool `json:"no_http,omitempty"`
+	// Down says the member's status could not be had because it is not
+	// alive or did not answer in time (Error says which).
 	Down  bool          `json:"down"`
 	Error string        `json:"error,omitempty"`
 	Took  time.Duration `json:"took_ns"`         // how long its status took
@@ -70,7 +72,7 @@ func (n *Node) GatherMesh(ctx context.Context, client *http.Client) MeshStatus {
 		case m.Status != "alive":
 			mm.Down, mm.Error = true, "member "+m.Status
 		case m.HTTP == "":
-			mm.Down, mm.Error = true, "no http address advertised"
+			mm.NoHTTP, mm.Error = true, "no http address advertised"
 		}
 		ms.Members = append(ms.Members, mm)
 	}
@@ -88,7 +90,7 @@ func (n *Node) GatherMesh(ctx context.Context, client *http.Client) MeshStatus {
 	sem := make(chan struct{}, meshFetchLimit)
 	for i := range ms.Members {
 		mm := &ms.Members[i]
-		if mm.State != nil || mm.Down {
+		if mm.State != nil || mm.Down || mm.NoHTTP {
 			continue
 		}
 		wg.Add(1)

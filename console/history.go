@@ -21,7 +21,7 @@ type Sample struct {
 	DeliverRate float64   `json:"deliver"` // records delivered to consumers
 	AckRate     float64   `json:"ack"`     // records acknowledged by consumers
 	Up          int       `json:"up"`      // members whose status was had
-	Down        int       `json:"down"`    // members down or unreachable
+	Down        int       `json:"down"`    // members failed or unreachable
 }
 
 // counters are the monotonic counts of one gathering, by key (see View).
@@ -97,7 +97,7 @@ func (h *history) add(ms fastmq.MeshStatus) View {
 		for _, m := range ms.Members {
 			if m.State != nil {
 				s.Up++
-			} else if !m.Missing && m.Status != "left" {
+			} else if m.Down && !m.Missing && m.Status != "left" {
 				s.Down++
 			}
 		}

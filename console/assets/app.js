@@ -61,7 +61,7 @@ function renderMembers(mesh) {
     if (st && st.disk) {
       disk = st.disk.error ? "?" : fmtBytes(st.disk.free_bytes) + " of " + fmtBytes(st.disk.total_bytes);
     }
-    const answer = m.error ? el("span", { class: "err" }, m.error) : (m.name === mesh.node ? "this node" : fmtDur(m.took_ns));
+    const answer = m.error ? el("span", { class: m.no_http ? "muted" : "err" }, m.error) : (m.name === mesh.node ? "this node" : fmtDur(m.took_ns));
     return el("tr", { "data-member": m.name, "data-status": status },
       el("td", {}, m.name),
       el("td", {}, badge(status)),
