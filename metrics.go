@@ -93,9 +93,7 @@ func (n *Node) Status() Status {
 	for i, l := range logs {
 		st.Streams = append(st.Streams, n.streamStatus(names[i], l))
 	}
-	for _, f := range failed {
-		st.Streams = append(st.Streams, f)
-	}
+	st.Streams = append(st.Streams, failed...)
 	sort.Slice(st.Streams, func(i, j int) bool { return st.Streams[i].Name < st.Streams[j].Name })
 	sort.Slice(cs, func(i, j int) bool {
 		if cs[i].key.name != cs[j].key.name {
