@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -306,5 +308,43 @@ func TestConsoleRates(t *testing.T) {
 	}
 	if len(v.History) != 1 || v.History[0].AppendRate <= 0 || v.History[0].Up != 1 {
 		t.Errorf("history: %+v", v.History)
+	}
+}
+
+// TestConsoleDashboardMetricsExist: every metric the shipped Grafana
+// dashboard queries is exported by a node's /metrics.
+func TestConsoleDashboardMetricsExist(t *testing.T) {
+	dash, err := os.ReadFile(filepath.Join("..", "docs", "grafana-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !json.Valid(dash) {
+		t.Fatal("the dashboard is no valid JSON")
+	}
+	as := startMesh(t, "d1")
+	publishN(t, as[0].node, "s", 0, 3)
+	c, err := as[0].node.Consume(fastmq.ConsumerConfig{Stream: "s", Name: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	consumeN(t, c, 3)
+	resp, err := http.Get(as[0].url("/metrics"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := regexp.MustCompile(`fastmq_[a-z_]+`).FindAllString(string(dash), -1)
+	if len(names) < 10 {
+		t.Fatalf("the dashboard queries only %v", names)
+	}
+	for _, n := range names {
+		if !regexp.MustCompile(`(?m)^` + n + `[{ ]`).Match(body) {
+			t.Errorf("the dashboard queries %s, which /metrics lacks", n)
+		}
 	}
 }
