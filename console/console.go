@@ -32,6 +32,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/discovery"
 	"github.com/fastmq/fastmq/spool"
 )
 
@@ -69,13 +70,14 @@ type Config struct {
 }
 
 // Console serves the web console of one node. It is safe for concurrent
-// use; it owns no goroutine, so there is nothing to close. Gathering the
-// mesh happens on request (the page polls), at most once a second whatever
-// the number of pages open, and each gathering adds a point to the charts'
-// history.
+// use. It runs no goroutine of its own: gathering the mesh happens on
+// request (the page polls), at most once a second whatever the number of
+// pages open, and each gathering adds a point to the charts' history.
+// Close releases the idle connections of its HTTP client.
 type Console struct {
-	cfg Config
-	log *slog.Logger
+	cfg       Config
+	log       *slog.Logger
+	transport *http.Transport // nil when Config.Client was given
 
 	gather sync.Mutex // serialises gatherings; taken before mu
 	mu     sync.Mutex // guards the fields below
@@ -94,14 +96,25 @@ func New(cfg Config) (*Console, error) {
 	if cfg.History <= 0 {
 		cfg.History = DefaultHistory
 	}
+	var tr *http.Transport
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 30 * time.Second}}
+		tr = &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 30 * time.Second}
+		cfg.Client = &http.Client{Transport: tr}
 	}
 	lg := cfg.Logger
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	return &Console{cfg: cfg, log: lg.With("component", "console"), hist: history{keep: cfg.History}}, nil
+	return &Console{cfg: cfg, log: lg.With("component", "console"), transport: tr, hist: history{keep: cfg.History}}, nil
+}
+
+// Close closes the idle connections of the console's own HTTP client (not
+// those of a Config.Client). A request served after Close still works. It
+// is idempotent.
+func (c *Console) Close() {
+	if c.transport != nil {
+		c.transport.CloseIdleConnections()
+	}
 }
 
 // Handler serves the console at "/" and its API, with the node's own
@@ -259,7 +272,7 @@ func (c *Console) servePeek(w http.ResponseWriter, r *http.Request) {
 func (c *Console) proxyPeek(w http.ResponseWriter, r *http.Request, node string) {
 	var addr string
 	for _, m := range c.cfg.Node.Membership().Members() {
-		if m.Name == node && m.Status.String() == "alive" {
+		if m.Name == node && m.Status == discovery.StatusAlive {
 			addr = fastmq.HTTPAddrOf(m.Services)
 		}
 	}

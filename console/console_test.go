@@ -19,7 +19,12 @@ import (
 	"github.com/fastmq/fastmq/console"
 	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/patterns/pull"
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
 
 // agent is one node of a test mesh with its console on a real HTTP server.
 type agent struct {
@@ -49,6 +54,7 @@ func startAgent(t *testing.T, name string, seeds ...string) *agent {
 	a := &agent{node: n, con: c, srv: srv}
 	t.Cleanup(func() {
 		srv.Close()
+		c.Close()
 		n.Close()
 	})
 	return a

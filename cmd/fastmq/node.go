@@ -144,13 +144,14 @@ func (f *nodeFlags) runNode(ctx context.Context, fn func(ctx context.Context, n 
 		return err
 	}
 	var srv *http.Server
+	var con *console.Console
 	if f.http != "" {
 		ln, err := net.Listen("tcp", f.http)
 		if err != nil {
 			n.Close()
 			return fmt.Errorf("--http %q: %w", f.http, err)
 		}
-		con, err := console.New(console.Config{Node: n, Logger: cfg.Logger})
+		con, err = console.New(console.Config{Node: n, Logger: cfg.Logger})
 		if err == nil {
 			err = n.AdvertiseHTTP(ln.Addr().String())
 		}
@@ -168,6 +169,7 @@ func (f *nodeFlags) runNode(ctx context.Context, fn func(ctx context.Context, n 
 	defer cancel()
 	if srv != nil {
 		srv.Shutdown(sctx)
+		con.Close()
 	}
 	if err := n.Shutdown(sctx); err != nil && runErr == nil {
 		runErr = err
