@@ -2,6 +2,12 @@
 "use strict";
 
 const POLL_MS = 2000;
+// LOW_DISK is the share of free space under which a host's disk is flagged.
+const LOW_DISK = 0.1;
+
+function lowDisk(d) {
+  return d && !d.error && d.total_bytes > 0 && d.free_bytes / d.total_bytes < LOW_DISK;
+}
 
 // el builds an element; text children become text nodes (never HTML).
 function el(tag, attrs, ...kids) {
@@ -71,7 +77,7 @@ function renderMembers(mesh) {
       el("td", {}, m.spool_endpoint || "-"),
       el("td", {}, streams || "-"),
       el("td", {}, svcs || "-"),
-      num(disk),
+      num(disk, { class: "num" + (st && lowDisk(st.disk) ? " s-warn" : ""), "data-low-disk": st && lowDisk(st.disk) ? "1" : null }),
       el("td", {}, answer));
   });
   fill("members", rows);
@@ -99,7 +105,7 @@ function renderStreams(v) {
         num(fmtRate(v.append_rate[key])),
         el("td", {}, fmtTime(s.oldest_time)), el("td", {}, fmtTime(s.newest_time)),
         el("td", {}, ret.length ? ret.join(", ") : "keep all"),
-        num(fmtBytes(d.spool_bytes)), num(d.error ? "?" : fmtBytes(d.free_bytes)));
+        num(fmtBytes(d.spool_bytes)), num(d.error ? "?" : fmtBytes(d.free_bytes), { class: "num" + (lowDisk(d) ? " s-warn" : "") }));
       tr.addEventListener("click", () => {
         setPeek(m.name, s.name, s.oldest);
         peek();
@@ -173,15 +179,18 @@ function renderSummary(v) {
   const alive = ms.filter((m) => m.status === "alive" && !m.down).length;
   const bad = ms.filter((m) => m.missing || m.status === "failed" || (m.status === "alive" && m.down)).length;
   let streams = 0, lag = 0;
+  const low = [];
   for (const m of ms) {
     if (!m.state) continue;
+    if (lowDisk(m.state.disk)) low.push(m.name);
     streams += (m.state.streams || []).length;
     for (const c of m.state.consumers || []) for (const p of c.publishers || []) lag += sub(p.High, p.Acked);
   }
   document.getElementById("node").textContent = "node " + v.mesh.node;
   document.getElementById("summary").textContent =
     ms.length + " members, " + alive + " up" + (bad ? ", " + bad + " down" : "") + "; " +
-    streams + " stream spools; total lag " + lag + " records";
+    streams + " stream spools; total lag " + lag + " records" +
+    (low.length ? "; LOW DISK on " + low.join(", ") : "");
   document.getElementById("updated").textContent = "updated " + fmtTime(v.mesh.time);
 }
 
