@@ -163,6 +163,16 @@ func TestConsoleBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#peek-next`)),
 		chromedp.Poll[chromedp.Void](`document.querySelector('#peek tr[data-offset="39"]') !== null && document.querySelectorAll("#peek tr[data-offset]").length === 20`),
 	)
+	// By time: the first record at or after a time long past is offset 0.
+	step(t, ctx, "peek by time", 15*time.Second,
+		chromedp.SetValue(chromedp.CSS(`#peek-time`), "2000-01-01T00:00:00Z"),
+		chromedp.SetValue(chromedp.CSS(`#peek-limit`), "5"),
+		chromedp.Click(chromedp.CSS(`#peek-go`)),
+		chromedp.Poll[chromedp.Void](`document.querySelectorAll("#peek tr[data-offset]").length === 5 && document.querySelector('#peek tr[data-offset="0"]') !== null`),
+	)
+	step(t, ctx, "the charts drawn", 10*time.Second,
+		chromedp.Poll[chromedp.Void](`document.getElementById("chart-append").toDataURL().length > 1000`),
+	)
 	screenshot(t, ctx, dir, "console-mesh.png")
 
 	// Kill gamma: no leave, its HTTP server gone with it.
