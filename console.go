@@ -119,20 +119,20 @@ func (n *Node) hostStatus(st *Status) {
 	}
 }
 
-// Peek reads up to max records of a local stream from offset from (the
+// Peek reads up to limit records of a local stream from offset from (the
 // oldest retained one if from is older), without consuming anything: no
 // offset is committed anywhere. It returns the records and the offset after
 // the last one (where the next page starts). It does not wait for records
 // at the tail, and returns ErrNoStream, without creating the stream, when
 // the node does not hold it.
-func (n *Node) Peek(ctx context.Context, stream string, from uint64, max int) ([]spool.Record, uint64, error) {
+func (n *Node) Peek(ctx context.Context, stream string, from uint64, limit int) ([]spool.Record, uint64, error) {
 	l, ok := n.lookupStream(stream)
 	if !ok {
 		return nil, from, fmt.Errorf("%w: %q", ErrNoStream, stream)
 	}
-	from = max64(from, l.OldestOffset())
+	from = max(from, l.OldestOffset())
 	end := l.NextOffset()
-	if max <= 0 || from >= end {
+	if limit <= 0 || from >= end {
 		return nil, from, nil
 	}
 	r, err := l.NewReader(from)
@@ -142,7 +142,7 @@ func (n *Node) Peek(ctx context.Context, stream string, from uint64, max int) ([
 	defer r.Close()
 	var recs []spool.Record
 	next := from
-	for len(recs) < max && r.Offset() < end {
+	for len(recs) < limit && r.Offset() < end {
 		rec, err := r.Next(ctx)
 		if err != nil {
 			return recs, next, fmt.Errorf("fastmq: peek %q at %d: %w", stream, r.Offset(), err)
@@ -162,11 +162,4 @@ func (n *Node) OffsetAt(stream string, t time.Time) (uint64, error) {
 		return 0, fmt.Errorf("%w: %q", ErrNoStream, stream)
 	}
 	return l.SeekTime(t)
-}
-
-func max64(a, b uint64) uint64 {
-	if a > b {
-		return a
-	}
-	return b
 }

@@ -123,14 +123,14 @@ func (n *Node) GatherMesh(ctx context.Context, client *http.Client) MeshStatus {
 // end.
 func FetchStatus(ctx context.Context, client *http.Client, addr string) (Status, error) {
 	var st Status
-	err := GetJSON(ctx, client, "http://"+addr+"/status", &st)
+	err := getJSON(ctx, client, "http://"+addr+"/status", &st)
 	return st, err
 }
 
-// GetJSON gets url with client (nil: http.DefaultClient) and decodes its
+// getJSON gets url with client (nil: http.DefaultClient) and decodes its
 // JSON answer into v. An answer other than 200 OK is an error carrying
 // the answer's first line. It blocks until the answer or ctx's end.
-func GetJSON(ctx context.Context, client *http.Client, url string, v any) error {
+func getJSON(ctx context.Context, client *http.Client, url string, v any) error {
 	if client == nil {
 		client = http.DefaultClient
 	}

@@ -23,6 +23,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -51,6 +53,8 @@ const (
 	// one value shown.
 	maxPeek      = 200
 	maxPeekValue = 4096
+	// maxPeekAnswer caps a peek page relayed from another node.
+	maxPeekAnswer = 8 << 20
 )
 
 // Config configures a Console. Node is required.
@@ -182,6 +186,32 @@ func (c *Console) serveMesh(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, c.Mesh(r.Context()))
 }
 
+// FetchView asks the console served at addr (host:port) for its View, with
+// client (nil: http.DefaultClient). It blocks until the answer or ctx's end.
+func FetchView(ctx context.Context, client *http.Client, addr string) (View, error) {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	var v View
+	u := "http://" + addr + "/api/mesh"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return v, fmt.Errorf("console: get %s: %w", u, err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return v, fmt.Errorf("console: get %s: %w", u, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return v, fmt.Errorf("console: get %s: %s (is it a fastmq agent's --http address?)", u, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return v, fmt.Errorf("console: get %s: decode: %w", u, err)
+	}
+	return v, nil
+}
+
 // PeekPage is what /api/peek serves: a page of a stream's records on one
 // node.
 type PeekPage struct {
@@ -284,12 +314,30 @@ func (c *Console) proxyPeek(w http.ResponseWriter, r *http.Request, node string)
 	defer cancel()
 	q := r.URL.Query()
 	q.Del("node")
-	var page PeekPage
-	if err := fastmq.GetJSON(ctx, c.cfg.Client, "http://"+addr+"/api/peek?"+q.Encode(), &page); err != nil {
+	fail := func(err error) {
 		writeJSON(w, http.StatusBadGateway, PeekPage{Node: node, Stream: q.Get("stream"), Error: err.Error()})
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/api/peek?"+q.Encode(), nil)
+	if err != nil {
+		fail(err)
 		return
 	}
-	writeJSON(w, http.StatusOK, page)
+	resp, err := c.cfg.Client.Do(req)
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer resp.Body.Close()
+	// The node's page, relayed as it is (its errors included).
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxPeekAnswer))
+	if err != nil {
+		fail(err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(resp.StatusCode)
+	w.Write(body)
 }
 
 func statusOf(err error) int {

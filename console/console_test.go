@@ -228,6 +228,12 @@ func TestConsoleMeshView(t *testing.T) {
 	if code := getJSON(t, alpha.url("/api/peek?stream=nosuch"), &page); code != http.StatusNotFound || !strings.Contains(page.Error, "no such stream") {
 		t.Fatalf("peek of a missing stream: %d %+v", code, page)
 	}
+	if code := getJSON(t, beta.url("/api/peek?node=alpha&stream=nosuch"), &page); code != http.StatusNotFound || page.Node != "alpha" {
+		t.Fatalf("peek of a missing stream through beta: %d %+v", code, page)
+	}
+	if code := getJSON(t, beta.url("/api/peek?node=nobody&stream=orders"), &page); code != http.StatusBadGateway || page.Error == "" {
+		t.Fatalf("peek at an unknown node: %d %+v", code, page)
+	}
 	if alpha.node.Streams()[0] != "orders" || len(alpha.node.Streams()) != 1 {
 		t.Errorf("a peek created a stream: %v", alpha.node.Streams())
 	}

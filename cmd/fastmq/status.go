@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fastmq/fastmq"
 	"github.com/fastmq/fastmq/console"
 	"github.com/fastmq/fastmq/discovery"
 )
@@ -23,9 +22,7 @@ import (
 func meshView(ctx context.Context, addr string) (console.View, error) {
 	ctx, cancel := context.WithTimeout(ctx, agentTimeout)
 	defer cancel()
-	var v console.View
-	err := fastmq.GetJSON(ctx, nil, "http://"+addr+"/api/mesh", &v)
-	return v, err
+	return console.FetchView(ctx, nil, addr)
 }
 
 func humanBytes(b uint64) string {
