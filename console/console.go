@@ -175,6 +175,11 @@ func (c *Console) Mesh(ctx context.Context) View {
 	gctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	ms := c.cfg.Node.GatherMesh(gctx, c.cfg.Client)
 	cancel()
+	for _, m := range ms.Members {
+		if m.Down && m.Status == "alive" {
+			c.log.Debug("member status not had", "peer", m.Name, "endpoint", m.HTTP, "err", m.Error)
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v := c.hist.add(ms)
