@@ -20,6 +20,11 @@ type Status struct {
 	Server    pull.ServerStats `json:"server"`
 	Consumers []ConsumerStatus `json:"consumers"`
 	Members   []MemberStatus   `json:"members"`
+	// Time is when the snapshot was taken; HTTP the node's advertised HTTP
+	// address (see AdvertiseHTTP); Disk the file system under DataDir.
+	Time time.Time  `json:"time"`
+	HTTP string     `json:"http,omitempty"`
+	Disk DiskStatus `json:"disk"`
 }
 
 // StreamStatus describes one local stream. A stream on disk that would
@@ -29,6 +34,13 @@ type StreamStatus struct {
 	Oldest uint64 `json:"oldest"`
 	Next   uint64 `json:"next"`
 	Error  string `json:"error,omitempty"`
+	// Size, time range and retention of an open stream.
+	Bytes          int64         `json:"bytes"`
+	Segments       int           `json:"segments"`
+	OldestTime     time.Time     `json:"oldest_time"` // zero when empty
+	NewestTime     time.Time     `json:"newest_time"`
+	RetentionAge   time.Duration `json:"retention_age_ns"` // 0 = keep
+	RetentionBytes int64         `json:"retention_bytes"`  // 0 = no limit
 }
 
 // ConsumerStatus describes one consumer made by the node.
@@ -44,6 +56,14 @@ type MemberStatus struct {
 	Addr   string        `json:"addr"`
 	Status string        `json:"status"`
 	RTT    time.Duration `json:"rtt_ns"`
+	// The member's advertisement: user tags, services, spool and HTTP
+	// address (see AdvertiseHTTP).
+	Tags           map[string]string `json:"tags,omitempty"`
+	Services       []ServiceStatus   `json:"services,omitempty"`
+	SpoolEndpoint  string            `json:"spool_endpoint,omitempty"`
+	Streams        []string          `json:"streams,omitempty"`
+	StreamsPartial bool              `json:"streams_partial,omitempty"`
+	HTTP           string            `json:"http,omitempty"`
 }
 
 // Status returns a snapshot of the node's streams, server, consumers and
@@ -71,7 +91,7 @@ func (n *Node) Status() Status {
 	n.mu.Unlock()
 	// The logs' and consumers' own locks are taken outside n.mu.
 	for i, l := range logs {
-		st.Streams = append(st.Streams, StreamStatus{Name: names[i], Oldest: l.OldestOffset(), Next: l.NextOffset()})
+		st.Streams = append(st.Streams, n.streamStatus(names[i], l))
 	}
 	st.Streams = append(st.Streams, failed...)
 	sort.Slice(st.Streams, func(i, j int) bool { return st.Streams[i].Name < st.Streams[j].Name })
@@ -85,8 +105,9 @@ func (n *Node) Status() Status {
 		st.Consumers = append(st.Consumers, ConsumerStatus{Name: ci.key.name, Stream: ci.key.stream, Publishers: ci.c.Stats()})
 	}
 	for _, m := range n.members.Members() {
-		st.Members = append(st.Members, MemberStatus{Name: m.Name, Addr: m.Addr, Status: m.Status.String(), RTT: m.RTT})
+		st.Members = append(st.Members, memberStatus(m))
 	}
+	n.hostStatus(&st)
 	return st
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -12,22 +13,29 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fastmq/fastmq"
 	"github.com/fastmq/fastmq/discovery"
 )
 
 // membersPollInterval is how often --watch compares the member list.
 const membersPollInterval = 500 * time.Millisecond
 
+// agentTimeout bounds one question to an agent's HTTP server.
+const agentTimeout = 5 * time.Second
+
 // formatMember renders one member on one line:
-// name addr status services... [spool endpoint streams]
-func formatMember(m discovery.Member) string {
+// name addr status services... [spool endpoint streams] [http] [rtt]
+func formatMember(m fastmq.MemberStatus) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\t%s\t%s", m.Name, m.Addr, m.Status)
 	for _, s := range m.Services {
 		fmt.Fprintf(&b, "\t%s/%s=%s", s.Name, s.Kind, strings.Join(s.Endpoints, ","))
 	}
-	if m.Spool != nil {
-		fmt.Fprintf(&b, "\tspool=%s[%s]", m.Spool.Endpoint, strings.Join(m.Spool.Streams, ","))
+	if m.SpoolEndpoint != "" {
+		fmt.Fprintf(&b, "\tspool=%s[%s]", m.SpoolEndpoint, strings.Join(m.Streams, ","))
+	}
+	if m.HTTP != "" {
+		fmt.Fprintf(&b, "\thttp=%s", m.HTTP)
 	}
 	if m.RTT > 0 {
 		fmt.Fprintf(&b, "\trtt=%s", m.RTT.Round(10*time.Microsecond))
@@ -35,20 +43,78 @@ func formatMember(m discovery.Member) string {
 	return b.String()
 }
 
-// observerTag marks the short-lived nodes of "fastmq members", so that the
-// command does not list its own or earlier runs' observers.
-const observerTag = "fastmq-observer"
+// observerTag marks the short-lived nodes of "fastmq members" and "fastmq
+// status", so that they list neither their own nor earlier runs' observers.
+const observerTag = fastmq.ObserverTag
 
-// memberLines lists the mesh without observers, keyed by name.
-// RTT is left out so that --watch reports changes of state only.
-func memberLines(m *discovery.Membership) map[string]string {
-	out := map[string]string{}
-	for _, mem := range m.Members() {
-		if mem.Name == m.Name() || mem.Tags[observerTag] != "" {
+// withoutObservers drops observers, and self if not empty.
+func withoutObservers(ms []fastmq.MemberStatus, self string) []fastmq.MemberStatus {
+	out := ms[:0:0]
+	for _, m := range ms {
+		if m.Name == self || m.Tags[observerTag] != "" {
 			continue
 		}
-		mem.RTT = 0
-		out[mem.Name] = formatMember(mem)
+		out = append(out, m)
+	}
+	return out
+}
+
+// observedMembers is the observer's own view of the mesh.
+func observedMembers(m *discovery.Membership) []fastmq.MemberStatus {
+	var out []fastmq.MemberStatus
+	for _, mem := range m.Members() {
+		ms := fastmq.MemberStatus{Name: mem.Name, Addr: mem.Addr, Status: mem.Status.String(), RTT: mem.RTT,
+			Tags: mem.Tags, HTTP: fastmq.HTTPAddrOf(mem.Services)}
+		for _, s := range mem.Services {
+			if s.Name != fastmq.HTTPService {
+				ms.Services = append(ms.Services, fastmq.ServiceStatus{Name: s.Name, Kind: s.Kind, Endpoints: s.Endpoints})
+			}
+		}
+		if mem.Spool != nil {
+			ms.SpoolEndpoint, ms.Streams, ms.StreamsPartial = mem.Spool.Endpoint, mem.Spool.Streams, mem.Spool.Partial
+		}
+		out = append(out, ms)
+	}
+	return withoutObservers(out, m.Name())
+}
+
+// agentMembers asks the agent serving HTTP at addr for its view of the
+// mesh: unlike a fresh observer's, it has the members that failed or left.
+func agentMembers(ctx context.Context, addr string) ([]fastmq.MemberStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, agentTimeout)
+	defer cancel()
+	st, err := fastmq.FetchStatus(ctx, nil, addr)
+	if err != nil {
+		return nil, err
+	}
+	return withoutObservers(st.Members, ""), nil
+}
+
+// agentHTTP picks the agent whose view to ask for, from what an observer
+// learnt by gossip: the member joined at one of join (by gossip address),
+// else the first alive member that serves HTTP; "" when none does.
+func agentHTTP(m *discovery.Membership, join []string) string {
+	var first string
+	for _, mem := range m.Members() {
+		addr := fastmq.HTTPAddrOf(mem.Services)
+		if addr == "" || mem.Status != discovery.StatusAlive || mem.Tags[observerTag] != "" {
+			continue
+		}
+		if slices.Contains(join, mem.Addr) {
+			return addr
+		}
+		if first == "" {
+			first = addr
+		}
+	}
+	return first
+}
+
+func memberLines(ms []fastmq.MemberStatus) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		m.RTT = 0 // --watch reports changes of state only
+		out[m.Name] = formatMember(m)
 	}
 	return out
 }
@@ -64,20 +130,23 @@ func printMembers(w io.Writer, lines map[string]string) {
 	}
 }
 
-// runMembers joins the mesh as a short-lived observer, prints the members
-// and, with watch, keeps printing changes until ctx ends. It always leaves
-// gracefully.
-func runMembers(ctx context.Context, cfg discovery.Config, watch bool, w io.Writer) error {
-	m, err := discovery.New(cfg)
+// membersSource lists the mesh: an agent's view (over HTTP), or the
+// observer's own.
+type membersSource func(ctx context.Context) ([]fastmq.MemberStatus, error)
+
+// runMembers prints the members from list, as lines or as JSON, and, with
+// watch, keeps printing changes until ctx ends.
+func runMembers(ctx context.Context, list membersSource, watch, asJSON bool, w io.Writer) error {
+	ms, err := list(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		lctx, cancel := context.WithTimeout(context.Background(), gossipLeaveTimeout)
-		defer cancel()
-		m.Leave(lctx)
-	}()
-	prev := memberLines(m)
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(ms)
+	}
+	prev := memberLines(ms)
 	printMembers(w, prev)
 	if !watch {
 		return nil
@@ -90,7 +159,14 @@ func runMembers(ctx context.Context, cfg discovery.Config, watch bool, w io.Writ
 			return nil
 		case <-t.C:
 		}
-		cur := memberLines(m)
+		ms, err := list(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		cur := memberLines(ms)
 		changed := map[string]string{}
 		for n, l := range cur {
 			if prev[n] != l {
@@ -110,40 +186,80 @@ func runMembers(ctx context.Context, cfg discovery.Config, watch bool, w io.Writ
 	}
 }
 
+// withObserver joins the mesh as a short-lived observer, runs fn with it
+// and leaves gracefully.
+func withObserver(ctx context.Context, f gossipFlags, what string, fn func(m *discovery.Membership) error) error {
+	if f.bind == "" {
+		f.bind = observerBind(f.join[0])
+	}
+	f.name = fmt.Sprintf("%s-%s-%d", what, hostnameOr("cli"), os.Getpid())
+	cfg, err := f.config()
+	if err != nil {
+		return err
+	}
+	cfg.Tags = map[string]string{observerTag: "1"}
+	m, err := discovery.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		lctx, cancel := context.WithTimeout(context.Background(), gossipLeaveTimeout)
+		defer cancel()
+		m.Leave(lctx)
+	}()
+	return fn(m)
+}
+
 func init() {
 	var f gossipFlags
-	var watch bool
+	var watch, asJSON bool
+	var httpAddr string
 	cmd := &cobra.Command{
-		Use:   "members --join HOST:PORT",
+		Use:   "members (--join HOST:PORT | --http HOST:PORT)",
 		Short: "Print the gossip mesh, one member a line: name, address, status, services",
-		Long: "Join the mesh as a short-lived observer node, print every member " +
-			"(name, gossip address, status alive/leaving/left/failed, advertised services " +
-			"and spool), then leave. With --watch keep printing members whose state " +
-			"changes until SIGINT/SIGTERM. Observers (this command's own nodes, tagged " +
-			observerTag + ") are not listed; they stay in serf's member lists as left " +
-			"until its tombstone timeout.",
-		Example: "  fastmq members --join 127.0.0.1:7946\n  fastmq members --join 10.0.0.5:7946 --key $KEY --watch",
-		Args:    cobra.NoArgs,
+		Long: "Print every member of the mesh (name, gossip address, status alive/leaving/left/failed, " +
+			"advertised services, spool and HTTP address) as a running agent sees it, failed and " +
+			"left members included. With --http, ask the agent serving HTTP there (fastmq agent --http). " +
+			"With --join, join the mesh as a short-lived observer, ask an agent that serves HTTP " +
+			"(the one joined if it does), then leave; when no agent serves HTTP, print the " +
+			"observer's own view, which lacks the members that failed or left before it joined. " +
+			"With --watch keep printing members whose state changes until SIGINT/SIGTERM. " +
+			"Observers (this command's own nodes, tagged " + observerTag + ") are not listed.",
+		Example: "  fastmq members --join 127.0.0.1:7946\n  fastmq members --http 127.0.0.1:8080 --json\n" +
+			"  fastmq members --join 10.0.0.5:7946 --key $KEY --watch",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, out := cmd.Context(), cmd.OutOrStdout()
+			if watch && asJSON {
+				return fmt.Errorf("--json and --watch exclude each other")
+			}
+			if httpAddr != "" {
+				if len(f.join) > 0 {
+					return fmt.Errorf("--http and --join exclude each other")
+				}
+				return runMembers(ctx, func(ctx context.Context) ([]fastmq.MemberStatus, error) { return agentMembers(ctx, httpAddr) }, watch, asJSON, out)
+			}
 			if len(f.join) == 0 {
-				return fmt.Errorf("--join is required")
+				return fmt.Errorf("--join or --http is required")
 			}
-			if f.bind == "" {
-				f.bind = observerBind(f.join[0])
-			}
-			f.name = fmt.Sprintf("members-%s-%d", hostnameOr("cli"), os.Getpid())
-			cfg, err := f.config()
-			if err != nil {
-				return err
-			}
-			cfg.Tags = map[string]string{observerTag: "1"}
-			return runMembers(cmd.Context(), cfg, watch, cmd.OutOrStdout())
+			return withObserver(ctx, f, "members", func(m *discovery.Membership) error {
+				list := func(context.Context) ([]fastmq.MemberStatus, error) { return observedMembers(m), nil }
+				if addr := agentHTTP(m, f.join); addr != "" {
+					list = func(ctx context.Context) ([]fastmq.MemberStatus, error) { return agentMembers(ctx, addr) }
+				} else {
+					fmt.Fprintln(cmd.ErrOrStderr(), "fastmq members: no agent serves HTTP (fastmq agent --http): "+
+						"showing a fresh observer's view, without the members that failed or left before it joined")
+				}
+				return runMembers(ctx, list, watch, asJSON, out)
+			})
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringSliceVar(&f.join, "join", nil, "gossip address of a mesh node (repeatable)")
 	fl.StringVar(&f.bind, "gossip", "", "bind address of the observer (default HOST:0 next to --join)")
+	fl.StringVar(&httpAddr, "http", "", "HTTP address of an agent (its --http) to ask, instead of joining the mesh")
 	fl.BoolVar(&watch, "watch", false, "keep printing changes until interrupted")
+	fl.BoolVar(&asJSON, "json", false, "print the members as a JSON array")
 	f.registerKey(cmd)
 	rootCmd.AddCommand(cmd)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/console"
 	"github.com/fastmq/fastmq/spool"
 )
 
@@ -29,7 +30,7 @@ type nodeFlags struct {
 	plaintext bool
 	spoolBind string
 	advertise string
-	metrics   string
+	http      string
 	sync      string
 	codec     string
 	retAge    time.Duration
@@ -50,7 +51,8 @@ func (f *nodeFlags) register(cmd *cobra.Command, nameFlag, defaultName string) {
 	fl.BoolVar(&f.plaintext, "plaintext-gossip", false, "allow unencrypted gossip on an address that is not loopback (trusted networks only)")
 	fl.StringVar(&f.spoolBind, "spool-bind", "", "endpoint the spool server binds (default: the gossip host, port 0)")
 	fl.StringVar(&f.advertise, "spool-advertise", "", "spool endpoint to advertise, if not the bound one")
-	fl.StringVar(&f.metrics, "metrics", "", "serve /metrics and /status on HOST:PORT")
+	fl.StringVar(&f.http, "http", "", "serve the web console at /, /status and /metrics on HOST:PORT, advertised in gossip")
+	fl.StringVar(&f.http, "metrics", "", "alias of --http")
 	fl.StringVar(&f.sync, "sync", "group", "spool sync policy: each, group or none")
 	fl.StringVar(&f.codec, "codec", "s2", "spool batch codec: none, s2 or zstd")
 	fl.DurationVar(&f.retAge, "retention-age", 0, "delete spool segments whose newest record is older than this (0: keep)")
@@ -142,21 +144,32 @@ func (f *nodeFlags) runNode(ctx context.Context, fn func(ctx context.Context, n 
 		return err
 	}
 	var srv *http.Server
-	if f.metrics != "" {
-		ln, err := net.Listen("tcp", f.metrics)
+	var con *console.Console
+	if f.http != "" {
+		ln, err := net.Listen("tcp", f.http)
 		if err != nil {
 			n.Close()
-			return fmt.Errorf("--metrics %q: %w", f.metrics, err)
+			return fmt.Errorf("--http %q: %w", f.http, err)
 		}
-		srv = &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		con, err = console.New(console.Config{Node: n, Logger: cfg.Logger})
+		if err == nil {
+			err = n.AdvertiseHTTP(ln.Addr().String())
+		}
+		if err != nil {
+			ln.Close()
+			n.Close()
+			return err
+		}
+		srv = &http.Server{Handler: con.Handler(), ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(ln)
-		cfg.Logger.Info("serving metrics", "endpoint", "http://"+ln.Addr().String())
+		cfg.Logger.Info("serving the console", "endpoint", "http://"+ln.Addr().String()+"/")
 	}
 	runErr := fn(ctx, n)
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if srv != nil {
 		srv.Shutdown(sctx)
+		con.Close()
 	}
 	if err := n.Shutdown(sctx); err != nil && runErr == nil {
 		runErr = err
