@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fastmq/fastmq"
-	"github.com/fastmq/fastmq/console"
+	"github.com/fastmq/fastmq/internal/console"
 	"github.com/fastmq/fastmq/spool"
 )
 

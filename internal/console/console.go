@@ -9,12 +9,9 @@
 // plain HTML, JavaScript and CSS embedded in the binary: no build step, no
 // network access beyond the mesh.
 //
-// It is a public package, not an internal one, so that a program that
-// embeds a fastmq.Node (rather than running the fastmq agent) can serve the
-// same console with one line:
-//
-//	c, _ := console.New(console.Config{Node: node})
-//	http.ListenAndServe(addr, c.Handler())
+// It is internal: the fastmq agent (cmd/fastmq, --http) serves it. It
+// stays out of the public API until the console's JSON API settles; the
+// project's top-level layout keeps private packages under internal/.
 package console
 
 import (

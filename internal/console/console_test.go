@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/fastmq/fastmq"
-	"github.com/fastmq/fastmq/console"
+	"github.com/fastmq/fastmq/internal/console"
 	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"go.uber.org/goleak"
@@ -326,7 +326,7 @@ func TestConsoleRates(t *testing.T) {
 // TestConsoleDashboardMetricsExist: every metric the shipped Grafana
 // dashboard queries is exported by a node's /metrics.
 func TestConsoleDashboardMetricsExist(t *testing.T) {
-	dash, err := os.ReadFile(filepath.Join("..", "docs", "grafana-dashboard.json"))
+	dash, err := os.ReadFile("grafana-dashboard.json")
 	if err != nil {
 		t.Fatal(err)
 	}
