@@ -345,9 +345,17 @@ func (c *Client) attempt(ctx context.Context, inst *instance, lost <-chan struct
 	hdr := appendRequest(make([]byte, 0, reqHeaderMin+len(hr.clientID)+1+len(hr.key)), hr)
 	msg := socket.NewMsg(nil, hdr, req)
 	// Queue it within the attempt's time: a DEALER blocks while its
-	// instance is not connected.
-	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
-	defer cancel()
+	// instance is not connected. A call that is not retried after a
+	// timeout and goes to a connected instance needs no timer of its own.
+	c.mu.Lock()
+	connected := inst.connected
+	c.mu.Unlock()
+	actx := ctx
+	if retryable || !connected {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, attemptTimeout)
+		defer cancel()
+	}
 	if err := inst.sock.Send(actx, msg); err != nil {
 		c.end(inst, outcomeFailed, 0)
 		if ctx.Err() != nil {
