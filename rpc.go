@@ -81,6 +81,10 @@ func (n *Node) Handle(service string, handler rpc.Handler, opts HandleOptions) (
 		s.Close()
 		return nil, fmt.Errorf("fastmq: handle %q: %w", service, err)
 	}
+	nc := n.registry()
+	nc.mu.Lock()
+	nc.servers[srv] = service
+	nc.mu.Unlock()
 	return srv, nil
 }
 
@@ -122,14 +126,64 @@ func (n *Node) Call(ctx context.Context, service string, req []byte, opts rpc.Ca
 // or WaitForInstances. The node owns it.
 func (n *Node) RPCClient(service string) (*rpc.Client, error) { return n.rpcClient(service) }
 
-// rpcClients are each node's rpc clients by service. They live beside the
-// Node rather than in it; a client stops by itself when the node's gossip
-// closes (its watch ends), and the entry is dropped on the next Call.
+// rpcClients are each node's rpc clients by service and servers. They live
+// beside the Node rather than in it; a client stops by itself when the
+// node's gossip closes (its watch ends), a server when the node closes its
+// socket, and the entry is dropped on the next Call after Close.
 var rpcClients sync.Map // *Node -> *nodeClients
 
 type nodeClients struct {
 	mu      sync.Mutex
 	clients map[string]*rpc.Client
+	servers map[*rpc.Server]string // by service, for RPCStatus
+}
+
+// registry returns n's entry in rpcClients, making it on first use.
+func (n *Node) registry() *nodeClients {
+	v, _ := rpcClients.LoadOrStore(n, &nodeClients{clients: make(map[string]*rpc.Client), servers: make(map[*rpc.Server]string)})
+	return v.(*nodeClients)
+}
+
+// RPCStatus is what a node's RPC clients and servers have counted.
+type RPCStatus struct {
+	// Clients are Call's clients by service, with per-instance counters.
+	Clients map[string]rpc.ClientStats
+	// Servers are Handle's servers by service (several Handle calls for
+	// one service add up).
+	Servers map[string]rpc.ServerStats
+}
+
+// RPCStatus returns the counters of the node's RPC clients (per service
+// and instance: calls, errors, retries, timeouts, ejections, latency
+// histogram) and servers. The caller owns the maps.
+func (n *Node) RPCStatus() RPCStatus {
+	st := RPCStatus{Clients: map[string]rpc.ClientStats{}, Servers: map[string]rpc.ServerStats{}}
+	v, ok := rpcClients.Load(n)
+	if !ok {
+		return st
+	}
+	nc := v.(*nodeClients)
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	for svc, c := range nc.clients {
+		st.Clients[svc] = c.Stats()
+	}
+	for srv, svc := range nc.servers {
+		a, b := st.Servers[svc], srv.Stats()
+		a.Requests += b.Requests
+		a.Handled += b.Handled
+		a.Errors += b.Errors
+		a.CacheHits += b.CacheHits
+		a.Expired += b.Expired
+		a.Overloaded += b.Overloaded
+		a.Unavailable += b.Unavailable
+		a.BadRequests += b.BadRequests
+		a.SendsFailed += b.SendsFailed
+		a.InFlight += b.InFlight
+		a.Cached += b.Cached
+		st.Servers[svc] = a
+	}
+	return st
 }
 
 // rpcClient returns the node's client for service, making it on first use.
@@ -148,8 +202,7 @@ func (n *Node) rpcClient(service string) (*rpc.Client, error) {
 		}
 		return nil, ErrClosed
 	}
-	v, _ := rpcClients.LoadOrStore(n, &nodeClients{clients: make(map[string]*rpc.Client)})
-	nc := v.(*nodeClients)
+	nc := n.registry()
 	nc.mu.Lock()
 	defer nc.mu.Unlock()
 	if c, ok := nc.clients[service]; ok {

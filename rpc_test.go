@@ -96,6 +96,13 @@ func TestRPCNodeFailoverOnSerfMesh(t *testing.T) {
 	if count("a") != atA {
 		t.Fatalf("a served calls after it died")
 	}
+	st := c.RPCStatus().Clients["upper"]
+	if st.Calls != uint64(calls.Load()) || st.Errors != uint64(failed.Load()) || len(st.Instances) != 1 || st.Instances[0].Node != "b" {
+		t.Fatalf("client status %+v", st)
+	}
+	if bs := b.RPCStatus().Servers["upper"]; bs.Handled != uint64(count("b")) {
+		t.Fatalf("b's server status %+v, want %d handled", bs, count("b"))
+	}
 }
 
 // A call to a service nobody offers fails at once with ErrNoInstance.
