@@ -70,3 +70,20 @@ func TestRPCMalformedRequests(t *testing.T) {
 		t.Fatalf("handler ran on %q (and %d more)", got, len(ran))
 	}
 }
+
+// Socket receive timeouts in the configuration do not stop a server or a
+// client from receiving.
+func TestRPCSocketRecvTimeoutIgnored(t *testing.T) {
+	mesh := newMesh(t)
+	sc := socket.Config{RecvTimeout: 10 * time.Millisecond}
+	serve(t, mesh, "a", echo("a"), func(c *rpc.ServerConfig) { c.Socket = sc })
+	c := client(t, mesh, 1, func(c *rpc.ClientConfig) { c.Socket = sc })
+	for range 3 {
+		if _, err := c.Call(context.Background(), []byte("x"), rpc.CallOptions{Timeout: 5 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		// Idle past the receive timeout between calls.
+		idle := time.NewTimer(30 * time.Millisecond)
+		<-idle.C
+	}
+}

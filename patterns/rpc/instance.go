@@ -226,6 +226,9 @@ func (c *Client) recvLoop(inst *instance) {
 	defer inst.wg.Done()
 	for {
 		m, err := inst.sock.Recv(context.Background())
+		if errors.Is(err, socket.ErrTimeout) {
+			continue // Config.Socket.RecvTimeout: we wait for as long as the socket lives
+		}
 		if err != nil {
 			return // closed
 		}

@@ -247,6 +247,9 @@ func (s *Server) recvLoop() {
 	defer s.cancel() // the socket closed under us (its owner closed it): stop the workers too
 	for {
 		m, err := s.sock.Recv(s.ctx)
+		if errors.Is(err, socket.ErrTimeout) && s.ctx.Err() == nil {
+			continue // Config.Socket.RecvTimeout: serve for as long as the socket lives
+		}
 		if err != nil {
 			if !errors.Is(err, socket.ErrClosed) && s.ctx.Err() == nil {
 				s.log.Error("rpc server receive failed", "err", err)
