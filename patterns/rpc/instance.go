@@ -95,6 +95,15 @@ func (c *Client) apply(ev discovery.Event) {
 	c.mu.Lock()
 	old := c.insts[node]
 	if ev.Type == discovery.Removed {
+		if old == nil && ev.Reason == discovery.ReasonFailed {
+			// A draining instance that then failed: its calls end now.
+			for inst := range c.retiring {
+				if inst.node == node {
+					old = inst
+					delete(c.retiring, inst)
+				}
+			}
+		}
 		if old == nil {
 			c.mu.Unlock()
 			return
