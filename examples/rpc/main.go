@@ -1,23 +1,23 @@
-// Command rpc is an RPC service found by gossip: two server nodes advertise
-// the service "upper" with a REP socket; a client node dials the service
-// with a DEALER socket that connects to every instance it discovers and
-// spreads requests over them.
+// Command rpc is an RPC service found by gossip: two server nodes handle
+// the service "upper"; a client node calls it, and its calls spread over
+// both instances. Then one server drains (Shutdown: it withdraws the
+// service, finishes what it accepted, closes) and the calls go on to the
+// other, none lost.
 //
 //	go run ./examples/rpc
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/fastmq/fastmq"
-	"github.com/fastmq/fastmq/socket"
+	"github.com/fastmq/fastmq/patterns/rpc"
 )
 
 func main() {
@@ -30,7 +30,7 @@ func main() {
 	defer cancel()
 
 	var seeds []string
-	var servers sync.WaitGroup
+	var servers []*rpc.Server
 	for _, name := range []string{"server-1", "server-2"} {
 		n, err := fastmq.New(fastmq.Config{Name: name, DataDir: filepath.Join(dir, name), Seeds: seeds})
 		if err != nil {
@@ -38,24 +38,13 @@ func main() {
 		}
 		defer n.Close()
 		seeds = append(seeds, n.GossipAddr())
-		rep, err := n.Serve(socket.Rep, "upper", "tcp://127.0.0.1:0", socket.Config{})
+		srv, err := n.Handle("upper", func(ctx context.Context, req []byte) ([]byte, error) {
+			return append([]byte(name+": "), bytes.ToUpper(req)...), nil
+		}, fastmq.HandleOptions{})
 		if err != nil {
 			log.Fatal(err)
 		}
-		servers.Add(1)
-		go func() {
-			defer servers.Done()
-			for {
-				req, err := rep.Recv(ctx)
-				if err != nil {
-					return // the node closed the socket, or ctx ended
-				}
-				reply := name + ": " + strings.ToUpper(string(req.Frames[0]))
-				if err := rep.Send(ctx, socket.NewMsg([]byte(reply))); err != nil {
-					return
-				}
-			}
-		}()
+		servers = append(servers, srv)
 	}
 
 	client, err := fastmq.New(fastmq.Config{Name: "client", DataDir: filepath.Join(dir, "client"), Seeds: seeds})
@@ -63,22 +52,31 @@ func main() {
 		log.Fatal(err)
 	}
 	defer client.Close()
-	// REQ over every discovered instance: requests go round-robin.
-	req, err := client.Dial(socket.Req, "upper", socket.Config{})
+	// Wait until gossip has shown both instances, so the calls spread.
+	c, err := client.RPCClient("upper")
 	if err != nil {
 		log.Fatal(err)
 	}
-	for _, word := range []string{"alpha", "beta", "gamma", "delta"} {
-		if err := req.Send(ctx, socket.NewMsg([]byte(word))); err != nil {
-			log.Fatal(err)
-		}
-		rep, err := req.Recv(ctx)
+	if err := c.WaitForInstances(ctx, 2); err != nil {
+		log.Fatal(err)
+	}
+	call := func(word string) {
+		// Idempotent: retried on the other instance if this one dies.
+		reply, err := client.Call(ctx, "upper", []byte(word), rpc.CallOptions{Timeout: 2 * time.Second, Idempotent: true, WaitForInstance: true})
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Println(string(rep.Frames[0]))
+		fmt.Println(string(reply))
 	}
-	client.Close()
-	cancel()
-	servers.Wait()
+	for _, word := range []string{"alpha", "beta", "gamma", "delta"} {
+		call(word)
+	}
+
+	if err := servers[0].Shutdown(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("server-1 drained")
+	for _, word := range []string{"epsilon", "zeta"} {
+		call(word)
+	}
 }

@@ -1,0 +1,274 @@
+// Command rpccmp measures FastMQ's patterns/rpc against NATS request/reply
+// (an embedded nats-server v2, responders in a queue group) and grpc-go
+// unary calls, on the same machine in the same run, with the same
+// workload: C concurrent callers, 2 server instances, S-byte requests
+// echoed back, all on loopback TCP. Each round runs every implementation
+// once, in an order that alternates between rounds; it prints each run's
+// calls/s, p50 and p99, then per peer the ratios FastMQ/peer for calls/s
+// and peer/FastMQ for p50 and p99 (so above 1 means FastMQ is better):
+// the median over the rounds, with min and max.
+//
+// It is a separate module so that NATS and gRPC stay out of FastMQ's go.mod.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
+
+	"github.com/fastmq/fastmq/discovery/discoverytest"
+	"github.com/fastmq/fastmq/patterns/rpc"
+)
+
+var (
+	rounds    = flag.Int("rounds", 5, "rounds; each runs every implementation once")
+	calls     = flag.Int("n", 20000, "calls per run")
+	callers   = flag.Int("callers", 16, "concurrent callers")
+	instances = flag.Int("instances", 2, "server instances")
+	size      = flag.Int("size", 100, "request size in bytes")
+)
+
+// impl is one implementation under test: call is safe for concurrent use.
+type impl struct {
+	name  string
+	call  func(ctx context.Context, req []byte) error
+	close func()
+}
+
+type result struct {
+	rate     float64
+	p50, p99 time.Duration
+}
+
+func must(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rpccmp:", err)
+		os.Exit(1)
+	}
+}
+
+func main() {
+	flag.Parse()
+	impls := []impl{setupFastMQ(), setupNATS(), setupGRPC()}
+	defer func() {
+		for _, im := range impls {
+			im.close()
+		}
+	}()
+	req := make([]byte, *size)
+	for _, im := range impls { // warm up: connections, buffers
+		run(im, req, 2000)
+	}
+	res := map[string][]result{}
+	for r := range *rounds {
+		order := slices.Clone(impls)
+		if r%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, im := range order {
+			x := run(im, req, *calls)
+			res[im.name] = append(res[im.name], x)
+			fmt.Printf("round %d %-8s %10.0f calls/s  p50 %7.1fµs  p99 %8.1fµs\n", r+1, im.name, x.rate, us(x.p50), us(x.p99))
+		}
+	}
+	fmt.Printf("\n%d callers, %d instances, %d-byte requests, %d calls per run, %d rounds\n", *callers, *instances, *size, *calls, *rounds)
+	f := res["fastmq"]
+	for _, peer := range impls[1:] {
+		p := res[peer.name]
+		var rate, p50, p99 []float64
+		for i := range f {
+			rate = append(rate, f[i].rate/p[i].rate)
+			p50 = append(p50, float64(p[i].p50)/float64(f[i].p50))
+			p99 = append(p99, float64(p[i].p99)/float64(f[i].p99))
+		}
+		fmt.Printf("fastmq vs %-6s calls/s ×%s   p50 ×%s   p99 ×%s   (>1: fastmq better)\n", peer.name, stat(rate), stat(p50), stat(p99))
+	}
+}
+
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+
+// stat renders the median with min and max.
+func stat(v []float64) string {
+	s := slices.Clone(v)
+	sort.Float64s(s)
+	return fmt.Sprintf("%.2f [%.2f–%.2f]", s[len(s)/2], s[0], s[len(s)-1])
+}
+
+// run makes n calls from *callers goroutines and measures them.
+func run(im impl, req []byte, n int) result {
+	lat := make([][]time.Duration, *callers)
+	var mu sync.Mutex
+	left := n
+	ctx := context.Background()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range *callers {
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				if left == 0 {
+					mu.Unlock()
+					return
+				}
+				left--
+				mu.Unlock()
+				t := time.Now()
+				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				err := im.call(cctx, req)
+				cancel()
+				must(err)
+				lat[w] = append(lat[w], time.Since(t))
+			}
+		})
+	}
+	wg.Wait()
+	d := time.Since(start)
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	return result{rate: float64(n) / d.Seconds(), p50: all[len(all)/2], p99: all[len(all)*99/100]}
+}
+
+func echo(ctx context.Context, req []byte) ([]byte, error) { return req, nil }
+
+func setupFastMQ() impl {
+	mesh := discoverytest.NewMesh()
+	var srvs []*rpc.Server
+	for i := range *instances {
+		node, err := mesh.Join(fmt.Sprintf("s%d", i))
+		must(err)
+		s, err := rpc.NewServer(rpc.ServerConfig{Service: "echo", Handler: echo, Discovery: node})
+		must(err)
+		srvs = append(srvs, s)
+	}
+	cn, err := mesh.Join("client")
+	must(err)
+	c, err := rpc.NewClient(rpc.ClientConfig{Service: "echo", Discovery: cn})
+	must(err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	must(c.WaitForInstances(ctx, *instances))
+	return impl{
+		name: "fastmq",
+		call: func(ctx context.Context, req []byte) error {
+			_, err := c.Call(ctx, req, rpc.CallOptions{})
+			return err
+		},
+		close: func() {
+			c.Close()
+			for _, s := range srvs {
+				s.Close()
+			}
+			mesh.Close()
+		},
+	}
+}
+
+func setupNATS() impl {
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	must(err)
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		must(fmt.Errorf("nats-server not ready"))
+	}
+	var conns []*nats.Conn
+	for range *instances {
+		nc, err := nats.Connect(ns.ClientURL())
+		must(err)
+		_, err = nc.QueueSubscribe("echo", "echo", func(m *nats.Msg) { m.Respond(m.Data) })
+		must(err)
+		must(nc.Flush())
+		conns = append(conns, nc)
+	}
+	cc, err := nats.Connect(ns.ClientURL())
+	must(err)
+	return impl{
+		name: "nats",
+		call: func(ctx context.Context, req []byte) error {
+			_, err := cc.RequestWithContext(ctx, "echo", req)
+			return err
+		},
+		close: func() {
+			cc.Close()
+			for _, nc := range conns {
+				nc.Close()
+			}
+			ns.Shutdown()
+		},
+	}
+}
+
+// rawCodec passes []byte through, so gRPC needs no generated code.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return *(v.(*[]byte)), nil }
+func (rawCodec) Unmarshal(b []byte, v any) error {
+	*(v.(*[]byte)) = append([]byte(nil), b...)
+	return nil
+}
+func (rawCodec) Name() string   { return "raw" }
+func (rawCodec) String() string { return "raw" }
+
+var _ encoding.Codec = rawCodec{}
+
+func setupGRPC() impl {
+	desc := grpc.ServiceDesc{
+		ServiceName: "bench.Echo",
+		HandlerType: (*any)(nil),
+		Methods: []grpc.MethodDesc{{
+			MethodName: "Call",
+			Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+				var b []byte
+				if err := dec(&b); err != nil {
+					return nil, err
+				}
+				return &b, nil
+			},
+		}},
+	}
+	var srvs []*grpc.Server
+	var addrs []resolver.Address
+	for range *instances {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		must(err)
+		s := grpc.NewServer(grpc.ForceServerCodec(rawCodec{}))
+		s.RegisterService(&desc, struct{}{})
+		go s.Serve(ln)
+		srvs = append(srvs, s)
+		addrs = append(addrs, resolver.Address{Addr: ln.Addr().String()})
+	}
+	r := manual.NewBuilderWithScheme("bench")
+	r.InitialState(resolver.State{Addresses: addrs})
+	conn, err := grpc.NewClient("bench:///echo",
+		grpc.WithResolvers(r),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
+	must(err)
+	return impl{
+		name: "grpc",
+		call: func(ctx context.Context, req []byte) error {
+			var out []byte
+			return conn.Invoke(ctx, "/bench.Echo/Call", &req, &out)
+		},
+		close: func() {
+			conn.Close()
+			for _, s := range srvs {
+				s.Stop()
+			}
+		},
+	}
+}

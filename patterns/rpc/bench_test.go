@@ -1,0 +1,74 @@
+package rpc_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fastmq/fastmq/patterns/rpc"
+)
+
+// BenchmarkRPCCall measures Call over TCP on loopback: round-trip latency
+// with one caller and one instance, and throughput with 16 callers over 2
+// instances, 100-byte requests (the workload). It reports calls/s
+// and the p50 and p99 latency.
+func BenchmarkRPCCall(b *testing.B) {
+	for _, bc := range []struct {
+		callers, instances int
+	}{{1, 1}, {16, 2}} {
+		b.Run(fmt.Sprintf("callers=%d/instances=%d", bc.callers, bc.instances), func(b *testing.B) {
+			mesh := newMesh(b)
+			for i := range bc.instances {
+				serve(b, mesh, fmt.Sprintf("s%d", i), func(ctx context.Context, req []byte) ([]byte, error) { return req, nil }, nil)
+			}
+			c := client(b, mesh, bc.instances, nil)
+			req := make([]byte, 100)
+			ctx := context.Background()
+			for range 100 { // connect and warm up
+				if _, err := c.Call(ctx, req, rpc.CallOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.SetBytes(int64(len(req)))
+			b.ReportAllocs()
+			lat := make([][]time.Duration, bc.callers)
+			var next sync.Mutex
+			left := b.N
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			for w := range bc.callers {
+				wg.Go(func() {
+					for {
+						next.Lock()
+						if left == 0 {
+							next.Unlock()
+							return
+						}
+						left--
+						next.Unlock()
+						t := time.Now()
+						if _, err := c.Call(ctx, req, rpc.CallOptions{Timeout: 5 * time.Second}); err != nil {
+							b.Error(err)
+							return
+						}
+						lat[w] = append(lat[w], time.Since(t))
+					}
+				})
+			}
+			wg.Wait()
+			d := time.Since(start)
+			b.StopTimer()
+			all := slices.Concat(lat...)
+			slices.Sort(all)
+			if len(all) > 0 {
+				b.ReportMetric(float64(len(all))/d.Seconds(), "calls/s")
+				b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+				b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+			}
+		})
+	}
+}

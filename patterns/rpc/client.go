@@ -1,0 +1,536 @@
+package rpc
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fastmq/fastmq/discovery"
+	"github.com/fastmq/fastmq/socket"
+)
+
+// Watcher reports the instances of a service as they come and go.
+// *discovery.Membership and discoverytest's *Node implement it.
+type Watcher interface {
+	Watch(ctx context.Context, service string) (<-chan discovery.Event, error)
+}
+
+// ClientConfig configures a Client. Service and Discovery are required.
+type ClientConfig struct {
+	// Service to call.
+	Service string
+	// Discovery reports the service's instances.
+	Discovery Watcher
+	// AttemptTimeout bounds each attempt of a call that may be retried
+	// (one with an idempotency key) before it is retried on another
+	// instance. Default: a third of the time the call has left when it
+	// starts, or 5 s for a call without a deadline. CallOptions override it.
+	AttemptTimeout time.Duration
+	// Retries is how many times a call is retried after its first attempt.
+	// Default 3; negative means never. CallOptions override it.
+	Retries int
+	// BackoffBase and BackoffMax bound the pause before a retry: random in
+	// [0, min(BackoffMax, BackoffBase × 2^retry)]. Default 5 ms and 100 ms.
+	BackoffBase, BackoffMax time.Duration
+	// EjectAfter is how many consecutive failed attempts (timeouts, lost
+	// connections) eject an instance. Default 3.
+	EjectAfter int
+	// ProbeAfter is how long an ejected instance gets no traffic; then one
+	// call at a time probes it (half-open) until one succeeds. Default 1 s.
+	ProbeAfter time.Duration
+	// ID identifies this client to servers' reply caches; at most
+	// MaxClientID bytes. Default: 16 random bytes.
+	ID []byte
+	// Socket configures the DEALER sockets (one per instance). A zero
+	// Linger means -1 here: a request queued for an instance that goes
+	// away is retried elsewhere, not flushed.
+	Socket socket.Config
+	// Logger receives the client's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// CallOptions tune one call. The zero value is a call without an
+// idempotency key, with the client's defaults.
+type CallOptions struct {
+	// Timeout bounds the call when ctx has no earlier deadline; 0: none.
+	Timeout time.Duration
+	// IdempotencyKey, if set, lets the call be retried after a timeout or
+	// a lost instance: servers run the handler once per (client, key)
+	// within their cache window and answer retries from the cache. At most
+	// MaxKey bytes.
+	IdempotencyKey string
+	// Idempotent gives the call a random IdempotencyKey when it has none:
+	// say so when running the handler twice on different instances is safe.
+	Idempotent bool
+	// AttemptTimeout overrides ClientConfig.AttemptTimeout.
+	AttemptTimeout time.Duration
+	// Retries overrides ClientConfig.Retries when not 0; negative: never.
+	Retries int
+	// WaitForInstance makes a call with no instance wait for one (until
+	// ctx ends) instead of failing with ErrNoInstance.
+	WaitForInstance bool
+}
+
+// Client calls the instances of a service with retries and failover.
+//
+// A Client is safe for concurrent use; Call blocks until the reply, an
+// error or the end of ctx. It keeps one DEALER socket connected to each
+// instance and picks an instance per attempt by least outstanding attempts
+// (two random choices), then gossip RTT, then measured latency. Close is
+// idempotent and returns after every goroutine has exited.
+type Client struct {
+	cfg ClientConfig
+	log *slog.Logger
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // watch (which waits for the instances' goroutines)
+	nextID atomic.Uint64
+
+	mu         sync.Mutex // guards the fields below; never held across I/O
+	insts      map[string]*instance
+	retiring   map[*instance]struct{} // withdrawn or left, still answering outstanding attempts
+	failedAt   map[string]time.Time   // nodes gossip declared failed, for half-open on return
+	pending    map[uint64]*pendingCall
+	changed    chan struct{} // closed and replaced when the instance set changes
+	cands      []*instance   // pick's scratch
+	closed     bool
+	watchEnded bool
+	ejections  uint64
+
+	calls, errs, retries, timeouts, failures atomic.Uint64
+	latency                                  histogramAtomic
+}
+
+// pendingCall is a call waiting for a reply, by request id.
+type pendingCall struct {
+	replies chan reply
+}
+
+// reply is one reply a recvLoop handed to its call.
+type reply struct {
+	from   *instance
+	status Status
+	frames [][]byte
+}
+
+// NewClient starts following the service's instances.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	switch {
+	case cfg.Service == "":
+		return nil, errors.New("rpc: ClientConfig.Service is required")
+	case cfg.Discovery == nil:
+		return nil, errors.New("rpc: ClientConfig.Discovery is required")
+	case len(cfg.ID) > MaxClientID:
+		return nil, fmt.Errorf("rpc: ClientConfig.ID longer than %d bytes", MaxClientID)
+	case cfg.AttemptTimeout < 0, cfg.BackoffBase < 0, cfg.BackoffMax < 0, cfg.EjectAfter < 0, cfg.ProbeAfter < 0:
+		return nil, errors.New("rpc: negative ClientConfig value")
+	}
+	if cfg.Retries == 0 {
+		cfg.Retries = 3
+	}
+	if cfg.BackoffBase == 0 {
+		cfg.BackoffBase = 5 * time.Millisecond
+	}
+	if cfg.BackoffMax == 0 {
+		cfg.BackoffMax = 100 * time.Millisecond
+	}
+	if cfg.EjectAfter == 0 {
+		cfg.EjectAfter = 3
+	}
+	if cfg.ProbeAfter == 0 {
+		cfg.ProbeAfter = time.Second
+	}
+	if len(cfg.ID) == 0 {
+		cfg.ID = make([]byte, 16)
+		rand.Read(cfg.ID)
+	} else {
+		cfg.ID = append([]byte(nil), cfg.ID...)
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	c := &Client{
+		cfg:      cfg,
+		log:      lg.With("component", "rpc-client", "service", cfg.Service),
+		insts:    make(map[string]*instance),
+		retiring: make(map[*instance]struct{}),
+		failedAt: make(map[string]time.Time),
+		pending:  make(map[uint64]*pendingCall),
+		changed:  make(chan struct{}),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	events, err := cfg.Discovery.Watch(ctx, cfg.Service)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("rpc: watch %q: %w", cfg.Service, err)
+	}
+	c.cancel = cancel
+	c.wg.Add(1)
+	go c.watch(ctx, events)
+	return c, nil
+}
+
+// notifyLocked wakes calls waiting for an instance.
+func (c *Client) notifyLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// Call sends req to an instance of the service and returns its reply,
+// retrying on other instances as CallOptions allow. A call with an
+// idempotency key is retried after an attempt timeout or a lost
+// connection; any call is retried on another instance when the server
+// says it did not run the handler (shutting down, overloaded) or the
+// request could not be queued. The returned error wraps ErrNoInstance,
+// ErrOutcomeUnknown, ErrRetriesExhausted, ctx's error or ErrClosed, or is
+// an *Error from the handler. The reply belongs to the caller. req is not
+// modified or kept.
+func (c *Client) Call(ctx context.Context, req []byte, opts CallOptions) ([]byte, error) {
+	if len(opts.IdempotencyKey) > MaxKey {
+		return nil, fmt.Errorf("rpc: idempotency key longer than %d bytes", MaxKey)
+	}
+	if opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opts.Timeout)
+		defer cancel()
+	}
+	start := time.Now()
+	c.calls.Add(1)
+	b, err := c.call(ctx, req, opts, start)
+	if err != nil {
+		c.errs.Add(1)
+		if ctx.Err() != nil {
+			c.timeouts.Add(1)
+		}
+		return nil, err
+	}
+	c.latency.observe(time.Since(start))
+	return b, nil
+}
+
+func (c *Client) call(ctx context.Context, req []byte, opts CallOptions, start time.Time) ([]byte, error) {
+	key := opts.IdempotencyKey
+	if key == "" && opts.Idempotent {
+		var k [12]byte
+		rand.Read(k[:])
+		key = hex.EncodeToString(k[:])
+	}
+	retries := c.cfg.Retries
+	if opts.Retries != 0 {
+		retries = opts.Retries
+	}
+	retries = max(retries, 0)
+	attemptTimeout := opts.AttemptTimeout
+	if attemptTimeout == 0 {
+		attemptTimeout = c.cfg.AttemptTimeout
+	}
+	if attemptTimeout == 0 {
+		attemptTimeout = 5 * time.Second
+		if d, ok := ctx.Deadline(); ok {
+			attemptTimeout = max(d.Sub(start)/3, time.Millisecond)
+		}
+	}
+	id := c.nextID.Add(1)
+	p := &pendingCall{replies: make(chan reply, 1)}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	c.pending[id] = p
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+	}()
+
+	hr := request{id: id, clientID: c.cfg.ID}
+	if key != "" {
+		hr.key = []byte(key)
+	}
+	var tried []*instance
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if attempt > retries {
+				return nil, fmt.Errorf("rpc: call %q: %w after %d attempts: %w", c.cfg.Service, ErrRetriesExhausted, attempt, lastErr)
+			}
+			c.retries.Add(1)
+			// Back off, but take a late reply to an earlier attempt.
+			d := min(c.cfg.BackoffMax, c.cfg.BackoffBase<<min(attempt-1, 20))
+			t := time.NewTimer(mrand.N(d + 1))
+			select {
+			case r := <-p.replies:
+				t.Stop()
+				if b, err, done := c.result(r); done {
+					return b, err
+				}
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil, c.ctxErr(ctx, lastErr)
+			}
+		}
+		inst, lost, err := c.pick(ctx, &tried, opts.WaitForInstance)
+		if err != nil {
+			if lastErr != nil && errors.Is(err, ErrNoInstance) {
+				return nil, fmt.Errorf("rpc: call %q: %w (after: %w)", c.cfg.Service, err, lastErr)
+			}
+			return nil, err
+		}
+		b, err, done := c.attempt(ctx, inst, lost, p, hr, req, key != "", attemptTimeout)
+		if done {
+			return b, err
+		}
+		lastErr = err
+	}
+}
+
+// pick waits as the call asks for an instance and chooses one. tried
+// collects the instances this call has used; when all were tried, it
+// starts over.
+func (c *Client) pick(ctx context.Context, tried *[]*instance, wait bool) (*instance, <-chan struct{}, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, nil, ErrClosed
+		}
+		inst, err := c.pickLocked(*tried, time.Now())
+		if errors.Is(err, errAllTried) {
+			*tried = (*tried)[:0]
+			inst, err = c.pickLocked(nil, time.Now())
+		}
+		if err == nil {
+			*tried = append(*tried, inst)
+			lost := inst.lost
+			c.mu.Unlock()
+			return inst, lost, nil
+		}
+		ch, ended := c.changed, c.watchEnded
+		c.mu.Unlock()
+		if !wait || ended {
+			return nil, nil, fmt.Errorf("rpc: call %q: %w", c.cfg.Service, ErrNoInstance)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("rpc: call %q: waiting for an instance: %w", c.cfg.Service, ctx.Err())
+		}
+	}
+}
+
+// attempt sends the request to inst and waits for its outcome. done says
+// the call is over (with b or err); otherwise err is why the attempt
+// failed and the call may retry.
+func (c *Client) attempt(ctx context.Context, inst *instance, lost <-chan struct{}, p *pendingCall, hr request, req []byte, retryable bool, attemptTimeout time.Duration) (b []byte, err error, done bool) {
+	sent := time.Now()
+	if d, ok := ctx.Deadline(); ok {
+		hr.timeout = d.Sub(sent)
+		if hr.timeout <= 0 {
+			c.end(inst, outcomeAbandoned, 0)
+			return nil, c.ctxErr(ctx, nil), true
+		}
+	}
+	hdr := appendRequest(make([]byte, 0, reqHeaderMin+len(hr.clientID)+1+len(hr.key)), hr)
+	msg := socket.NewMsg(nil, hdr, req)
+	// Queue it within the attempt's time: a DEALER blocks while its
+	// instance is not connected. A call that is not retried after a
+	// timeout and goes to a connected instance needs no timer of its own.
+	c.mu.Lock()
+	connected := inst.connected
+	c.mu.Unlock()
+	actx := ctx
+	if retryable || !connected {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, attemptTimeout)
+		defer cancel()
+	}
+	if err := inst.sock.Send(actx, msg); err != nil {
+		c.end(inst, outcomeFailed, 0)
+		if ctx.Err() != nil {
+			return nil, c.ctxErr(ctx, nil), true
+		}
+		// Not queued: it never left, any call may retry.
+		return nil, fmt.Errorf("rpc: send to %s: %w", inst.node, err), false
+	}
+	var timeout <-chan struct{}
+	if retryable {
+		timeout = actx.Done()
+	}
+	select {
+	case r := <-p.replies:
+		if r.from == inst {
+			return c.resultFrom(r, inst, time.Since(sent))
+		}
+		c.end(inst, outcomeAbandoned, 0)
+		b, err, done := c.result(r)
+		return b, err, done
+	case <-lost:
+		c.end(inst, outcomeFailed, 0)
+		if !retryable {
+			return nil, fmt.Errorf("rpc: call %q to %s: %w", c.cfg.Service, inst.node, ErrOutcomeUnknown), true
+		}
+		return nil, fmt.Errorf("rpc: connection to %s lost", inst.node), false
+	case <-timeout:
+		if ctx.Err() != nil {
+			c.end(inst, outcomeAbandoned, 0)
+			return nil, c.ctxErr(ctx, nil), true
+		}
+		c.end(inst, outcomeFailed, 0)
+		c.mu.Lock()
+		inst.st.Timeouts++
+		c.mu.Unlock()
+		return nil, fmt.Errorf("rpc: attempt on %s timed out after %v", inst.node, attemptTimeout), false
+	case <-ctx.Done():
+		c.end(inst, outcomeAbandoned, 0)
+		return nil, c.ctxErr(ctx, nil), true
+	}
+}
+
+// end finishes an attempt on inst.
+func (c *Client) end(inst *instance, o outcome, lat time.Duration) {
+	c.mu.Lock()
+	c.finishLocked(inst, o, lat, time.Now())
+	c.mu.Unlock()
+	if o == outcomeFailed {
+		c.failures.Add(1)
+	}
+}
+
+// resultFrom ends the attempt on inst with its reply r.
+func (c *Client) resultFrom(r reply, inst *instance, lat time.Duration) ([]byte, error, bool) {
+	o := outcomeOK
+	switch r.status {
+	case StatusUnavailable:
+		o = outcomeRefused
+		c.mu.Lock()
+		inst.draining = true
+		c.mu.Unlock()
+	case StatusOverloaded:
+		o = outcomeRefused
+	}
+	c.end(inst, o, lat)
+	return c.result(r)
+}
+
+// result turns a reply into the call's result; done is false when the
+// server did not run the handler and the call may retry.
+func (c *Client) result(r reply) ([]byte, error, bool) {
+	switch r.status {
+	case StatusOK:
+		if len(r.frames) != 1 {
+			return nil, fmt.Errorf("rpc: malformed reply from %s", r.from.node), true
+		}
+		return r.frames[0], nil, true
+	case StatusError:
+		e := &Error{Code: "error", Instance: r.from.node}
+		if len(r.frames) == 2 {
+			e.Code, e.Message = string(r.frames[0]), string(r.frames[1])
+		}
+		c.mu.Lock()
+		r.from.st.Errors++
+		c.mu.Unlock()
+		return nil, e, true
+	case StatusUnavailable:
+		return nil, fmt.Errorf("rpc: %s: %w", r.from.node, ErrShuttingDown), false
+	case StatusOverloaded:
+		return nil, fmt.Errorf("rpc: %s: %w", r.from.node, ErrOverloaded), false
+	case StatusBadRequest:
+		return nil, fmt.Errorf("rpc: %s refused the request as malformed", r.from.node), true
+	}
+	return nil, fmt.Errorf("rpc: %s replied with unknown status %d", r.from.node, r.status), true
+}
+
+// ctxErr wraps ctx's error with the call's service and last failure.
+func (c *Client) ctxErr(ctx context.Context, last error) error {
+	if last != nil {
+		return fmt.Errorf("rpc: call %q: %w (last attempt: %w)", c.cfg.Service, ctx.Err(), last)
+	}
+	return fmt.Errorf("rpc: call %q: %w", c.cfg.Service, ctx.Err())
+}
+
+// WaitForInstances blocks until at least n instances are known, or ctx
+// ends.
+func (c *Client) WaitForInstances(ctx context.Context, n int) error {
+	for {
+		c.mu.Lock()
+		have, ch, closed := len(c.insts), c.changed, c.closed || c.watchEnded
+		c.mu.Unlock()
+		if have >= n {
+			return nil
+		}
+		if closed {
+			return ErrClosed
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("rpc: wait for %d instances of %q (have %d): %w", n, c.cfg.Service, have, ctx.Err())
+		}
+	}
+}
+
+// Instances returns the client's view of each instance, sorted by node.
+// The caller owns the slice.
+func (c *Client) Instances() []InstanceStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]InstanceStats, 0, len(c.insts))
+	for _, inst := range c.insts {
+		s := inst.st
+		s.Outstanding, s.State = inst.outstanding, inst.state.String()
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
+	return out
+}
+
+// ClientStats are a client's counters since it started.
+type ClientStats struct {
+	Calls     uint64 // calls made
+	Errors    uint64 // calls that returned an error (remote errors included)
+	Retries   uint64 // attempts after the first
+	Timeouts  uint64 // calls that ended with their ctx
+	Failures  uint64 // failed attempts: timeouts, lost connections, sends not queued
+	Ejections uint64 // instances ejected for consecutive failures
+	Latency   Histogram
+	Instances []InstanceStats
+}
+
+// Stats returns the client's counters.
+func (c *Client) Stats() ClientStats {
+	c.mu.Lock()
+	ej := c.ejections
+	c.mu.Unlock()
+	return ClientStats{
+		Calls: c.calls.Load(), Errors: c.errs.Load(), Retries: c.retries.Load(),
+		Timeouts: c.timeouts.Load(), Failures: c.failures.Load(), Ejections: ej,
+		Latency: c.latency.snapshot(), Instances: c.Instances(),
+	}
+}
+
+// Close stops following the service and closes every socket. Calls in
+// progress return ErrClosed-wrapped or lost-connection errors. It is
+// idempotent and returns after every goroutine has exited.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		c.notifyLocked()
+	}
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+	return nil
+}

@@ -1,0 +1,419 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fastmq/fastmq/discovery"
+	"github.com/fastmq/fastmq/socket"
+)
+
+// health is an instance's place in the ejection cycle.
+type health int
+
+const (
+	healthy  health = iota // gets traffic
+	ejected                // gets none until ProbeAfter has passed
+	halfOpen               // one probe call at a time; its outcome decides
+)
+
+// instance is one discovered server of the service, with the DEALER socket
+// connected to it and the goroutines reading that socket. Its mutable
+// fields are guarded by the Client's mu.
+type instance struct {
+	node string
+	eps  []string
+	sock *socket.Socket
+	wg   sync.WaitGroup // recvLoop and eventLoop
+
+	rtt         time.Duration // gossip's estimate; 0 if unknown
+	ewma        time.Duration // smoothed latency of its replies
+	outstanding int           // attempts sent and not finished
+	fails       int           // consecutive failed attempts
+	state       health
+	ejectedAt   time.Time
+	probing     bool          // a half-open probe is out
+	draining    bool          // it answered StatusUnavailable
+	connected   bool          // a connection is up
+	lost        chan struct{} // closed when the connection drops or the instance goes; then replaced
+	gone        bool
+
+	st InstanceStats
+}
+
+// InstanceStats are a client's counters for one instance.
+type InstanceStats struct {
+	Node        string
+	Outstanding int
+	State       string // "healthy", "ejected" or "half-open"
+	Calls       uint64 // attempts sent to it
+	Errors      uint64 // remote errors it returned
+	Failures    uint64 // attempts that failed: timeout, connection lost, refused
+	Timeouts    uint64 // attempts that timed out
+	Ejections   uint64 // times it was ejected
+	Latency     Histogram
+}
+
+func (h health) String() string {
+	switch h {
+	case ejected:
+		return "ejected"
+	case halfOpen:
+		return "half-open"
+	}
+	return "healthy"
+}
+
+// watch follows the service's instances until ctx ends or the watch ends.
+func (c *Client) watch(ctx context.Context, events <-chan discovery.Event) {
+	defer c.wg.Done()
+	defer c.dropAll()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				c.mu.Lock()
+				c.watchEnded = true
+				c.notifyLocked()
+				c.mu.Unlock()
+				return
+			}
+			c.apply(ev)
+		}
+	}
+}
+
+// apply brings the instance set in line with one discovery event.
+func (c *Client) apply(ev discovery.Event) {
+	node := ev.Instance.Node
+	c.mu.Lock()
+	old := c.insts[node]
+	if ev.Type == discovery.Removed {
+		if old == nil && ev.Reason == discovery.ReasonFailed {
+			// A draining instance that then failed: its calls end now.
+			for inst := range c.retiring {
+				if inst.node == node {
+					old = inst
+					delete(c.retiring, inst)
+				}
+			}
+		}
+		if old == nil {
+			c.mu.Unlock()
+			return
+		}
+		c.log.Info("instance removed", "peer", node, "reason", ev.Reason.String())
+		if ev.Reason != discovery.ReasonFailed && old.outstanding > 0 {
+			// Withdrawn or left: it is draining and still answers what it
+			// accepted. It gets no new calls, and closes when its last
+			// attempt ends (or at once if its connection drops).
+			delete(c.insts, node)
+			old.draining = true
+			c.retiring[old] = struct{}{}
+			c.notifyLocked()
+			c.mu.Unlock()
+			return
+		}
+		c.removeLocked(old)
+		if ev.Reason == discovery.ReasonFailed {
+			c.failedAt[node] = time.Now()
+		}
+		c.mu.Unlock()
+		old.close()
+		return
+	}
+	eps := ev.Instance.Service.Endpoints
+	if old != nil && slices.Equal(old.eps, eps) {
+		old.rtt = ev.Instance.RTT
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	if old != nil { // endpoints changed: start afresh
+		c.mu.Lock()
+		c.removeLocked(old)
+		c.mu.Unlock()
+		old.close()
+	}
+	inst, err := c.newInstance(node, eps)
+	if err != nil {
+		c.log.Warn("connect to instance", "peer", node, "err", err)
+		return
+	}
+	inst.rtt = ev.Instance.RTT
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		inst.close()
+		return
+	}
+	if t, ok := c.failedAt[node]; ok {
+		// Back after gossip declared it failed: it earns traffic with a probe.
+		delete(c.failedAt, node)
+		if time.Since(t) < 10*c.cfg.ProbeAfter {
+			inst.state, inst.ejectedAt = halfOpen, time.Now()
+		}
+	}
+	c.insts[node] = inst
+	c.notifyLocked()
+	c.mu.Unlock()
+	c.log.Info("instance added", "peer", node, "endpoint", eps)
+}
+
+// newInstance makes the DEALER connected to an instance and starts its
+// goroutines.
+func (c *Client) newInstance(node string, eps []string) (*instance, error) {
+	sc := c.cfg.Socket
+	if sc.Logger == nil {
+		sc.Logger = c.cfg.Logger
+	}
+	if sc.Linger == 0 {
+		sc.Linger = -1 // requests queued for a departed instance are retried elsewhere
+	}
+	s, err := socket.New(socket.Dealer, sc)
+	if err != nil {
+		return nil, err
+	}
+	for _, ep := range eps {
+		if err := s.Connect(ep); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	inst := &instance{node: node, eps: slices.Clone(eps), sock: s, lost: make(chan struct{})}
+	inst.st.Node = node
+	inst.wg.Add(2)
+	go c.recvLoop(inst)
+	go c.eventLoop(inst)
+	return inst, nil
+}
+
+// removeLocked takes inst out of the set and fails its attempts.
+func (c *Client) removeLocked(inst *instance) {
+	if c.insts[inst.node] == inst {
+		delete(c.insts, inst.node)
+	}
+	inst.gone = true
+	close(inst.lost)
+	inst.lost = make(chan struct{})
+	c.notifyLocked()
+}
+
+// close closes the instance's socket and waits for its goroutines.
+func (inst *instance) close() {
+	inst.sock.Close()
+	inst.wg.Wait()
+}
+
+// dropAll removes and closes every instance.
+func (c *Client) dropAll() {
+	c.mu.Lock()
+	all := make([]*instance, 0, len(c.insts)+len(c.retiring))
+	for _, inst := range c.insts {
+		all = append(all, inst)
+		c.removeLocked(inst)
+	}
+	for inst := range c.retiring {
+		all = append(all, inst)
+		delete(c.retiring, inst)
+		c.removeLocked(inst)
+	}
+	c.mu.Unlock()
+	for _, inst := range all {
+		inst.close()
+	}
+}
+
+// recvLoop hands the instance's replies to their calls.
+func (c *Client) recvLoop(inst *instance) {
+	defer inst.wg.Done()
+	for {
+		m, err := inst.sock.Recv(context.Background())
+		if errors.Is(err, socket.ErrTimeout) {
+			continue // Config.Socket.RecvTimeout: we wait for as long as the socket lives
+		}
+		if err != nil {
+			return // closed
+		}
+		// A reply is "", header, frames...
+		if len(m.Frames) < 2 || len(m.Frames[0]) != 0 {
+			c.log.Debug("malformed reply", "peer", inst.node)
+			continue
+		}
+		id, st, err := decodeReply(m.Frames[1])
+		if err != nil {
+			c.log.Debug("malformed reply", "peer", inst.node, "err", err)
+			continue
+		}
+		c.mu.Lock()
+		p := c.pending[id]
+		c.mu.Unlock()
+		if p == nil {
+			continue // its call has ended
+		}
+		select {
+		case p.replies <- reply{from: inst, status: st, frames: m.Frames[2:]}:
+		default: // the call already has a reply
+		}
+	}
+}
+
+// eventLoop tracks the instance's connection: a lost connection fails
+// the attempts waiting on it at once.
+func (c *Client) eventLoop(inst *instance) {
+	defer inst.wg.Done()
+	for ev := range inst.sock.Events() {
+		switch ev.Type {
+		case socket.EventConnected:
+			c.mu.Lock()
+			inst.connected = true
+			c.mu.Unlock()
+		case socket.EventDisconnected:
+			c.mu.Lock()
+			inst.connected = false
+			if !inst.gone {
+				close(inst.lost)
+				inst.lost = make(chan struct{})
+			}
+			c.mu.Unlock()
+		}
+	}
+}
+
+// errAllTried is pick's answer when every instance was tried already.
+var errAllTried = errors.New("rpc: every instance tried")
+
+// pickLocked chooses an instance for an attempt: among those that may get
+// traffic and were not tried by this call, two at random, the one with
+// fewer outstanding attempts, then the nearer (gossip RTT, then measured
+// latency). Ejected instances are used only when nothing else is left.
+// It counts the attempt as outstanding.
+func (c *Client) pickLocked(tried []*instance, now time.Time) (*instance, error) {
+	if len(c.insts) == 0 {
+		return nil, ErrNoInstance
+	}
+	cands := c.cands[:0]
+	for _, inst := range c.insts {
+		if slices.Contains(tried, inst) || inst.draining {
+			continue
+		}
+		switch inst.state {
+		case ejected:
+			if now.Sub(inst.ejectedAt) >= c.cfg.ProbeAfter {
+				inst.state = halfOpen
+			} else {
+				continue
+			}
+		}
+		if inst.state == halfOpen && inst.probing {
+			continue
+		}
+		cands = append(cands, inst)
+	}
+	c.cands = cands[:0]
+	if len(cands) == 0 {
+		// Everything left is ejected, draining or tried: rather than fail,
+		// take any untried one, then any at all.
+		for _, inst := range c.insts {
+			if !slices.Contains(tried, inst) {
+				cands = append(cands, inst)
+			}
+		}
+		if len(cands) == 0 {
+			return nil, errAllTried
+		}
+	}
+	best := cands[0]
+	if len(cands) > 1 {
+		i := rand.IntN(len(cands))
+		j := rand.IntN(len(cands) - 1)
+		if j >= i {
+			j++
+		}
+		a, b := cands[i], cands[j]
+		best = a
+		if better(b, a) {
+			best = b
+		}
+	}
+	clear(cands)
+	best.outstanding++
+	best.st.Calls++
+	if best.state == halfOpen {
+		best.probing = true
+	}
+	return best, nil
+}
+
+// better reports whether a should get the next call rather than b.
+func better(a, b *instance) bool {
+	if a.connected != b.connected {
+		return a.connected
+	}
+	if a.outstanding != b.outstanding {
+		return a.outstanding < b.outstanding
+	}
+	if a.rtt != b.rtt {
+		return a.rtt < b.rtt
+	}
+	return a.ewma < b.ewma
+}
+
+// outcome is how an attempt ended, for the instance's health.
+type outcome int
+
+const (
+	outcomeOK        outcome = iota // replied (also with a remote error)
+	outcomeFailed                   // timed out or lost its connection
+	outcomeRefused                  // overloaded or unavailable: alive but not taking it
+	outcomeAbandoned                // the call ended for another reason (ctx, another reply)
+)
+
+// finishLocked ends an attempt on inst and updates its health.
+func (c *Client) finishLocked(inst *instance, o outcome, lat time.Duration, now time.Time) {
+	inst.outstanding--
+	if _, ok := c.retiring[inst]; ok && inst.outstanding == 0 {
+		// Its last attempt ended: close it. The watch goroutine is still
+		// running (dropAll empties retiring before it ends), so c.wg is
+		// above zero here.
+		delete(c.retiring, inst)
+		c.removeLocked(inst)
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			inst.close()
+		}()
+	}
+	wasProbe := inst.state == halfOpen && inst.probing
+	if wasProbe {
+		inst.probing = false
+	}
+	switch o {
+	case outcomeOK:
+		inst.fails = 0
+		inst.state = healthy
+		inst.st.Latency.observe(lat)
+		if inst.ewma == 0 {
+			inst.ewma = lat
+		} else {
+			inst.ewma += (lat - inst.ewma) / 8
+		}
+	case outcomeFailed:
+		inst.fails++
+		inst.st.Failures++
+		if wasProbe || (inst.state == healthy && inst.fails >= c.cfg.EjectAfter) {
+			inst.state, inst.ejectedAt = ejected, now
+			inst.st.Ejections++
+			c.ejections++
+			c.log.Warn("instance ejected", "peer", inst.node, "failures", inst.fails)
+		}
+	case outcomeRefused:
+		inst.st.Failures++
+	}
+}

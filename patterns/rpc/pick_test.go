@@ -1,0 +1,65 @@
+package rpc
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// pickLocked: least outstanding of two random choices, connected first,
+// RTT as the tie-break; ejected instances wait ProbeAfter, then get one
+// probe at a time; every instance tried means errAllTried.
+func TestRPCPick(t *testing.T) {
+	c := &Client{cfg: ClientConfig{ProbeAfter: time.Second}, insts: map[string]*instance{}}
+	near := &instance{node: "near", connected: true, rtt: time.Millisecond}
+	far := &instance{node: "far", connected: true, rtt: 50 * time.Millisecond}
+	c.insts["near"], c.insts["far"] = near, far
+	now := time.Now()
+	for range 20 {
+		got, err := c.pickLocked(nil, now)
+		if err != nil || got != near {
+			t.Fatalf("equal load: picked %v, %v; want the nearer", got, err)
+		}
+		got.outstanding--
+	}
+	near.outstanding = 2
+	if got, _ := c.pickLocked(nil, now); got != far {
+		t.Fatalf("picked %s, want the less loaded", got.node)
+	}
+	far.outstanding = 0
+	far.connected = false
+	if got, _ := c.pickLocked(nil, now); got != near {
+		t.Fatalf("picked %s, want the connected one", got.node)
+	}
+	far.connected = true
+	if _, err := c.pickLocked([]*instance{near, far}, now); !errors.Is(err, errAllTried) {
+		t.Fatalf("all tried: %v", err)
+	}
+
+	near.outstanding, far.outstanding = 0, 0
+	far.state, far.ejectedAt = ejected, now
+	for range 20 {
+		got, _ := c.pickLocked(nil, now)
+		if got != near {
+			t.Fatal("an ejected instance got traffic")
+		}
+		got.outstanding--
+	}
+	later := now.Add(time.Second)
+	near.outstanding = 100 // so that the probe wins the choice
+	probe, _ := c.pickLocked(nil, later)
+	if probe != far || far.state != halfOpen || !far.probing {
+		t.Fatalf("after ProbeAfter: picked %s (state %v, probing %v), want a probe of far", probe.node, far.state, far.probing)
+	}
+	if got, _ := c.pickLocked(nil, later); got != near {
+		t.Fatal("a second probe went out while one was in flight")
+	}
+	c.finishLocked(far, outcomeOK, time.Millisecond, later)
+	if far.state != healthy || far.probing {
+		t.Fatalf("a successful probe left far %v", far.state)
+	}
+
+	if _, err := (&Client{insts: map[string]*instance{}}).pickLocked(nil, now); !errors.Is(err, ErrNoInstance) {
+		t.Fatalf("no instance: %v", err)
+	}
+}

@@ -1,0 +1,561 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fastmq/fastmq/discovery"
+	"github.com/fastmq/fastmq/socket"
+)
+
+// Handler serves one request. ctx carries the caller's deadline (when the
+// caller had one) and ends when the server closes. The returned reply
+// belongs to the server. An error reaches the caller as an *Error: return
+// one (see Errorf) to choose its Code. A Handler is called concurrently,
+// up to ServerConfig.Concurrency at once.
+type Handler func(ctx context.Context, req []byte) ([]byte, error)
+
+// Advertiser publishes the service in the mesh. *discovery.Membership and
+// discoverytest's *Node implement it.
+type Advertiser interface {
+	Advertise(s discovery.Service) error
+	Withdraw(name string) error
+}
+
+// ServerConfig configures a Server. Service and Handler are required.
+type ServerConfig struct {
+	// Service is the name the server is advertised under.
+	Service string
+	// Handler serves the requests.
+	Handler Handler
+	// Concurrency is how many requests run at once. Default 64.
+	Concurrency int
+	// QueueSize is how many accepted requests may wait for a free handler;
+	// beyond it requests are refused with StatusOverloaded and the client
+	// tries another instance. Default 4 × Concurrency.
+	QueueSize int
+	// CacheWindow is how long the reply to a request with an idempotency
+	// key is kept for retries. Default 1 minute.
+	CacheWindow time.Duration
+	// CacheSize caps the number of cached replies; the oldest go first.
+	// Default 100 000.
+	CacheSize int
+	// DrainGrace is how long Shutdown keeps answering StatusUnavailable
+	// after withdrawing the advertisement (at least, and until in-flight
+	// requests are done), so that clients that have not yet heard of the
+	// withdrawal retry elsewhere at once. Default 200 ms; ctx bounds it.
+	DrainGrace time.Duration
+
+	// Listener, if set, is a bound ROUTER socket to serve on, instead of
+	// making one from Endpoints and Socket. The Server owns it from then
+	// on and closes it.
+	Listener *socket.Socket
+	// Endpoints to bind the ROUTER socket to. Default tcp://127.0.0.1:0.
+	Endpoints []string
+	// Socket configures the ROUTER socket. Its Logger defaults to Logger.
+	Socket socket.Config
+
+	// Discovery, if set, is where the service is advertised (with the
+	// bound endpoints, or AdvertiseEndpoints) and withdrawn by Shutdown.
+	// Leave it nil when the caller advertises (as Node.Serve does); then
+	// set Withdraw to make Shutdown withdraw first.
+	Discovery Advertiser
+	// AdvertiseEndpoints replaces the bound endpoints in the advertisement
+	// (for a bind on 0.0.0.0, say).
+	AdvertiseEndpoints []string
+	// Node is this node's name, reported in errors' Instance field. Optional.
+	Node string
+
+	// Logger receives the server's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// ServerStats are a server's counters since it started.
+type ServerStats struct {
+	Requests    uint64 // requests received, malformed ones included
+	Handled     uint64 // handler runs
+	Errors      uint64 // handler runs that returned an error
+	CacheHits   uint64 // requests answered from the reply cache (or joined to a running copy)
+	Expired     uint64 // requests dropped because their deadline passed before they ran
+	Overloaded  uint64 // requests refused because the queue was full
+	Unavailable uint64 // requests refused while shutting down
+	BadRequests uint64 // malformed requests
+	SendsFailed uint64 // replies that could not be queued
+	InFlight    int    // requests accepted and not yet answered
+	Cached      int    // entries in the reply cache
+}
+
+// Server serves a Handler over a ROUTER socket, as the service Service.
+//
+// A Server is safe for concurrent use. New starts it: one goroutine
+// receives, Concurrency goroutines run the handler. Close stops at once
+// (running handlers see their ctx end; their replies are dropped) and
+// Shutdown drains; both are idempotent and return after every goroutine
+// has exited.
+type Server struct {
+	cfg  ServerConfig
+	log  *slog.Logger
+	sock *socket.Socket
+	eps  []string
+
+	ctx    context.Context // ends on Close; handlers' parent
+	cancel context.CancelFunc
+	jobs   chan job
+	recvWG sync.WaitGroup // the receive loop
+	workWG sync.WaitGroup // the workers
+
+	idle chan struct{} // receives after every finished request, for Shutdown
+
+	mu       sync.Mutex // guards the fields below
+	cache    *replyCache
+	nIn      int  // requests accepted and not yet answered or dropped
+	draining bool // Shutdown or Close began: refuse new requests
+	closed   bool
+
+	requests, handled, errs, hits, expired, overloaded, unavailable, bad, sendsFailed atomic.Uint64
+}
+
+// job is one accepted request.
+type job struct {
+	env      [][]byte
+	plain    bool // from a plain REQ client: no header
+	req      request
+	body     []byte
+	deadline time.Time // zero: none
+	key      *cacheKey
+}
+
+// NewServer binds (or takes Config.Listener), advertises the service if
+// Config.Discovery is set and starts serving.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	switch {
+	case cfg.Service == "":
+		return nil, errors.New("rpc: ServerConfig.Service is required")
+	case cfg.Handler == nil:
+		return nil, errors.New("rpc: ServerConfig.Handler is required")
+	case cfg.Concurrency < 0, cfg.QueueSize < 0, cfg.CacheSize < 0, cfg.CacheWindow < 0, cfg.DrainGrace < 0:
+		return nil, errors.New("rpc: negative ServerConfig value")
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = 64
+	}
+	if cfg.QueueSize == 0 {
+		cfg.QueueSize = 4 * cfg.Concurrency
+	}
+	if cfg.CacheWindow == 0 {
+		cfg.CacheWindow = time.Minute
+	}
+	if cfg.CacheSize == 0 {
+		cfg.CacheSize = 100_000
+	}
+	if cfg.DrainGrace == 0 {
+		cfg.DrainGrace = 200 * time.Millisecond
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		cfg:   cfg,
+		log:   lg.With("component", "rpc-server", "service", cfg.Service),
+		jobs:  make(chan job, cfg.QueueSize),
+		idle:  make(chan struct{}, 1),
+		cache: newReplyCache(cfg.CacheWindow, cfg.CacheSize),
+	}
+	if cfg.Listener != nil {
+		if cfg.Listener.Kind() != socket.Router {
+			return nil, fmt.Errorf("rpc: Listener is a %s socket, want ROUTER", cfg.Listener.Kind())
+		}
+		s.sock = cfg.Listener
+		s.eps = append([]string(nil), cfg.AdvertiseEndpoints...)
+	} else {
+		if err := s.listen(); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Discovery != nil {
+		if err := cfg.Discovery.Advertise(discovery.Service{Name: cfg.Service, Kind: socket.Router.String(), Endpoints: s.eps}); err != nil {
+			s.sock.Close()
+			return nil, fmt.Errorf("rpc: advertise %q: %w", cfg.Service, err)
+		}
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.recvWG.Add(1)
+	go s.recvLoop()
+	s.workWG.Add(cfg.Concurrency)
+	for range cfg.Concurrency {
+		go s.worker()
+	}
+	s.log.Info("rpc server started", "endpoint", s.eps, "concurrency", cfg.Concurrency)
+	return s, nil
+}
+
+// listen makes and binds the ROUTER socket.
+func (s *Server) listen() error {
+	sc := s.cfg.Socket
+	if sc.Logger == nil {
+		sc.Logger = s.cfg.Logger
+	}
+	sock, err := socket.New(socket.Router, sc)
+	if err != nil {
+		return err
+	}
+	eps := s.cfg.Endpoints
+	if len(eps) == 0 {
+		eps = []string{"tcp://127.0.0.1:0"}
+	}
+	var bound []string
+	for _, ep := range eps {
+		b, err := sock.Bind(ep)
+		if err != nil {
+			sock.Close()
+			return fmt.Errorf("rpc: bind %s: %w", ep, err)
+		}
+		bound = append(bound, b)
+	}
+	if len(s.cfg.AdvertiseEndpoints) > 0 {
+		bound = append([]string(nil), s.cfg.AdvertiseEndpoints...)
+	}
+	s.sock, s.eps = sock, bound
+	return nil
+}
+
+// Endpoints returns the advertised endpoints. The caller owns the slice.
+func (s *Server) Endpoints() []string { return append([]string(nil), s.eps...) }
+
+// Stats returns the server's counters.
+func (s *Server) Stats() ServerStats {
+	s.mu.Lock()
+	inflight, cached := s.nIn, s.cache.len()
+	s.mu.Unlock()
+	return ServerStats{
+		Requests: s.requests.Load(), Handled: s.handled.Load(), Errors: s.errs.Load(),
+		CacheHits: s.hits.Load(), Expired: s.expired.Load(), Overloaded: s.overloaded.Load(),
+		Unavailable: s.unavailable.Load(), BadRequests: s.bad.Load(), SendsFailed: s.sendsFailed.Load(),
+		InFlight: inflight, Cached: cached,
+	}
+}
+
+// recvLoop reads requests until the socket closes.
+func (s *Server) recvLoop() {
+	defer s.recvWG.Done()
+	defer s.cancel() // the socket closed under us (its owner closed it): stop the workers too
+	for {
+		m, err := s.sock.Recv(s.ctx)
+		if errors.Is(err, socket.ErrTimeout) && s.ctx.Err() == nil {
+			continue // Config.Socket.RecvTimeout: serve for as long as the socket lives
+		}
+		if err != nil {
+			if !errors.Is(err, socket.ErrClosed) && s.ctx.Err() == nil {
+				s.log.Error("rpc server receive failed", "err", err)
+			}
+			return
+		}
+		s.requests.Add(1)
+		s.accept(m.Frames, time.Now())
+	}
+}
+
+// accept decodes one request and queues it, answers it from the cache or
+// refuses it.
+func (s *Server) accept(frames [][]byte, now time.Time) {
+	env, body, ok := splitEnvelope(frames)
+	if !ok || len(body) == 0 {
+		s.bad.Add(1) // no REQ envelope: nothing to answer to
+		return
+	}
+	j := job{env: env}
+	req, err := decodeRequest(body[0])
+	switch {
+	case errors.Is(err, errNotFastMQ):
+		if len(body) != 1 {
+			s.bad.Add(1)
+			s.replyPlainError(env, "bad-request", "a request is one frame")
+			return
+		}
+		j.plain, j.body = true, body[0]
+	case err != nil:
+		s.bad.Add(1)
+		s.log.Debug("malformed request", "err", err)
+		if len(body[0]) >= 14 {
+			// Answer if the id is readable, so the caller does not wait.
+			s.send(env, appendReply(nil, req.id, StatusBadRequest), nil)
+		}
+		return
+	case len(body) != 2:
+		s.bad.Add(1)
+		s.send(env, appendReply(nil, req.id, StatusBadRequest), nil)
+		return
+	default:
+		j.req, j.body = req, body[1]
+		if req.timeout > 0 {
+			j.deadline = now.Add(req.timeout)
+		}
+	}
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		s.unavailable.Add(1)
+		if j.plain {
+			s.replyPlainError(env, "unavailable", "server shutting down")
+		} else {
+			s.send(env, appendReply(nil, req.id, StatusUnavailable), nil)
+		}
+		return
+	}
+	if j.req.key != nil {
+		k := cacheKey{client: string(j.req.clientID), key: string(j.req.key)}
+		if e, ok := s.cache.get(k, now); ok {
+			s.hits.Add(1)
+			if !e.done {
+				e.waiters = append(e.waiters, waiter{env: env, id: req.id})
+				s.mu.Unlock()
+				return
+			}
+			st, fr := e.status, e.frames
+			s.mu.Unlock()
+			s.send(env, appendReply(nil, req.id, st), fr)
+			return
+		}
+		s.cache.start(k)
+		j.key = &k
+	}
+	s.nIn++
+	select {
+	case s.jobs <- j:
+		s.mu.Unlock()
+	default:
+		s.nIn--
+		if j.key != nil {
+			s.cache.abandon(*j.key)
+		}
+		s.mu.Unlock()
+		s.overloaded.Add(1)
+		if j.plain {
+			s.replyPlainError(env, "overloaded", "server overloaded")
+		} else {
+			s.send(env, appendReply(nil, req.id, StatusOverloaded), nil)
+		}
+	}
+}
+
+// worker runs the handler on queued requests until Close.
+func (s *Server) worker() {
+	defer s.workWG.Done()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case j := <-s.jobs:
+			s.run(j)
+			s.finished()
+		}
+	}
+}
+
+// finished accounts for one request answered or dropped.
+func (s *Server) finished() {
+	s.mu.Lock()
+	s.nIn--
+	s.mu.Unlock()
+	select {
+	case s.idle <- struct{}{}:
+	default:
+	}
+}
+
+// run serves one request: drops it if it expired, else runs the handler
+// and replies to it and to the copies that arrived meanwhile.
+func (s *Server) run(j job) {
+	now := time.Now()
+	if !j.deadline.IsZero() && !now.Before(j.deadline) {
+		s.expired.Add(1)
+		if j.key != nil {
+			s.mu.Lock()
+			s.cache.abandon(*j.key)
+			s.mu.Unlock()
+		}
+		return // the caller has given up: never run it
+	}
+	ctx := s.ctx
+	if !j.deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, j.deadline)
+		defer cancel()
+	}
+	s.handled.Add(1)
+	reply, err := s.call(ctx, j.body)
+	if s.ctx.Err() != nil {
+		return // closed: the reply cannot be sent
+	}
+	if j.plain {
+		if err != nil {
+			s.errs.Add(1)
+			code, msg := errorParts(err)
+			s.replyPlainError(j.env, code, msg)
+			return
+		}
+		s.send(j.env, nil, [][]byte{reply})
+		return
+	}
+	st, frames := StatusOK, [][]byte{reply}
+	if err != nil {
+		s.errs.Add(1)
+		code, msg := errorParts(err)
+		st, frames = StatusError, [][]byte{[]byte(code), []byte(msg)}
+	}
+	var waiters []waiter
+	if j.key != nil {
+		s.mu.Lock()
+		waiters = s.cache.finish(*j.key, st, frames, time.Now())
+		s.mu.Unlock()
+	}
+	s.send(j.env, appendReply(nil, j.req.id, st), frames)
+	for _, w := range waiters {
+		s.send(w.env, appendReply(nil, w.id, st), frames)
+	}
+}
+
+// call runs the handler, turning a panic into an error.
+func (s *Server) call(ctx context.Context, req []byte) (reply []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("rpc handler panicked", "panic", p)
+			reply, err = nil, &Error{Code: "panic", Message: fmt.Sprint(p)}
+		}
+	}()
+	return s.cfg.Handler(ctx, req)
+}
+
+// errorParts returns the code and message a handler error travels as.
+func errorParts(err error) (code, msg string) {
+	var e *Error
+	if errors.As(err, &e) {
+		code, msg = e.Code, e.Message
+	} else {
+		code, msg = "error", err.Error()
+	}
+	if code == "" {
+		code = "error"
+	}
+	if len(code) > 255 {
+		code = code[:255]
+	}
+	return code, msg
+}
+
+// replyPlainError answers a plain REQ client's request with an error: the
+// two frames "error:CODE" and the message.
+func (s *Server) replyPlainError(env [][]byte, code, msg string) {
+	s.send(env, nil, [][]byte{[]byte("error:" + code), []byte(msg)})
+}
+
+// send queues a reply: env, then hdr (if not nil), then frames.
+func (s *Server) send(env [][]byte, hdr []byte, frames [][]byte) {
+	out := make([][]byte, 0, len(env)+1+len(frames))
+	out = append(out, env...)
+	if hdr != nil {
+		out = append(out, hdr)
+	}
+	out = append(out, frames...)
+	// ROUTER drops a reply for a peer that is gone or full rather than
+	// block; the client's attempt timeout covers it.
+	if err := s.sock.Send(s.ctx, socket.Msg{Frames: out}); err != nil {
+		s.sendsFailed.Add(1)
+		if !errors.Is(err, socket.ErrClosed) && s.ctx.Err() == nil {
+			s.log.Warn("rpc reply not sent", "err", err)
+		}
+	}
+}
+
+// Shutdown drains the server as http.Server.Shutdown does: it withdraws
+// the advertisement (when Config.Discovery is set), answers new requests
+// with StatusUnavailable (so clients retry elsewhere at once) for at least
+// Config.DrainGrace, waits for every accepted request to be answered, then
+// closes the socket, letting it flush the replies. When ctx ends first it
+// closes at once (as Close) and returns ctx's error. Later calls return
+// ErrClosed.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.draining = true
+	s.mu.Unlock()
+	var errs []error
+	if s.cfg.Discovery != nil {
+		if err := s.cfg.Discovery.Withdraw(s.cfg.Service); err != nil && !errors.Is(err, discovery.ErrClosed) {
+			errs = append(errs, fmt.Errorf("rpc: withdraw %q: %w", s.cfg.Service, err))
+		}
+	}
+	s.log.Info("rpc server draining")
+	grace := time.NewTimer(s.cfg.DrainGrace)
+	defer grace.Stop()
+	select {
+	case <-grace.C:
+	case <-ctx.Done():
+		return errors.Join(append(errs, s.close(context.Background()), ctx.Err())...)
+	}
+	for {
+		s.mu.Lock()
+		n := s.nIn
+		s.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		select {
+		case <-s.idle:
+		case <-ctx.Done():
+			return errors.Join(append(errs, s.close(context.Background()), ctx.Err())...)
+		}
+	}
+	return errors.Join(append(errs, s.close(ctx))...)
+}
+
+// Close stops the server at once: it stops receiving, cancels running
+// handlers' contexts, drops their replies and closes the socket. It does
+// not withdraw the advertisement. It returns after every goroutine has
+// exited and is idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.draining = true
+	s.mu.Unlock()
+	return s.close(context.Background())
+}
+
+// close cancels, closes the socket (lingering up to ctx), waits for the
+// goroutines and drops what was still queued.
+func (s *Server) close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	// Stop receiving and working first, then flush the replies queued.
+	s.cancel()
+	s.recvWG.Wait()
+	s.workWG.Wait()
+	for {
+		select {
+		case <-s.jobs:
+			s.finished()
+			continue
+		default:
+		}
+		break
+	}
+	err := s.sock.Shutdown(ctx)
+	if errors.Is(err, socket.ErrClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		err = nil
+	}
+	s.log.Info("rpc server closed")
+	return err
+}

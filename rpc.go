@@ -1,0 +1,224 @@
+package fastmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+
+	"github.com/fastmq/fastmq/patterns/rpc"
+	"github.com/fastmq/fastmq/socket"
+)
+
+// HandleOptions tune Node.Handle. The zero value serves with
+// patterns/rpc's defaults on the node's host, port 0.
+type HandleOptions struct {
+	// Endpoint the ROUTER socket binds. Default: the spool server's host,
+	// port 0 (every interface when the spool binds every interface; the
+	// advertisement then carries the spool's advertised host).
+	Endpoint string
+	// Advertise is the endpoint advertised, if not the bound one.
+	Advertise string
+	// Server tunes the server: Concurrency, QueueSize, CacheWindow,
+	// CacheSize, DrainGrace, Socket. Its Service, Handler, Listener,
+	// Endpoints, Discovery and Node fields are set by Handle.
+	Server rpc.ServerConfig
+}
+
+// Handle serves handler as service: a patterns/rpc Server on a ROUTER
+// socket, advertised in the mesh, which any node reaches with Call (and a
+// plain ZeroMQ REQ socket with Dial(socket.Req, service, …) or a libzmq
+// REQ connected to its endpoint). Call the Server's Shutdown to drain it
+// (it withdraws the advertisement first). The node closes the server's
+// socket on Close, which stops the server without draining.
+func (n *Node) Handle(service string, handler rpc.Handler, opts HandleOptions) (*rpc.Server, error) {
+	ep, adv, err := n.rpcEndpoints(opts.Endpoint, opts.Advertise)
+	if err != nil {
+		return nil, err
+	}
+	sc := opts.Server.Socket
+	if sc.Logger == nil {
+		sc.Logger = n.cfg.Logger
+	}
+	s, err := socket.New(socket.Router, sc)
+	if err != nil {
+		return nil, err
+	}
+	bound, err := s.Bind(ep)
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("fastmq: handle %q: %w", service, err)
+	}
+	if adv == "" {
+		adv = bound
+		if host := hostOf(strings.TrimPrefix(bound, "tcp://")); strings.HasPrefix(bound, "tcp://") && isUnspecified(host) {
+			_, port, _ := net.SplitHostPort(strings.TrimPrefix(bound, "tcp://"))
+			adv = "tcp://" + net.JoinHostPort(hostOf(strings.TrimPrefix(n.spoolEP, "tcp://")), port)
+		}
+	}
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		s.Close()
+		return nil, ErrClosed
+	}
+	n.sockets[s] = nil
+	n.mu.Unlock()
+	cfg := opts.Server
+	cfg.Service, cfg.Handler, cfg.Listener = service, handler, s
+	cfg.Endpoints, cfg.AdvertiseEndpoints = nil, []string{adv}
+	cfg.Discovery, cfg.Node = n.members, n.cfg.Name
+	if cfg.Logger == nil {
+		cfg.Logger = n.cfg.Logger
+	}
+	srv, err := rpc.NewServer(cfg)
+	if err != nil {
+		n.mu.Lock()
+		delete(n.sockets, s)
+		n.mu.Unlock()
+		s.Close()
+		return nil, fmt.Errorf("fastmq: handle %q: %w", service, err)
+	}
+	nc := n.registry()
+	nc.mu.Lock()
+	nc.servers[srv] = service
+	nc.mu.Unlock()
+	return srv, nil
+}
+
+// rpcEndpoints returns the endpoint Handle binds and the one it
+// advertises ("" for the bound one).
+func (n *Node) rpcEndpoints(ep, adv string) (string, string, error) {
+	if ep != "" {
+		return ep, adv, nil
+	}
+	spool := n.cfg.SpoolEndpoints[0]
+	host := "127.0.0.1"
+	if rest, ok := strings.CutPrefix(spool, "tcp://"); ok {
+		if h := hostOf(rest); h != "" {
+			host = h
+		}
+	}
+	if host == "*" {
+		host = "0.0.0.0"
+	}
+	return "tcp://" + net.JoinHostPort(host, "0"), adv, nil
+}
+
+// Call sends req to an instance of service and returns its reply, through
+// a patterns/rpc Client the node keeps per service (made on first use):
+// least-outstanding routing over every discovered instance, retries on
+// another instance, failover when an instance dies (see rpc.Client.Call
+// for which calls are retried). With no instance, Call fails at once with
+// an error matching rpc.ErrNoInstance, unless opts.WaitForInstance. The
+// reply belongs to the caller.
+func (n *Node) Call(ctx context.Context, service string, req []byte, opts rpc.CallOptions) ([]byte, error) {
+	c, err := n.rpcClient(service)
+	if err != nil {
+		return nil, err
+	}
+	return c.Call(ctx, req, opts)
+}
+
+// RPCClient returns the client Call uses for service, for its statistics
+// or WaitForInstances. The node owns it.
+func (n *Node) RPCClient(service string) (*rpc.Client, error) { return n.rpcClient(service) }
+
+// rpcClients are each node's rpc clients by service and servers. They live
+// beside the Node rather than in it; a client stops by itself when the
+// node's gossip closes (its watch ends), a server when the node closes its
+// socket, and the entry is dropped on the next Call after Close.
+var rpcClients sync.Map // *Node -> *nodeClients
+
+type nodeClients struct {
+	mu      sync.Mutex
+	clients map[string]*rpc.Client
+	servers map[*rpc.Server]string // by service, for RPCStatus
+}
+
+// registry returns n's entry in rpcClients, making it on first use.
+func (n *Node) registry() *nodeClients {
+	v, _ := rpcClients.LoadOrStore(n, &nodeClients{clients: make(map[string]*rpc.Client), servers: make(map[*rpc.Server]string)})
+	return v.(*nodeClients)
+}
+
+// RPCStatus is what a node's RPC clients and servers have counted.
+type RPCStatus struct {
+	// Clients are Call's clients by service, with per-instance counters.
+	Clients map[string]rpc.ClientStats
+	// Servers are Handle's servers by service (several Handle calls for
+	// one service add up).
+	Servers map[string]rpc.ServerStats
+}
+
+// RPCStatus returns the counters of the node's RPC clients (per service
+// and instance: calls, errors, retries, timeouts, ejections, latency
+// histogram) and servers. The caller owns the maps.
+func (n *Node) RPCStatus() RPCStatus {
+	st := RPCStatus{Clients: map[string]rpc.ClientStats{}, Servers: map[string]rpc.ServerStats{}}
+	v, ok := rpcClients.Load(n)
+	if !ok {
+		return st
+	}
+	nc := v.(*nodeClients)
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	for svc, c := range nc.clients {
+		st.Clients[svc] = c.Stats()
+	}
+	for srv, svc := range nc.servers {
+		a, b := st.Servers[svc], srv.Stats()
+		a.Requests += b.Requests
+		a.Handled += b.Handled
+		a.Errors += b.Errors
+		a.CacheHits += b.CacheHits
+		a.Expired += b.Expired
+		a.Overloaded += b.Overloaded
+		a.Unavailable += b.Unavailable
+		a.BadRequests += b.BadRequests
+		a.SendsFailed += b.SendsFailed
+		a.InFlight += b.InFlight
+		a.Cached += b.Cached
+		st.Servers[svc] = a
+	}
+	return st
+}
+
+// rpcClient returns the node's client for service, making it on first use.
+func (n *Node) rpcClient(service string) (*rpc.Client, error) {
+	n.mu.Lock()
+	closed := n.closed
+	n.mu.Unlock()
+	if closed {
+		if v, ok := rpcClients.LoadAndDelete(n); ok {
+			nc := v.(*nodeClients)
+			nc.mu.Lock()
+			for _, c := range nc.clients {
+				c.Close()
+			}
+			nc.mu.Unlock()
+		}
+		return nil, ErrClosed
+	}
+	nc := n.registry()
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	if c, ok := nc.clients[service]; ok {
+		return c, nil
+	}
+	sc := n.cfg.Socket
+	if sc.Logger == nil {
+		sc.Logger = n.cfg.Logger
+	}
+	c, err := rpc.NewClient(rpc.ClientConfig{Service: service, Discovery: n.members, Socket: sc, Logger: n.cfg.Logger})
+	if err != nil {
+		if errors.Is(err, rpc.ErrClosed) {
+			return nil, ErrClosed
+		}
+		return nil, fmt.Errorf("fastmq: call %q: %w", service, err)
+	}
+	nc.clients[service] = c
+	return c, nil
+}
