@@ -95,6 +95,7 @@ type Node struct {
 	mu        sync.Mutex // guards the fields below; never held across I/O
 	streams   map[string]*spool.Log
 	failed    map[string]error // streams on disk that would not open, by name
+	rpc       *nodeClients     // Handle's servers and Call's clients (rpc.go)
 	consumers map[*pull.Consumer]consumerKey
 	starting  map[consumerKey]struct{} // names and streams whose consumer is starting
 	offsets   map[string]*spool.OffsetStore
@@ -125,6 +126,7 @@ func New(cfg Config) (*Node, error) {
 		log:       lg.With("component", "node", "node", cfg.Name),
 		streams:   make(map[string]*spool.Log),
 		failed:    make(map[string]error),
+		rpc:       newNodeClients(),
 		consumers: make(map[*pull.Consumer]consumerKey),
 		starting:  make(map[consumerKey]struct{}),
 		offsets:   make(map[string]*spool.OffsetStore),
@@ -224,7 +226,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	n.mu.Unlock()
 	var leaveErr error
 	if !closed {
-		leaveErr = n.members.Leave(ctx)
+		// RPC servers drain first: they withdraw their advertisements,
+		// finish what they accepted, then close.
+		leaveErr = errors.Join(n.shutdownRPC(ctx), n.members.Leave(ctx))
 	}
 	err := errors.Join(leaveErr, n.close(ctx))
 	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
@@ -253,6 +257,7 @@ func (n *Node) close(ctx context.Context) error {
 	n.sockets, n.consumers = nil, nil
 	n.mu.Unlock()
 
+	n.closeRPC() // servers stop (their sockets are closed below), clients too
 	var errs []error
 	for s, f := range socks {
 		if f != nil {

@@ -31,8 +31,9 @@ type HandleOptions struct {
 // socket, advertised in the mesh, which any node reaches with Call (and a
 // plain ZeroMQ REQ socket with Dial(socket.Req, service, …) or a libzmq
 // REQ connected to its endpoint). Call the Server's Shutdown to drain it
-// (it withdraws the advertisement first). The node closes the server's
-// socket on Close, which stops the server without draining.
+// (it withdraws the advertisement first); Node.Shutdown drains every
+// server the node handles before it leaves the mesh, and Close stops them
+// without draining.
 func (n *Node) Handle(service string, handler rpc.Handler, opts HandleOptions) (*rpc.Server, error) {
 	ep, adv, err := n.rpcEndpoints(opts.Endpoint, opts.Advertise)
 	if err != nil {
@@ -126,22 +127,51 @@ func (n *Node) Call(ctx context.Context, service string, req []byte, opts rpc.Ca
 // or WaitForInstances. The node owns it.
 func (n *Node) RPCClient(service string) (*rpc.Client, error) { return n.rpcClient(service) }
 
-// rpcClients are each node's rpc clients by service and servers. They live
-// beside the Node rather than in it; a client stops by itself when the
-// node's gossip closes (its watch ends), a server when the node closes its
-// socket, and the entry is dropped on the next Call after Close.
-var rpcClients sync.Map // *Node -> *nodeClients
-
+// nodeClients are a node's rpc clients by service and its servers, owned
+// by the node: Shutdown drains the servers, Close closes them all.
 type nodeClients struct {
 	mu      sync.Mutex
 	clients map[string]*rpc.Client
 	servers map[*rpc.Server]string // by service, for RPCStatus
 }
 
-// registry returns n's entry in rpcClients, making it on first use.
-func (n *Node) registry() *nodeClients {
-	v, _ := rpcClients.LoadOrStore(n, &nodeClients{clients: make(map[string]*rpc.Client), servers: make(map[*rpc.Server]string)})
-	return v.(*nodeClients)
+func newNodeClients() *nodeClients {
+	return &nodeClients{clients: make(map[string]*rpc.Client), servers: make(map[*rpc.Server]string)}
+}
+
+// registry returns the node's clients and servers.
+func (n *Node) registry() *nodeClients { return n.rpc }
+
+// shutdownRPC drains the node's RPC servers (each withdraws its
+// advertisement, finishes what it accepted, then closes) within ctx.
+func (n *Node) shutdownRPC(ctx context.Context) error {
+	n.rpc.mu.Lock()
+	var srvs []*rpc.Server
+	for s := range n.rpc.servers {
+		srvs = append(srvs, s)
+	}
+	n.rpc.mu.Unlock()
+	var errs []error
+	for _, s := range srvs {
+		if err := s.Shutdown(ctx); err != nil && !errors.Is(err, rpc.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// closeRPC closes the node's RPC clients and servers at once.
+func (n *Node) closeRPC() {
+	n.rpc.mu.Lock()
+	clients, servers := n.rpc.clients, n.rpc.servers
+	n.rpc.clients, n.rpc.servers = map[string]*rpc.Client{}, map[*rpc.Server]string{}
+	n.rpc.mu.Unlock()
+	for _, c := range clients {
+		c.Close()
+	}
+	for s := range servers {
+		s.Close()
+	}
 }
 
 // RPCStatus is what a node's RPC clients and servers have counted.
@@ -158,11 +188,7 @@ type RPCStatus struct {
 // histogram) and servers. The caller owns the maps.
 func (n *Node) RPCStatus() RPCStatus {
 	st := RPCStatus{Clients: map[string]rpc.ClientStats{}, Servers: map[string]rpc.ServerStats{}}
-	v, ok := rpcClients.Load(n)
-	if !ok {
-		return st
-	}
-	nc := v.(*nodeClients)
+	nc := n.rpc
 	nc.mu.Lock()
 	defer nc.mu.Unlock()
 	for svc, c := range nc.clients {
@@ -192,14 +218,6 @@ func (n *Node) rpcClient(service string) (*rpc.Client, error) {
 	closed := n.closed
 	n.mu.Unlock()
 	if closed {
-		if v, ok := rpcClients.LoadAndDelete(n); ok {
-			nc := v.(*nodeClients)
-			nc.mu.Lock()
-			for _, c := range nc.clients {
-				c.Close()
-			}
-			nc.mu.Unlock()
-		}
 		return nil, ErrClosed
 	}
 	nc := n.registry()
