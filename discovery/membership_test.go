@@ -166,7 +166,7 @@ func TestWatchStream(t *testing.T) {
 	}
 	ev := nextEvent(t, ch, waitLong)
 	want := Service{Name: "audit", Kind: SpoolKind, Endpoints: []string{"tcp://127.0.0.1:6000"}}
-	if ev.Type != Added || ev.Instance.Node != b.Name() || !sameInstance(ev.Instance, Instance{Addr: b.GossipAddr(), Service: want}) {
+	if ev.Type != Added || ev.Instance.Node != b.Name() || !sameInstance(ev.Instance, Instance{Addr: b.GossipAddr(), Identity: b.Identity(), Service: want}) {
 		t.Fatalf("got %+v, want Added %+v", ev, want)
 	}
 	if got := a.LookupStream("access-log"); len(got) != 1 || got[0].Service.Endpoints[0] != "tcp://127.0.0.1:6000" {
