@@ -155,6 +155,7 @@ type Message struct {
 type PublisherStats struct {
 	Publisher  string
 	Endpoint   string
+	Identity   string        // the publisher node's gossiped identity; "" if unknown
 	Connected  bool          // a fetcher is running for it
 	Delivered  uint64        // records handed to Next
 	Acked      uint64        // next offset after the contiguous acknowledged prefix
@@ -277,6 +278,8 @@ type pubState struct {
 	skipped  uint64 // offsets skipped in gaps and at resets
 	stopped  *FetchError
 
+	identity string // the node's gossiped identity, as last seen
+
 	// The log the position is in (see identity.go).
 	logID     uuid.UUID   // the zero UUID while unknown
 	logEpoch  uint32      // epoch sent with fetches: of the record before fetchPos; NoEpoch unchecked
@@ -333,7 +336,7 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	for name, ep := range cfg.Publishers {
-		c.startFetcher(name, ep, false)
+		c.startFetcher(name, ep, false, "")
 	}
 	if cfg.Discovery != nil {
 		events, err := cfg.Discovery.WatchStream(c.ctx, cfg.Stream)
@@ -386,7 +389,7 @@ func (c *Consumer) Stats() []PublisherStats {
 	out := make([]PublisherStats, 0, len(c.pubs))
 	for _, ps := range c.pubs {
 		st := PublisherStats{
-			Publisher: ps.name, Endpoint: ps.endpoint, Connected: ps.running,
+			Publisher: ps.name, Endpoint: ps.endpoint, Identity: ps.identity, Connected: ps.running,
 			Delivered: ps.deliv, Acked: ps.acks.floor(), Committed: ps.commit,
 			Position: ps.fetchPos, High: ps.high, Resets: ps.resets, Errors: ps.errors,
 			GapsSkipped: ps.gaps, RecordsSkipped: ps.skipped,
@@ -458,7 +461,7 @@ func (c *Consumer) discoverLoop(events <-chan discovery.Event) {
 				if len(ev.Instance.Service.Endpoints) == 0 {
 					continue
 				}
-				c.startFetcher(name, ev.Instance.Service.Endpoints[0], ev.Instance.Unlisted)
+				c.startFetcher(name, ev.Instance.Service.Endpoints[0], ev.Instance.Unlisted, ev.Instance.Identity)
 			case discovery.Removed:
 				c.log.Info("publisher gone", "peer", name, "reason", ev.Reason.String())
 				c.stopFetcher(name)

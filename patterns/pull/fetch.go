@@ -20,6 +20,7 @@ type fetcher struct {
 	// (its advertisement was cut to fit gossip), so "unknown stream" is an
 	// expected answer, not a fault.
 	unlisted bool
+	identity string // the publisher node's gossiped identity ("" unknown)
 	cancel   context.CancelFunc
 	done     chan struct{}
 }
@@ -28,17 +29,18 @@ type fetcher struct {
 // the stream is asked again after it answered "unknown stream".
 const unlistedRetry = 30 * time.Second
 
-// startFetcher starts (or restarts, on a new endpoint) the fetcher of a
-// publisher. unlisted says discovery did not list the stream for it (see
-// discovery.Instance.Unlisted).
-func (c *Consumer) startFetcher(name, endpoint string, unlisted bool) {
+// startFetcher starts (or restarts, on a new endpoint or identity) the
+// fetcher of a publisher. unlisted says discovery did not list the stream
+// for it (see discovery.Instance.Unlisted); identity is the node's
+// gossiped identity (discovery.Instance.Identity), "" when unknown.
+func (c *Consumer) startFetcher(name, endpoint string, unlisted bool, identity string) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return
 	}
 	if f := c.fetchers[name]; f != nil {
-		if f.endpoint == endpoint && f.unlisted == unlisted {
+		if f.endpoint == endpoint && f.unlisted == unlisted && f.identity == identity {
 			c.mu.Unlock()
 			return
 		}
@@ -51,11 +53,20 @@ func (c *Consumer) startFetcher(name, endpoint string, unlisted bool) {
 		ps = &pubState{name: name}
 		c.pubs[name] = ps
 	}
+	if ps.identity != "" && identity != "" && ps.identity != identity {
+		// Another process (another data directory) now runs under the
+		// name: its logs have other identities, which the first fetch
+		// finds (StatusOtherLog).
+		c.log.Warn("publisher name now held by another node identity", "peer", name, "endpoint", endpoint, "identity", identity, "was", ps.identity)
+	}
+	if identity != "" {
+		ps.identity = identity
+	}
 	ps.endpoint = endpoint
 	ps.running = true
 	ps.stopped = nil
 	ctx, cancel := context.WithCancel(c.ctx)
-	f := &fetcher{ps: ps, endpoint: endpoint, unlisted: unlisted, cancel: cancel, done: make(chan struct{})}
+	f := &fetcher{ps: ps, endpoint: endpoint, unlisted: unlisted, identity: identity, cancel: cancel, done: make(chan struct{})}
 	c.fetchers[name] = f
 	c.wg.Add(1)
 	c.mu.Unlock()

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fastmq/fastmq/discovery"
+	"github.com/fastmq/fastmq/discovery/discoverytest"
+	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/spool"
 )
@@ -212,5 +215,109 @@ func TestLegacyPositionCheckedAgainstEpochZero(t *testing.T) {
 	expectRecords(t, c, "p", "new", span(90, 110))
 	if st, _ := publisherStats(c, "p"); st.Diverged != 1 || st.RecordsReplaced != 10 {
 		t.Fatalf("stats %+v: want one divergence replacing 10 records", st)
+	}
+}
+
+// TestImpostorAfterPublisherDied is item 7's attack through discovery: the
+// publisher "p" dies, and another process (another identity, another log)
+// takes its name. The consumer reports the new identity, never delivers
+// the impostor's records as the offsets it had read, and starts over on
+// the new log by its Start policy.
+func TestImpostorAfterPublisherDied(t *testing.T) {
+	genuine := openSpool(t, spool.Config{})
+	appendN(t, genuine, "real", 0, 100)
+	fake := openSpool(t, spool.Config{})
+	appendN(t, fake, "fake", 0, 200)
+	srvReal := startServer(t, map[string]*spool.Log{"logs": genuine})
+	srvFake := startServer(t, map[string]*spool.Log{"logs": fake})
+
+	mesh := discoverytest.NewMesh()
+	t.Cleanup(func() { mesh.Close() })
+	self, err := mesh.Join("consumer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := mesh.Join("p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AdvertiseSpool(srvReal.Endpoints()[0], []string{"logs"}); err != nil {
+		t.Fatal(err)
+	}
+	logs := newWarnings()
+	c := startConsumer(t, pull.ConsumerConfig{Stream: "logs", Discovery: self, Logger: slog.New(logs)})
+	expectRecords(t, c, "p", "real", span(0, 100))
+	p.Close()
+	testutil.WaitFor(t, "publisher gone", 0, func() bool { st, _ := publisherStats(c, "p"); return !st.Connected })
+
+	impostor, err := mesh.JoinIdentity("p", discovery.NewIdentity())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := impostor.AdvertiseSpool(srvFake.Endpoints()[0], []string{"logs"}); err != nil {
+		t.Fatal(err)
+	}
+	m := next(t, c)
+	if m.Offset != 0 || string(m.Value) != "fake-0" || !m.Reset || m.LogID != fake.ID() {
+		t.Fatalf("first record under the taken name: %q@%d reset=%v log %s; want fake-0@0, reset, log %s", m.Value, m.Offset, m.Reset, m.LogID, fake.ID())
+	}
+	st, _ := publisherStats(c, "p")
+	if st.OtherLogs != 1 || st.Identity != impostor.Identity() {
+		t.Fatalf("stats %+v: want one other log, identity %s", st, impostor.Identity())
+	}
+	if _, ok := logs.find("another node identity", "peer=p", "identity="+impostor.Identity()); !ok {
+		t.Fatalf("no warning about the new identity: %q", *logs.lines)
+	}
+}
+
+// TestRepliesEndAtEpochBoundaries: a reply never mixes two epochs, so
+// every record carries the epoch it was written in, and a consumer that
+// crosses a boundary (here at 990, after recovery cut a damaged tail)
+// commits the new epoch.
+func TestRepliesEndAtEpochBoundaries(t *testing.T) {
+	dir := t.TempDir()
+	l, err := spool.Open(spool.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendBatches(t, l, "v", 0, 1000, 10)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	damageBatch(t, dir, 990)
+	l2 := openSpool(t, spool.Config{Dir: dir})
+	appendBatches(t, l2, "v", 990, 20, 10)
+	e, start := l2.Epoch()
+	srv := startServer(t, map[string]*spool.Log{"logs": l2})
+	store, err := spool.OpenOffsets(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	c := startConsumer(t, pull.ConsumerConfig{Stream: "logs", Publishers: map[string]string{"p": srv.Endpoints()[0]}, Start: pull.AtOffset(500), Offsets: store, CommitInterval: -1, MaxBytes: 64 << 10})
+	for o := uint64(500); o < 1010; o++ {
+		m := next(t, c)
+		want := uint32(0)
+		if o >= start {
+			want = e
+		}
+		if m.Offset != o || m.Epoch != want || m.LogID != l2.ID() {
+			t.Fatalf("record %d in epoch %d of %s; want %d in epoch %d of %s", m.Offset, m.Epoch, m.LogID, o, want, l2.ID())
+		}
+		c.Ack(m)
+		if o == start-1 {
+			if err := c.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if p, _ := store.Position("p", "logs"); p != (spool.Position{Next: start, ID: l2.ID()}) {
+				t.Fatalf("committed %+v at the boundary, want %d in epoch 0", p, start)
+			}
+		}
+	}
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := store.Position("p", "logs"); p != (spool.Position{Next: 1010, ID: l2.ID(), Epoch: e}) {
+		t.Fatalf("committed %+v, want 1010 in epoch %d", p, e)
 	}
 }
