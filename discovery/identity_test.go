@@ -95,3 +95,22 @@ func TestLoadIdentity(t *testing.T) {
 		t.Fatalf("bad Config.Identity: got %v, want ErrInvalid", err)
 	}
 }
+
+// TestDuplicateNameRefusedAfterRetryJoin: with RetryJoin, New cannot
+// fail, so an impostor found by the background join stops gossiping and
+// says why through Err.
+func TestDuplicateNameRefusedAfterRetryJoin(t *testing.T) {
+	skipShort(t)
+	nodes := cluster(t, 2, nil)
+	testutil.WaitFor(t, "converge", waitLong, func() bool { return converged(nodes, 2) })
+	imp := newNode(t, nodes[1].Name(), func(c *Config) { c.Seeds = []string{nodes[0].GossipAddr()}; c.RetryJoin = true })
+	testutil.WaitFor(t, "impostor refused", waitLong, func() bool { return errors.Is(imp.Err(), ErrNameTaken) })
+	if err := imp.Err(); !strings.Contains(err.Error(), nodes[1].GossipAddr()) {
+		t.Fatalf("error %q does not name the holder at %s", err, nodes[1].GossipAddr())
+	}
+	for _, mem := range nodes[0].Members() {
+		if mem.Name == nodes[1].Name() && (mem.Addr != nodes[1].GossipAddr() || mem.Status != StatusAlive) {
+			t.Fatalf("holder seen as %+v", mem)
+		}
+	}
+}

@@ -83,7 +83,8 @@ type Server struct {
 	closed   bool
 
 	requests, bad, replies, bytes, records, sendFails, oor, unknown, gaps, damaged atomic.Uint64
-	pos                                                                            positionCounters
+
+	pos positionCounters // fetches the position check refused (position.go)
 }
 
 type parkedFetch struct {
