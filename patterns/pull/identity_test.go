@@ -9,10 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/fastmq/fastmq/discovery"
 	"github.com/fastmq/fastmq/discovery/discoverytest"
 	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/patterns/pull"
+	"github.com/fastmq/fastmq/socket"
 	"github.com/fastmq/fastmq/spool"
 )
 
@@ -319,5 +322,84 @@ func TestRepliesEndAtEpochBoundaries(t *testing.T) {
 	}
 	if p, _ := store.Position("p", "logs"); p != (spool.Position{Next: 1010, ID: l2.ID(), Epoch: e}) {
 		t.Fatalf("committed %+v, want 1010 in epoch %d", p, e)
+	}
+}
+
+// TestServerPositionCheck sends raw fetches to a server whose log lost
+// its tail (epoch 1 starts at 990 and holds 990..1009): version 2 fetches
+// get the check (another log, diverged, served in the right epoch) and
+// version 1 fetches are served as version 1 servers served them.
+func TestServerPositionCheck(t *testing.T) {
+	dir := t.TempDir()
+	l, err := spool.Open(spool.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendBatches(t, l, "old", 0, 1000, 10)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	damageBatch(t, dir, 990)
+	l2 := openSpool(t, spool.Config{Dir: dir})
+	appendBatches(t, l2, "new", 990, 20, 10)
+	e, _ := l2.Epoch()
+	srv := startServer(t, map[string]*spool.Log{"logs": l2})
+	d, err := socket.New(socket.Dealer, socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Connect(srv.Endpoints()[0]); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fetch := func(req pull.Request) pull.Reply {
+		t.Helper()
+		req.Op, req.ID, req.MaxBytes, req.Stream = pull.OpFetch, 1, 1<<20, "logs"
+		if err := d.Send(ctx, socket.Msg{Frames: pull.EncodeRequest(&req)}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := d.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := pull.DecodeReply(m.Frames)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	id := l2.ID()
+	for _, tc := range []struct {
+		name   string
+		req    pull.Request
+		status pull.Status
+		next   uint64
+		epoch  uint32
+	}{
+		{"another id", pull.Request{Version: 2, Offset: 500, LogID: uuid.New(), Epoch: 0}, pull.StatusOtherLog, 500, e},
+		{"an epoch never reached", pull.Request{Version: 2, Offset: 500, LogID: id, Epoch: e + 1}, pull.StatusOtherLog, 500, e},
+		{"past the end of its epoch", pull.Request{Version: 2, Offset: 1000, LogID: id, Epoch: 0}, pull.StatusDiverged, 990, 0},
+		{"past the end, no id", pull.Request{Version: 2, Offset: 995, Epoch: 0}, pull.StatusDiverged, 990, 0},
+		{"within its epoch", pull.Request{Version: 2, Offset: 980, LogID: id, Epoch: 0}, pull.StatusOK, 990, 0},
+		{"at the end of its epoch", pull.Request{Version: 2, Offset: 990, LogID: id, Epoch: 0}, pull.StatusOK, 1010, e},
+		{"unchecked", pull.Request{Version: 2, Offset: 1000, Epoch: pull.NoEpoch}, pull.StatusOK, 1010, e},
+		{"version 1", pull.Request{Version: 1, Offset: 1000}, pull.StatusOK, 1010, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := fetch(tc.req)
+			wantID := id
+			if tc.req.Version == 1 {
+				wantID = uuid.Nil
+			}
+			if r.Status != tc.status || r.Next != tc.next || r.Epoch != tc.epoch || r.LogID != wantID || r.Version != tc.req.Version {
+				t.Fatalf("got v%d %v next %d epoch %d log %s (%q); want v%d %v next %d epoch %d log %s",
+					r.Version, r.Status, r.Next, r.Epoch, r.LogID, r.Data, tc.req.Version, tc.status, tc.next, tc.epoch, wantID)
+			}
+		})
+	}
+	if st := srv.Stats(); st.OtherLog != 2 || st.Diverged != 2 {
+		t.Fatalf("server stats %+v: want 2 other-log and 2 diverged fetches", st)
 	}
 }
