@@ -3,6 +3,7 @@ package pull
 import (
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 
 	"github.com/google/uuid"
@@ -42,14 +43,17 @@ func (s *Server) refusePosition(l *spool.Log, env [][]byte, req Request) bool {
 		} else {
 			rep.Data = fmt.Appendf(nil, "log %s never reached epoch %d (it is in epoch %d)", id, req.Epoch, epoch)
 		}
-		s.log.Warn("fetch of another log refused", "topic", req.Stream, "offset", req.Offset, "epoch", req.Epoch, "log", req.LogID.String())
 	case end < req.Offset:
 		s.pos.diverged.Add(1)
 		rep.Status, rep.Next, rep.Epoch = StatusDiverged, end, req.Epoch
 		rep.Data = fmt.Appendf(nil, "epoch %d of the log ended at %d: records %d to %d were lost, and their offsets name other records", req.Epoch, end, end, req.Offset-1)
-		s.log.Warn("fetch past the end of its epoch", "topic", req.Stream, "offset", req.Offset, "epoch", req.Epoch, "end", end)
 	default:
 		return false
+	}
+	// Counted, and logged only at Debug: the consumer reports it, and a
+	// peer must not be able to flood the publisher's log.
+	if s.log.Enabled(s.ctx, slog.LevelDebug) {
+		s.log.Debug("fetch position refused", "topic", req.Stream, "offset", req.Offset, "epoch", req.Epoch, "log", req.LogID.String(), "status", rep.Status.String())
 	}
 	s.reply(env, &rep)
 	return true
