@@ -41,7 +41,7 @@
 // publisher's name. A name belongs to one live node: while joining, New
 // watches the alive messages gossip brings for its own name; for each
 // other address that claims it with another identity, it pings that
-// address under the name (up to three probe timeouts), and if the holder
+// address under the name (up to five probe timeouts), and if the holder
 // answers, New fails with a *NameTakenError (ErrNameTaken) naming the
 // holder's address, and stops gossip. A claim that does not answer is a
 // dead incarnation and is not refused; one with this node's own identity

@@ -164,17 +164,17 @@ func (w *nameWatch) take() map[string]string {
 // identity holds it: for every other address that claimed the name in
 // gossip (seen while joining), it pings that address under our name; a
 // member that answers is alive and holds it. A claim that does not answer
-// is an incarnation that died and is not refused: memberlist hands the
-// name over once it has been dead for DeadNodeReclaimTime.
+// pingTries pings in a row is an incarnation that died and is not refused:
+// memberlist hands the name over once it has been dead for
+// DeadNodeReclaimTime.
 func (m *Membership) checkName() error {
 	for addr, id := range m.names.take() {
 		udp, err := net.ResolveUDPAddr("udp", addr)
 		if err != nil {
 			continue
 		}
-		// Each Ping waits a probe interval for its ack; three misses in a
-		// row make a dead incarnation.
-		for try := 0; try < 3; try++ {
+		// Each Ping waits a probe timeout for its ack.
+		for try := 0; try < pingTries; try++ {
 			if _, err := m.serf.Memberlist().Ping(m.name, udp); err == nil {
 				return &NameTakenError{Name: m.name, Addr: addr, Identity: id, Self: m.set.cfg.Identity}
 			}
@@ -185,6 +185,11 @@ func (m *Membership) checkName() error {
 	}
 	return nil
 }
+
+// pingTries is how many pings in a row a claim of our name must miss to be
+// taken for a dead incarnation: 1 s on ProfileLocal, 2.5 s on ProfileLAN
+// (a probe timeout each), long enough for a loaded host to answer.
+const pingTries = 5
 
 // tagsIdentity returns the identity in a member's encoded tags, or "".
 func tagsIdentity(meta []byte) string {

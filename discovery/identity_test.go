@@ -24,7 +24,10 @@ func TestDuplicateLiveNameRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, seed := range []*Membership{nodes[0], holder} {
-		_, err := New(Config{NodeName: holder.Name(), Profile: ProfileLocal, Logger: testLogger(), Seeds: []string{seed.GossipAddr()}})
+		imp, err := New(Config{NodeName: holder.Name(), Profile: ProfileLocal, Logger: testLogger(), Seeds: []string{seed.GossipAddr()}})
+		if err == nil {
+			imp.Close()
+		}
 		var taken *NameTakenError
 		if !errors.Is(err, ErrNameTaken) || !errors.As(err, &taken) {
 			t.Fatalf("impostor joining through %s: got %v, want ErrNameTaken", seed.Name(), err)
