@@ -413,6 +413,11 @@ func TestSpoolAdvertisementPartial(t *testing.T) {
 	}
 	var ad *SpoolAd
 	testutil.WaitFor(t, "the partial advertisement", waitLong, func() bool {
+		// Members reads serf's list, LookupStream the view its events
+		// keep: wait for both.
+		if len(a.LookupStream(streams[0])) == 0 {
+			return false
+		}
 		for _, mem := range a.Members() {
 			if mem.Name == b.Name() && mem.Spool != nil {
 				ad = mem.Spool
