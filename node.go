@@ -135,6 +135,13 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "streams"), 0o755); err != nil {
 		return nil, fmt.Errorf("fastmq: create data directory: %w", err)
 	}
+	// The node's identity lives with its data: a restart with the same
+	// data directory takes its name back, another process under the same
+	// name is refused while this one lives.
+	identity, err := discovery.LoadIdentity(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("fastmq: node identity: %w", err)
+	}
 	srv, err := pull.NewServer(pull.ServerConfig{
 		Endpoints: cfg.SpoolEndpoints,
 		Lookup:    n.lookupStream,
@@ -151,6 +158,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	m, err := discovery.New(discovery.Config{
 		NodeName:       cfg.Name,
+		Identity:       identity,
 		BindAddr:       cfg.GossipAddr,
 		AdvertiseAddr:  cfg.AdvertiseAddr,
 		Seeds:          cfg.Seeds,
@@ -191,6 +199,10 @@ func New(cfg Config) (*Node, error) {
 
 // Name returns the node's name.
 func (n *Node) Name() string { return n.cfg.Name }
+
+// Identity returns the node's identity: gossiped with its name, kept in its
+// data directory (see discovery.LoadIdentity).
+func (n *Node) Identity() string { return n.members.Identity() }
 
 // Logger returns the node's logger (never nil).
 func (n *Node) Logger() *slog.Logger {

@@ -23,14 +23,23 @@ const maxNodeNameLen = 255
 // from then on every join failed (the empty-named node's "protocol
 // version (0) is incompatible"), because memberlist only checks versions when an alive
 // message carries them.
-type aliveFilter struct{}
+//
+// It also shows watch every alive message for this node's own name (see
+// checkName).
+type aliveFilter struct{ watch *nameWatch }
 
 var _ memberlist.AliveDelegate = aliveFilter{}
 
 // NotifyAlive implements memberlist.AliveDelegate. memberlist has already
 // refused a message without the six version bytes before calling it.
-func (aliveFilter) NotifyAlive(n *memberlist.Node) error {
-	return checkMember(n)
+func (f aliveFilter) NotifyAlive(n *memberlist.Node) error {
+	if err := checkMember(n); err != nil {
+		return err
+	}
+	if f.watch != nil {
+		f.watch.see(n)
+	}
+	return nil
 }
 
 // checkMember reports why n cannot be a FastMQ member, or nil.
@@ -90,12 +99,19 @@ func checkMeta(meta []byte) error {
 	if len(meta) > memberlist.MetaMaxSize {
 		return fmt.Errorf("metadata of %d bytes (at most %d)", len(meta), memberlist.MetaMaxSize)
 	}
+	_, err := decodeMeta(meta)
+	return err
+}
+
+// decodeMeta decodes serf's tag encoding: a magic byte, then a msgpack map
+// of strings.
+func decodeMeta(meta []byte) (map[string]string, error) {
 	if len(meta) == 0 || meta[0] != 0xff {
-		return errors.New("metadata is not serf tags")
+		return nil, errors.New("metadata is not serf tags")
 	}
 	var tags map[string]string
 	if err := codec.NewDecoder(bytes.NewReader(meta[1:]), &codec.MsgpackHandle{}).Decode(&tags); err != nil {
-		return fmt.Errorf("metadata does not decode: %v", err)
+		return nil, fmt.Errorf("metadata does not decode: %v", err)
 	}
-	return nil
+	return tags, nil
 }

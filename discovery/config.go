@@ -103,6 +103,17 @@ type Config struct {
 	// are reserved.
 	Tags map[string]string
 
+	// Identity tells this node apart from another process under the same
+	// name: a short string (1 to 32 URL-safe base64 characters) gossiped
+	// with the node, the same across restarts of the same node (say, kept
+	// in its data directory with LoadIdentity). New refuses to start
+	// (ErrNameTaken) when a live member with another identity holds
+	// NodeName; a restarted node with the same identity takes its name
+	// back. Default: NewIdentity, a new one for every New (then every
+	// other live holder of the name is refused, and a restart waits for
+	// the old incarnation to be found dead, as before).
+	Identity string
+
 	// Profile selects timers and the default BindAddr. The zero value,
 	// ProfileAuto, chooses by BindAddr.
 	Profile Profile
@@ -131,6 +142,11 @@ func (c Config) validate() (settings, error) {
 		return s, fmt.Errorf("%w: node name is required", ErrInvalid)
 	}
 	if err := checkNodeName(c.NodeName); err != nil {
+		return s, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if s.cfg.Identity == "" {
+		s.cfg.Identity = NewIdentity()
+	} else if err := checkIdentity(c.Identity); err != nil {
 		return s, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	switch c.Profile {
@@ -200,7 +216,7 @@ func splitHostPort(hp string) (string, int, error) {
 }
 
 // serfConfig builds the serf and memberlist configuration for s.
-func (s settings) serfConfig(logw *log.Logger, events chan serf.Event) (*serf.Config, error) {
+func (s settings) serfConfig(logw *log.Logger, events chan serf.Event, watch *nameWatch) (*serf.Config, error) {
 	var ml *memberlist.Config
 	sc := serf.DefaultConfig()
 	switch s.cfg.Profile {
@@ -240,7 +256,7 @@ func (s settings) serfConfig(logw *log.Logger, events chan serf.Event) (*serf.Co
 		ml.AdvertisePort = s.advP
 	}
 	ml.Logger = logw
-	ml.Alive = aliveFilter{}
+	ml.Alive = aliveFilter{watch: watch}
 	if s.cfg.Key != nil {
 		kr, err := memberlist.NewKeyring(nil, append([]byte(nil), s.cfg.Key...))
 		if err != nil {

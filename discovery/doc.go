@@ -32,6 +32,25 @@
 // conflict. serf's automatic conflict resolution is disabled, because it would
 // make the restarted node, being the minority, shut itself down.
 //
+// # Identity and duplicate names
+//
+// Every node gossips an identity (Config.Identity: a short string that
+// stays the same across restarts of one node, kept in its data directory
+// with LoadIdentity; by default a new random one per New). Members and
+// Instance report it, so a consumer can tell that another process took a
+// publisher's name. A name belongs to one live node: while joining, New
+// watches the alive messages gossip brings for its own name; for each
+// other address that claims it with another identity, it pings that
+// address under the name (up to five probe timeouts), and if the holder
+// answers, New fails with a *NameTakenError (ErrNameTaken) naming the
+// holder's address, and stops gossip. A claim that does not answer is a
+// dead incarnation and is not refused; one with this node's own identity
+// is this node's previous incarnation, which it takes over as under
+// Restart. With RetryJoin the check runs after the background join: a
+// refused node logs it at Error, stops gossiping, and Err reports it.
+// (The other members never take the second claim anyway: memberlist
+// keeps a live member's address and ignores the conflicting one.)
+//
 // # Tag encoding
 //
 // serf gossips at most 512 bytes of tags per member, counted as serf encodes
@@ -40,6 +59,7 @@
 //
 //	"~s" + name  ->  kind "|" endpoint ("," endpoint)*     a service
 //	"~q"         ->  endpoint "|" [stream ("," stream)*]    the spool server
+//	"~i"         ->  identity                               the node's identity
 //
 // Endpoints are compacted: "tcp://" is dropped, and the host is dropped too
 // when it equals the node's gossip host, so "tcp://10.0.0.5:5557" on node

@@ -99,6 +99,6 @@ func (f *Feed) Run(ctx context.Context) {
 
 // sameInstance says whether b would tell a watcher nothing new after a.
 func sameInstance(a, b Instance) bool {
-	return a.Addr == b.Addr && a.Service.Name == b.Service.Name && a.Service.Kind == b.Service.Kind &&
+	return a.Addr == b.Addr && a.Identity == b.Identity && a.Service.Name == b.Service.Name && a.Service.Kind == b.Service.Kind &&
 		a.Unlisted == b.Unlisted && slices.Equal(a.Service.Endpoints, b.Service.Endpoints)
 }

@@ -91,7 +91,21 @@ func (m *Membership) retryJoin(seeds []string) {
 		ctx, cancel := context.WithTimeout(m.ctx, m.set.cfg.JoinTimeout)
 		_, err := m.Join(ctx, seeds...)
 		cancel()
-		if err == nil || errors.Is(err, ErrClosed) {
+		if err == nil {
+			if err := m.checkName(); err != nil && !errors.Is(err, ErrClosed) {
+				// Nobody waits for this join to report to: stop claiming
+				// the name, and say why.
+				m.log.Error("node name taken, gossip stopped", slog.Any("err", err))
+				m.mu.Lock()
+				m.nameErr = err
+				m.mu.Unlock()
+				if err := m.serf.Shutdown(); err != nil {
+					m.log.Warn("shut down gossip", slog.Any("err", err))
+				}
+			}
+			return
+		}
+		if errors.Is(err, ErrClosed) {
 			return
 		}
 		m.log.Warn("join failed, retrying", slog.Any("seeds", seeds), slog.Any("err", err), slog.Duration("backoff", backoff))

@@ -77,13 +77,13 @@ func (nv *nodeView) instance(node string, k watchKey) (Instance, bool) {
 		if !listed && !sp.Partial {
 			return Instance{}, false
 		}
-		return Instance{Node: node, Addr: nv.addr, Service: Service{Name: k.name, Kind: SpoolKind, Endpoints: []string{sp.Endpoint}}, Unlisted: !listed}, true
+		return Instance{Node: node, Addr: nv.addr, Identity: nv.adv.identity, Service: Service{Name: k.name, Kind: SpoolKind, Endpoints: []string{sp.Endpoint}}, Unlisted: !listed}, true
 	}
 	s, ok := nv.adv.services[k.name]
 	if !ok {
 		return Instance{}, false
 	}
-	return Instance{Node: node, Addr: nv.addr, Service: cloneService(s)}, true
+	return Instance{Node: node, Addr: nv.addr, Identity: nv.adv.identity, Service: cloneService(s)}, true
 }
 
 // setNodeLocked replaces the view of node and tells interested watchers.
@@ -236,6 +236,7 @@ func statusOf(s serf.MemberStatus) Status {
 type Member struct {
 	Name     string
 	Addr     string // gossip host:port
+	Identity string // the node's identity (Config.Identity); "" if it gossips none
 	Status   Status
 	Tags     map[string]string
 	Services []Service
@@ -269,6 +270,7 @@ func (m *Membership) Members() []Member {
 		out = append(out, Member{
 			Name:     mem.Name,
 			Addr:     net.JoinHostPort(host, strconv.Itoa(int(mem.Port))),
+			Identity: adv.identity,
 			Status:   statusOf(mem.Status),
 			Tags:     cloneMap(adv.user),
 			Services: sortedServices(adv.services),

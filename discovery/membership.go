@@ -36,14 +36,18 @@ type Membership struct {
 	ctx     context.Context // cancelled by Close
 	cancel  context.CancelFunc
 
+	names *nameWatch // alive messages for our own name, from others
+
 	tagMu     sync.Mutex // serializes changes of the local advertisement
 	user      map[string]string
+	base      map[string]string // user tags and the reserved identity tag
 	services  map[string]Service
 	spool     *SpoolAd // as advertised: fitted to the tags, maybe partial
 	spoolWant *SpoolAd // as asked for by AdvertiseSpool
 
 	mu       sync.Mutex // guards everything below and wg.Add
 	closed   bool
+	nameErr  error // the name turned out to be taken (background join)
 	view     map[string]*nodeView
 	self     advert
 	watchers map[*watcher]struct{}
@@ -78,26 +82,29 @@ func New(cfg Config) (*Membership, error) {
 		log:      logger,
 		events:   make(chan serf.Event, eventBuffer),
 		name:     cfg.NodeName,
+		names:    &nameWatch{name: cfg.NodeName, identity: set.cfg.Identity},
 		user:     map[string]string{},
+		base:     map[string]string{identityKey: set.cfg.Identity},
 		services: map[string]Service{},
 		view:     map[string]*nodeView{},
 		watchers: map[*watcher]struct{}{},
 	}
 	for k, v := range cfg.Tags {
 		m.user[k] = v
+		m.base[k] = v
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.closing = m.ctx.Done()
-	if err := checkTagsSize(m.user); err != nil {
+	if err := checkTagsSize(m.base); err != nil {
 		m.cancel()
 		return nil, err
 	}
-	sc, err := set.serfConfig(newGossipLogger(logger), m.events)
+	sc, err := set.serfConfig(newGossipLogger(logger), m.events, m.names)
 	if err != nil {
 		m.cancel()
 		return nil, err
 	}
-	sc.Tags = buildTags(m.user, nil, nil, "")
+	sc.Tags = buildTags(m.base, nil, nil, "")
 	// Close waits this long at most for serf's goroutines: a probe waits up
 	// to 8 (memberlist's awareness maximum) probe intervals, a stream handler
 	// the TCP timeout.
@@ -111,7 +118,8 @@ func New(cfg Config) (*Membership, error) {
 	local := s.Memberlist().LocalNode()
 	m.host = local.Addr.String()
 	m.addr = net.JoinHostPort(m.host, strconv.Itoa(int(local.Port)))
-	m.self = advert{user: cloneMap(m.user), services: map[string]Service{}}
+	m.names.bound(m.addr)
+	m.self = advert{user: cloneMap(m.user), services: map[string]Service{}, identity: set.cfg.Identity}
 	m.view[m.name] = &nodeView{addr: m.addr, status: StatusAlive, adv: m.self}
 
 	m.wg.Add(1)
@@ -127,6 +135,9 @@ func New(cfg Config) (*Membership, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), set.cfg.JoinTimeout)
 			_, err := m.Join(ctx, seeds...)
 			cancel()
+			if err == nil {
+				err = m.checkName()
+			}
 			if err != nil {
 				m.Close()
 				return nil, err
@@ -146,6 +157,19 @@ func cloneMap(m map[string]string) map[string]string {
 
 // Name returns the node name.
 func (m *Membership) Name() string { return m.name }
+
+// Identity returns this node's identity (Config.Identity, or the one New
+// made up).
+func (m *Membership) Identity() string { return m.set.cfg.Identity }
+
+// Err returns why this node stopped gossiping on its own, or nil: with
+// RetryJoin, an error matching ErrNameTaken when the background join found
+// the name held by a live member with another identity.
+func (m *Membership) Err() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.nameErr
+}
 
 // GossipAddr returns the "host:port" other nodes use to reach this node's
 // gossip (the advertised address, with port 0 resolved to the bound port).

@@ -166,7 +166,7 @@ func TestWatchStream(t *testing.T) {
 	}
 	ev := nextEvent(t, ch, waitLong)
 	want := Service{Name: "audit", Kind: SpoolKind, Endpoints: []string{"tcp://127.0.0.1:6000"}}
-	if ev.Type != Added || ev.Instance.Node != b.Name() || !sameInstance(ev.Instance, Instance{Addr: b.GossipAddr(), Service: want}) {
+	if ev.Type != Added || ev.Instance.Node != b.Name() || !sameInstance(ev.Instance, Instance{Addr: b.GossipAddr(), Identity: b.Identity(), Service: want}) {
 		t.Fatalf("got %+v, want Added %+v", ev, want)
 	}
 	if got := a.LookupStream("access-log"); len(got) != 1 || got[0].Service.Endpoints[0] != "tcp://127.0.0.1:6000" {
@@ -413,6 +413,11 @@ func TestSpoolAdvertisementPartial(t *testing.T) {
 	}
 	var ad *SpoolAd
 	testutil.WaitFor(t, "the partial advertisement", waitLong, func() bool {
+		// Members reads serf's list, LookupStream the view its events
+		// keep: wait for both.
+		if len(a.LookupStream(streams[0])) == 0 {
+			return false
+		}
 		for _, mem := range a.Members() {
 			if mem.Name == b.Name() && mem.Spool != nil {
 				ad = mem.Spool

@@ -232,12 +232,17 @@ type advert struct {
 	user     map[string]string
 	services map[string]Service
 	spool    *SpoolAd
+	identity string // the node's identity; "" if it gossips none
 }
 
 func decodeTags(tags map[string]string, host string) advert {
 	a := advert{user: map[string]string{}, services: map[string]Service{}}
 	for k, v := range tags {
 		switch {
+		case k == identityKey:
+			if checkIdentity(v) == nil {
+				a.identity = v
+			}
 		case k == spoolKey:
 			if ad, ok := decodeSpool(v, host); ok {
 				a.spool = &ad

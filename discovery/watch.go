@@ -60,10 +60,14 @@ func (r Reason) String() string {
 // Instance is one node's offer of a service (or, from the stream calls, of a
 // spool stream).
 type Instance struct {
-	Node    string        // node name
-	Addr    string        // the node's gossip host:port
-	Service Service       // what it offers
-	RTT     time.Duration // estimated round-trip time; 0 if unknown or local
+	Node string // node name
+	Addr string // the node's gossip host:port
+	// Identity is the node's identity (Config.Identity; "" from a node
+	// that gossips none): it changes when another process, with another
+	// data directory, took over the name.
+	Identity string
+	Service  Service       // what it offers
+	RTT      time.Duration // estimated round-trip time; 0 if unknown or local
 	// Unlisted is set on a stream's instance when the node's spool
 	// advertisement is partial (SpoolAd.Partial) and does not list the
 	// stream: the node may serve it; ask its spool server.

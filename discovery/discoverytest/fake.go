@@ -34,6 +34,7 @@ type Mesh struct {
 
 type nodeState struct {
 	name     string
+	identity string
 	addr     string
 	status   discovery.Status
 	services map[string]discovery.Service
@@ -58,9 +59,17 @@ func (ms *Mesh) Close() error {
 	return nil
 }
 
-// Join adds a live node under name. A name that is alive already is an
-// error; a failed or left name is taken over (a restart).
+// Join adds a live node under name, with a new identity
+// (discovery.NewIdentity). A name that is alive already is an error; a
+// failed or left name is taken over (a restart).
 func (ms *Mesh) Join(name string) (*Node, error) {
+	return ms.JoinIdentity(name, discovery.NewIdentity())
+}
+
+// JoinIdentity is Join with the node's identity (discovery.Config.Identity)
+// given: a restart of the same node keeps it, another process under the
+// same name has another.
+func (ms *Mesh) JoinIdentity(name, identity string) (*Node, error) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	if ms.closed {
@@ -70,7 +79,7 @@ func (ms *Mesh) Join(name string) (*Node, error) {
 		return nil, fmt.Errorf("discoverytest: node %q is already alive", name)
 	}
 	ms.nextPort++
-	ns := &nodeState{name: name, addr: fmt.Sprintf("127.0.0.1:%d", ms.nextPort), status: discovery.StatusAlive, services: map[string]discovery.Service{}}
+	ns := &nodeState{name: name, identity: identity, addr: fmt.Sprintf("127.0.0.1:%d", ms.nextPort), status: discovery.StatusAlive, services: map[string]discovery.Service{}}
 	ms.nodes[name] = ns
 	return &Node{mesh: ms, state: ns}, nil
 }
@@ -86,6 +95,9 @@ var _ discovery.Interface = (*Node)(nil)
 
 // Name returns the node name.
 func (n *Node) Name() string { return n.state.name }
+
+// Identity returns the node's identity.
+func (n *Node) Identity() string { return n.state.identity }
 
 // GossipAddr returns the node's simulated gossip address.
 func (n *Node) GossipAddr() string { return n.state.addr }
@@ -169,14 +181,14 @@ func instance(ns *nodeState, k key) (discovery.Instance, bool) {
 		if ns.spool == nil || !slices.Contains(ns.spool.Streams, k.name) {
 			return discovery.Instance{}, false
 		}
-		return discovery.Instance{Node: ns.name, Addr: ns.addr, Service: discovery.Service{Name: k.name, Kind: discovery.SpoolKind, Endpoints: []string{ns.spool.Endpoint}}}, true
+		return discovery.Instance{Node: ns.name, Addr: ns.addr, Identity: ns.identity, Service: discovery.Service{Name: k.name, Kind: discovery.SpoolKind, Endpoints: []string{ns.spool.Endpoint}}}, true
 	}
 	s, ok := ns.services[k.name]
 	if !ok {
 		return discovery.Instance{}, false
 	}
 	s.Endpoints = slices.Clone(s.Endpoints)
-	return discovery.Instance{Node: ns.name, Addr: ns.addr, Service: s}, true
+	return discovery.Instance{Node: ns.name, Addr: ns.addr, Identity: ns.identity, Service: s}, true
 }
 
 func (ms *Mesh) notifyLocked(old, cur *nodeState, reason discovery.Reason) {
@@ -226,7 +238,7 @@ func (n *Node) Members() []discovery.Member {
 	defer ms.mu.Unlock()
 	out := make([]discovery.Member, 0, len(ms.nodes))
 	for _, ns := range ms.nodes {
-		m := discovery.Member{Name: ns.name, Addr: ns.addr, Status: ns.status, Tags: map[string]string{}}
+		m := discovery.Member{Name: ns.name, Addr: ns.addr, Identity: ns.identity, Status: ns.status, Tags: map[string]string{}}
 		for _, s := range ns.services {
 			s.Endpoints = slices.Clone(s.Endpoints)
 			m.Services = append(m.Services, s)

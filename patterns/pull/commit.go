@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/fastmq/fastmq/spool"
 )
 
 // Ack acknowledges m: its position may be committed once every earlier
@@ -12,7 +14,7 @@ func (c *Consumer) Ack(m Message) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ps := c.pubs[m.Publisher]
-	if ps == nil || m.epoch != ps.epoch {
+	if ps == nil || m.gen != ps.gen {
 		return // unknown, or from before a reset
 	}
 	ps.acks.ack(m.Offset)
@@ -28,25 +30,30 @@ func (c *Consumer) Commit() error {
 	defer c.commitMu.Unlock()
 	type todo struct {
 		name string
-		next uint64
+		pos  spool.Position
 	}
 	var work []todo
 	c.mu.Lock()
 	for name, ps := range c.pubs {
-		if next := ps.acks.floor(); next != ps.commit {
-			work = append(work, todo{name, next})
+		if ps.acks.floor() == ps.commit {
+			continue
+		}
+		// A position is committed with the log and epoch it is in, once
+		// they are known (the first reply of a fresh start tells them).
+		if p, ok := ps.commitPositionLocked(); ok {
+			work = append(work, todo{name, p})
 		}
 	}
 	c.mu.Unlock()
 	var errs []error
 	for _, w := range work {
-		if err := c.cfg.Offsets.Commit(w.name, c.cfg.Stream, w.next); err != nil {
-			errs = append(errs, fmt.Errorf("pull: commit %s/%s at %d: %w", w.name, c.cfg.Stream, w.next, err))
+		if err := c.cfg.Offsets.CommitPosition(w.name, c.cfg.Stream, w.pos); err != nil {
+			errs = append(errs, fmt.Errorf("pull: commit %s/%s at %d: %w", w.name, c.cfg.Stream, w.pos.Next, err))
 			continue
 		}
 		c.mu.Lock()
 		if ps := c.pubs[w.name]; ps != nil {
-			ps.commit = w.next
+			ps.commit = w.pos.Next
 		}
 		c.mu.Unlock()
 	}

@@ -76,9 +76,16 @@ type ConsumerConfig struct {
 	// Offsets keeps the committed positions, per publisher, across
 	// restarts. Nil means positions are not persisted.
 	Offsets *spool.OffsetStore
-	// Resume, if set, is asked first for a publisher's position; when it
-	// reports ok, Offsets and Start are not consulted. Sinks that keep their
+	// ResumePosition, if set, is asked first for a publisher's position,
+	// with the log identity and epoch it was read in (Message.LogID and
+	// Message.Epoch of the last record consumed); when it reports ok,
+	// Resume, Offsets and Start are not consulted. Sinks that keep their
 	// position with their data (for exactly-once output) use it.
+	ResumePosition func(publisher string) (spool.Position, bool)
+	// Resume is ResumePosition for sinks that keep only the next offset.
+	// Such a position is served without the log identity and epoch check
+	// (see "Log identity and epochs" in the package documentation), as
+	// before the check existed.
 	Resume func(publisher string) (next uint64, ok bool)
 	// Start applies to publishers without a committed position.
 	Start Start
@@ -126,18 +133,29 @@ type Message struct {
 	Headers   []spool.Header
 	Value     []byte
 	// Reset marks the first record after the consumer's position on this
-	// publisher was moved because it was out of range (below retention,
-	// or beyond the end of a publisher log that was replaced). Offsets of
-	// the publisher may go backwards at a Reset.
+	// publisher was moved: it was out of range (below retention, or beyond
+	// the end of the log), the publisher now serves another log
+	// (PublisherStats.OtherLogs), or the log lost records the consumer
+	// had read and their offsets now name new records
+	// (PublisherStats.Diverged). Offsets of the publisher may go backwards
+	// at a Reset.
 	Reset bool
+	// LogID and Epoch are the identity of the publisher's log and the
+	// epoch the record belongs to (the zero UUID and 0 from a publisher
+	// that speaks protocol version 1). A sink that keeps its own position
+	// stores them with the next offset and hands them back through
+	// ConsumerConfig.ResumePosition.
+	LogID uuid.UUID
+	Epoch uint32
 
-	epoch uint64 // the publisher position epoch the record belongs to
+	gen uint64 // the publisher position generation the record belongs to
 }
 
 // PublisherStats are a consumer's counters for one publisher.
 type PublisherStats struct {
 	Publisher  string
 	Endpoint   string
+	Identity   string        // the publisher node's gossiped identity; "" if unknown
 	Connected  bool          // a fetcher is running for it
 	Delivered  uint64        // records handed to Next
 	Acked      uint64        // next offset after the contiguous acknowledged prefix
@@ -146,7 +164,7 @@ type PublisherStats struct {
 	High       uint64        // the publisher's next offset at the last reply
 	LagRecords uint64        // High - Position
 	LagTime    time.Duration // age of the newest delivered record when lagging
-	Resets     uint64        // out-of-range resets
+	Resets     uint64        // moves of the position that mark a record Reset: out of range, another log, diverged
 	Errors     uint64        // failed or timed-out fetches
 	// GapsSkipped counts the gaps in the publisher's log the consumer
 	// crossed: offsets the publisher says do not exist (spool repair
@@ -156,6 +174,22 @@ type PublisherStats struct {
 	// those gaps, and below the oldest retained record at an out-of-range
 	// reset.
 	RecordsSkipped uint64
+	// LogID is the identity of the publisher's log the position is in
+	// (the zero UUID while unknown, or from a version 1 publisher), and
+	// Epoch the epoch of the record before Position.
+	LogID uuid.UUID
+	Epoch uint32
+	// OtherLogs counts the times the publisher served another log than
+	// the position was read from (another spool under the same name, or a
+	// log that lost its identity): the consumer started over by its Start
+	// policy instead of continuing those offsets.
+	OtherLogs uint64
+	// Diverged counts the times the publisher's log had lost records this
+	// consumer had read (a tail cut by recovery or spool repair), and
+	// RecordsReplaced the offsets read again for that: new records now
+	// hold them.
+	Diverged        uint64
+	RecordsReplaced uint64
 	// Stopped is the error that stopped the publisher's last fetcher for
 	// good (see FetchError), or nil. A later fetcher (a discovery update)
 	// clears it.
@@ -239,10 +273,22 @@ type pubState struct {
 	resets   uint64
 	errors   uint64
 	running  bool
-	epoch    uint64 // incremented by every reset; acks of older epochs are ignored
+	gen      uint64 // incremented by every reset; acks of older generations are ignored
 	gaps     uint64 // gaps crossed
 	skipped  uint64 // offsets skipped in gaps and at resets
 	stopped  *FetchError
+
+	identity string // the node's gossiped identity, as last seen
+
+	// The log the position is in (see identity.go).
+	logID     uuid.UUID   // the zero UUID while unknown
+	logEpoch  uint32      // epoch sent with fetches: of the record before fetchPos; NoEpoch unchecked
+	baseEpoch uint32      // epoch of the position before the first mark
+	marks     []epochMark // epochs of delivered records above the base, for commits
+	posKnown  bool        // the position's log and epoch are known: it may be committed
+	otherLogs uint64
+	diverged  uint64
+	replaced  uint64
 }
 
 // NewConsumer starts a consumer. It returns at once; fetching happens in
@@ -290,7 +336,7 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	for name, ep := range cfg.Publishers {
-		c.startFetcher(name, ep, false)
+		c.startFetcher(name, ep, false, "")
 	}
 	if cfg.Discovery != nil {
 		events, err := cfg.Discovery.WatchStream(c.ctx, cfg.Stream)
@@ -343,10 +389,14 @@ func (c *Consumer) Stats() []PublisherStats {
 	out := make([]PublisherStats, 0, len(c.pubs))
 	for _, ps := range c.pubs {
 		st := PublisherStats{
-			Publisher: ps.name, Endpoint: ps.endpoint, Connected: ps.running,
+			Publisher: ps.name, Endpoint: ps.endpoint, Identity: ps.identity, Connected: ps.running,
 			Delivered: ps.deliv, Acked: ps.acks.floor(), Committed: ps.commit,
 			Position: ps.fetchPos, High: ps.high, Resets: ps.resets, Errors: ps.errors,
 			GapsSkipped: ps.gaps, RecordsSkipped: ps.skipped,
+			LogID: ps.logID, OtherLogs: ps.otherLogs, Diverged: ps.diverged, RecordsReplaced: ps.replaced,
+		}
+		if ps.logEpoch != NoEpoch {
+			st.Epoch = ps.logEpoch
 		}
 		if ps.stopped != nil {
 			st.Stopped = ps.stopped
@@ -411,7 +461,7 @@ func (c *Consumer) discoverLoop(events <-chan discovery.Event) {
 				if len(ev.Instance.Service.Endpoints) == 0 {
 					continue
 				}
-				c.startFetcher(name, ev.Instance.Service.Endpoints[0], ev.Instance.Unlisted)
+				c.startFetcher(name, ev.Instance.Service.Endpoints[0], ev.Instance.Unlisted, ev.Instance.Identity)
 			case discovery.Removed:
 				c.log.Info("publisher gone", "peer", name, "reason", ev.Reason.String())
 				c.stopFetcher(name)

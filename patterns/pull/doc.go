@@ -81,6 +81,34 @@
 //     on the publisher's disk (data says how); next is the requested offset.
 //     Nothing there can be served until the spool is repaired.
 //
+// Version 2 also carries the identity of the publisher's log and an
+// epoch, so that a consumer never continues one log's offsets on another
+// log, nor offsets the log handed out again after it lost its tail (see
+// Log identity and epochs). Both headers grow by the same 20 bytes:
+//
+//	request frame 0, 42 bytes: the 22 bytes of version 1 | log id [16]byte | epoch u32
+//	reply frame 0, 50 bytes:   the 30 bytes of version 1 | log id [16]byte | epoch u32
+//
+// A fetch's log id and epoch name the log and epoch of the consumer's
+// position (the zero id when unknown, epoch 4294967295, NoEpoch, to skip
+// the check). Every version 2 ok fetch reply carries the stream's log id
+// and the epoch of the record before next, and its records all belong to
+// that epoch (the server ends a reply at the end of the epoch of the
+// requested offset). Two more statuses:
+//
+//   - 9 another log: the fetch names a log id other than the stream's, or
+//     an epoch the stream's log never reached. The reply's log id and
+//     epoch are the stream's current ones. Those offsets name other
+//     records: the consumer must not continue them.
+//   - 10 diverged: the fetch's epoch ended at next, below the requested
+//     offset: the log lost the records from next up to the requested
+//     offset, which the consumer had read, and their offsets name other
+//     records now (or none yet). The reply's epoch is the request's. The
+//     consumer continues at next.
+//
+// Version 2 is extended in place rather than becoming a version 3: it had
+// not been released when these fields were added.
+//
 // Version negotiation: a server answers requests of version 1 and 2, each
 // in the request's version, and never sends statuses 7 or 8 in version 1:
 // a version 1 fetch in a gap gets the batches after the gap as version 1
@@ -89,5 +117,41 @@
 // request's id). A consumer sends version 2; when a reply of status 4
 // comes in an older version, the publisher does not speak version 2, and
 // the consumer speaks version 1 to it from then on (without gap or damage
-// statuses it then stops at a gap, reporting a protocol error).
+// statuses it then stops at a gap, reporting a protocol error; without
+// log ids and epochs, nothing protects it from another log under the same
+// name or a cut tail, and it commits positions with the zero id).
+//
+// # Log identity and epochs
+//
+// Every spool has an identity and an epoch history (see package spool):
+// a new epoch starts wherever the log may have lost records it had handed
+// out, and (epoch, offset) never names two records. A consumer keeps, per
+// publisher, the position (log id, epoch, next): the epoch is that of the
+// last record it consumed. It sends it with every fetch and commits it
+// with spool.OffsetStore.CommitPosition. The server checks it against the
+// stream's log, as spool's ExampleLog_EpochEnd shows:
+//
+//  1. The log id is not the log's, or the log never reached the epoch
+//     (spool.Log.EpochEnd says false): status 9, another log. The
+//     consumer starts over on that publisher by its Start policy (the
+//     first record from there is marked Message.Reset), logs a warning
+//     naming both logs and counts it in PublisherStats.OtherLogs. It never
+//     continues those offsets. A consumer also checks the log id of every
+//     ok reply, so a log replaced while a fetch was parked is caught too.
+//  2. The epoch ended at end < next: status 10, diverged. The records
+//     [end, next) it read are gone; the consumer logs a warning with the
+//     range, counts it in PublisherStats.Diverged and RecordsReplaced, and
+//     continues at end (the first record marked Reset), still in its
+//     epoch.
+//  3. Otherwise the server serves from next, up to the end of that
+//     record's epoch, stamped with its log id and the epoch of the record
+//     before the reply's next.
+//
+// A position without an id but with an epoch (the zero id: an offsets
+// file of version 1, or ConsumerConfig.ResumePosition from a sink that
+// read from a version 1 publisher) is checked against that epoch (0 for
+// old files) alone. A position the consumer does not have (a fresh start,
+// ConsumerConfig.Resume's bare offsets) is sent with NoEpoch and not
+// checked; the first reply tells the consumer the log and epoch, and
+// nothing is committed before that.
 package pull

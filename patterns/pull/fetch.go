@@ -20,6 +20,7 @@ type fetcher struct {
 	// (its advertisement was cut to fit gossip), so "unknown stream" is an
 	// expected answer, not a fault.
 	unlisted bool
+	identity string // the publisher node's gossiped identity ("" unknown)
 	cancel   context.CancelFunc
 	done     chan struct{}
 }
@@ -28,17 +29,18 @@ type fetcher struct {
 // the stream is asked again after it answered "unknown stream".
 const unlistedRetry = 30 * time.Second
 
-// startFetcher starts (or restarts, on a new endpoint) the fetcher of a
-// publisher. unlisted says discovery did not list the stream for it (see
-// discovery.Instance.Unlisted).
-func (c *Consumer) startFetcher(name, endpoint string, unlisted bool) {
+// startFetcher starts (or restarts, on a new endpoint or identity) the
+// fetcher of a publisher. unlisted says discovery did not list the stream
+// for it (see discovery.Instance.Unlisted); identity is the node's
+// gossiped identity (discovery.Instance.Identity), "" when unknown.
+func (c *Consumer) startFetcher(name, endpoint string, unlisted bool, identity string) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return
 	}
 	if f := c.fetchers[name]; f != nil {
-		if f.endpoint == endpoint && f.unlisted == unlisted {
+		if f.endpoint == endpoint && f.unlisted == unlisted && f.identity == identity {
 			c.mu.Unlock()
 			return
 		}
@@ -51,11 +53,20 @@ func (c *Consumer) startFetcher(name, endpoint string, unlisted bool) {
 		ps = &pubState{name: name}
 		c.pubs[name] = ps
 	}
+	if ps.identity != "" && identity != "" && ps.identity != identity {
+		// Another process (another data directory) now runs under the
+		// name: its logs have other identities, which the first fetch
+		// finds (StatusOtherLog).
+		c.log.Warn("publisher name now held by another node identity", "peer", name, "endpoint", endpoint, "identity", identity, "was", ps.identity)
+	}
+	if identity != "" {
+		ps.identity = identity
+	}
 	ps.endpoint = endpoint
 	ps.running = true
 	ps.stopped = nil
 	ctx, cancel := context.WithCancel(c.ctx)
-	f := &fetcher{ps: ps, endpoint: endpoint, unlisted: unlisted, cancel: cancel, done: make(chan struct{})}
+	f := &fetcher{ps: ps, endpoint: endpoint, unlisted: unlisted, identity: identity, cancel: cancel, done: make(chan struct{})}
 	c.fetchers[name] = f
 	c.wg.Add(1)
 	c.mu.Unlock()
@@ -108,7 +119,7 @@ func (c *Consumer) fetch(ctx context.Context, f *fetcher) {
 		c.stop(ctx, lg, f.ps, c.position(f.ps), fmt.Errorf("pull: connect to %s: %w", f.endpoint, err))
 		return
 	}
-	pc := &pullConn{c: c, sock: sock, lg: lg, version: ProtocolVersion}
+	pc := &pullConn{c: c, ps: f.ps, sock: sock, lg: lg, version: ProtocolVersion}
 
 	pos, err := c.startPosition(ctx, pc, f.ps, f.unlisted)
 	if err != nil {
@@ -138,17 +149,26 @@ func (c *Consumer) fetch(ctx context.Context, f *fetcher) {
 		var bad error // what is wrong with this reply
 		switch rep.Status {
 		case StatusOK:
+			if !c.sameLog(f.ps, rep) {
+				if pos, err = c.otherLog(ctx, pc, lg, f.ps, pos, rep, f.unlisted); err != nil {
+					return
+				}
+				resetPending = true
+				id = pc.sendFetch(ctx, pos)
+				continue
+			}
 			if len(rep.Data) == 0 || rep.Next <= pos {
 				c.mu.Lock()
 				f.ps.high = rep.High
+				f.ps.learnLocked(rep, pos, false)
 				c.mu.Unlock()
 				id = pc.sendFetch(ctx, pos)
 				continue
 			}
 			c.mu.Lock()
-			epoch := f.ps.epoch
+			gen := f.ps.gen
 			c.mu.Unlock()
-			msgs, bad = decodeReply(rep, pos, c.cfg.MaxBatchBytes, f.ps.name, c.cfg.Stream, epoch)
+			msgs, bad = decodeReply(rep, pos, c.cfg.MaxBatchBytes, f.ps.name, c.cfg.Stream, gen)
 		case StatusGap:
 			if rep.Next <= pos || rep.Next > rep.High {
 				bad = fmt.Errorf("%w: gap up to %d for a fetch at %d with high %d", errBadReply, rep.Next, pos, rep.High)
@@ -156,6 +176,23 @@ func (c *Consumer) fetch(ctx context.Context, f *fetcher) {
 			}
 			c.skipGap(lg, f.ps, pos, rep)
 			pos = rep.Next
+			id = pc.sendFetch(ctx, pos)
+			continue
+		case StatusOtherLog:
+			if pos, err = c.otherLog(ctx, pc, lg, f.ps, pos, rep, f.unlisted); err != nil {
+				return
+			}
+			resetPending = true
+			id = pc.sendFetch(ctx, pos)
+			continue
+		case StatusDiverged:
+			if rep.Next >= pos {
+				bad = fmt.Errorf("%w: diverged at %d for a fetch at %d", errBadReply, rep.Next, pos)
+				break
+			}
+			c.diverged(lg, f.ps, pos, rep)
+			pos = rep.Next
+			resetPending = true
 			id = pc.sendFetch(ctx, pos)
 			continue
 		case StatusDamaged:
@@ -187,6 +224,11 @@ func (c *Consumer) fetch(ctx context.Context, f *fetcher) {
 			}
 			id = pc.sendFetch(ctx, pos)
 			continue
+		}
+		if len(msgs) > 0 {
+			c.mu.Lock()
+			f.ps.learnLocked(rep, msgs[0].Offset, true)
+			c.mu.Unlock()
 		}
 		if bad == nil {
 			badReplies = 0
@@ -279,11 +321,11 @@ func (c *Consumer) resetToOldest(lg *slog.Logger, ps *pubState, pos uint64, rep 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ps.resets++
-	ps.epoch++
+	ps.gen++
 	if rep.Oldest > pos {
 		ps.skipped += rep.Oldest - pos
 	}
-	ps.acks.reset(rep.Oldest)
+	ps.setPositionLocked(spool.Position{Next: rep.Oldest, ID: ps.logID}, false)
 	ps.fetchPos = rep.Oldest
 }
 
@@ -314,7 +356,7 @@ func (c *Consumer) stop(ctx context.Context, lg *slog.Logger, ps *pubState, pos 
 }
 
 // startPosition decides where to start on a publisher: where this consumer
-// left off in this process, its committed offset, or the Start policy. It
+// left off in this process, its committed position, or the Start policy. It
 // returns ctx.Err(), or an error wrapping ErrProtocol when the publisher
 // keeps refusing the request for a start position.
 func (c *Consumer) startPosition(ctx context.Context, pc *pullConn, ps *pubState, unlisted bool) (uint64, error) {
@@ -325,69 +367,69 @@ func (c *Consumer) startPosition(ctx context.Context, pc *pullConn, ps *pubState
 		return pos, nil
 	}
 	c.mu.Unlock()
-	var pos uint64
-	committed := false
-	if c.cfg.Resume != nil {
-		pos, committed = c.cfg.Resume(ps.name)
-	}
-	if !committed && c.cfg.Offsets != nil {
-		pos, committed = c.cfg.Offsets.Get(ps.name, c.cfg.Stream)
-	}
+	p, committed, checked := c.committedPosition(ps.name)
 	if !committed {
-		switch c.cfg.Start.Kind {
-		case StartOffset:
-			pos = c.cfg.Start.Offset
-		default:
-			op, arg := OpMeta, uint64(0)
-			if c.cfg.Start.Kind == StartTime {
-				op, arg = OpSeekTime, uint64(c.cfg.Start.Time.UnixNano())
-			}
-			refused := 0 // bad requests in a row
-			for {
-				id := pc.send(ctx, op, arg)
-				rep, err := pc.await(ctx, id)
-				if err == nil && rep.Status == StatusOK {
-					pos = rep.Next // the next offset (latest) or the time's offset
-					if c.cfg.Start.Kind == StartEarliest {
-						pos = rep.Oldest
-					}
-					break
-				}
-				if ctx.Err() != nil {
-					return 0, ctx.Err()
-				}
-				wait := time.Second
-				if err == nil && unlisted && rep.Status == StatusUnknown {
-					pc.lg.Debug("unlisted publisher does not serve the stream")
-					wait = unlistedRetry
-				} else {
-					c.countError(ps)
-				}
-				if err == nil && wait == time.Second {
-					pc.lg.Warn("start position refused", "op", int(op), "status", rep.Status.String(), "err", message(rep.Data))
-					if rep.Status == StatusBadRequest {
-						if refused++; refused >= maxBadReplies {
-							return 0, fmt.Errorf("%w: the publisher refused %d requests for a start position in a row, last: %s", ErrProtocol, refused, message(rep.Data))
-						}
-					} else {
-						refused = 0
-					}
-				}
-				if err == nil && !ctxutil.Sleep(ctx, wait) {
-					return 0, ctx.Err()
-				}
-			}
+		var err error
+		if p.Next, err = c.policyStart(ctx, pc, ps, unlisted); err != nil {
+			return 0, err
 		}
 	}
 	c.mu.Lock()
 	ps.started = true
-	ps.fetchPos, ps.commit = pos, pos
-	ps.acks.reset(pos)
+	ps.fetchPos, ps.commit = p.Next, p.Next
+	ps.setPositionLocked(p, checked)
 	if !committed {
 		ps.commit = ^uint64(0) // nothing committed yet: commit the start
 	}
 	c.mu.Unlock()
-	return pos, nil
+	return p.Next, nil
+}
+
+// policyStart returns the position the Start policy names on a
+// publisher, asking it where needed.
+func (c *Consumer) policyStart(ctx context.Context, pc *pullConn, ps *pubState, unlisted bool) (uint64, error) {
+	switch c.cfg.Start.Kind {
+	case StartOffset:
+		return c.cfg.Start.Offset, nil
+	}
+	op, arg := OpMeta, uint64(0)
+	if c.cfg.Start.Kind == StartTime {
+		op, arg = OpSeekTime, uint64(c.cfg.Start.Time.UnixNano())
+	}
+	refused := 0 // bad requests in a row
+	for {
+		id := pc.send(ctx, op, arg)
+		rep, err := pc.await(ctx, id)
+		if err == nil && rep.Status == StatusOK {
+			if c.cfg.Start.Kind == StartEarliest {
+				return rep.Oldest, nil
+			}
+			return rep.Next, nil // the next offset (latest) or the time's offset
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		wait := time.Second
+		if err == nil && unlisted && rep.Status == StatusUnknown {
+			pc.lg.Debug("unlisted publisher does not serve the stream")
+			wait = unlistedRetry
+		} else {
+			c.countError(ps)
+		}
+		if err == nil && wait == time.Second {
+			pc.lg.Warn("start position refused", "op", int(op), "status", rep.Status.String(), "err", message(rep.Data))
+			if rep.Status == StatusBadRequest {
+				if refused++; refused >= maxBadReplies {
+					return 0, fmt.Errorf("%w: the publisher refused %d requests for a start position in a row, last: %s", ErrProtocol, refused, message(rep.Data))
+				}
+			} else {
+				refused = 0
+			}
+		}
+		if err == nil && !ctxutil.Sleep(ctx, wait) {
+			return 0, ctx.Err()
+		}
+	}
 }
 
 func (c *Consumer) countError(ps *pubState) {
@@ -399,6 +441,7 @@ func (c *Consumer) countError(ps *pubState) {
 // pullConn is one fetcher's DEALER socket and request numbering.
 type pullConn struct {
 	c       *Consumer
+	ps      *pubState
 	sock    *socket.Socket
 	lg      *slog.Logger
 	version uint8 // protocol version of the requests
@@ -413,12 +456,16 @@ func (pc *pullConn) sendFetch(ctx context.Context, pos uint64) uint32 {
 }
 
 // send sends a request and returns its id. A failed send is left to the
-// reply timeout, which sends again.
+// reply timeout, which sends again. A fetch carries the log identity and
+// epoch of the publisher's position.
 func (pc *pullConn) send(ctx context.Context, op Op, arg uint64) uint32 {
 	cfg := &pc.c.cfg
-	r := Request{Version: pc.version, Op: op, ID: reqIDs.Add(1), Offset: arg, MaxBytes: uint32(cfg.MaxBytes), Stream: cfg.Stream}
+	r := Request{Version: pc.version, Op: op, ID: reqIDs.Add(1), Offset: arg, MaxBytes: uint32(cfg.MaxBytes), Stream: cfg.Stream, Epoch: NoEpoch}
 	if op == OpFetch {
 		r.MaxWaitMillis = uint32(cfg.MaxWait / time.Millisecond)
+		pc.c.mu.Lock()
+		r.LogID, r.Epoch = pc.ps.logID, pc.ps.logEpoch
+		pc.c.mu.Unlock()
 	}
 	sctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 	err := pc.sock.Send(sctx, socket.Msg{Frames: EncodeRequest(&r)})
@@ -469,7 +516,7 @@ var errBadReply = errors.New("pull: reply does not match its header")
 // them against the reply's header: offsets dense from pos up to rep.Next.
 // On damage or a mismatch it returns the records before it, which are
 // valid, with the error.
-func decodeReply(rep Reply, pos uint64, maxBatch int, publisher, stream string, epoch uint64) ([]Message, error) {
+func decodeReply(rep Reply, pos uint64, maxBatch int, publisher, stream string, gen uint64) ([]Message, error) {
 	if rep.Next < pos || rep.Next > rep.High {
 		return nil, fmt.Errorf("%w: next %d for a fetch at %d with high %d", errBadReply, rep.Next, pos, rep.High)
 	}
@@ -484,7 +531,7 @@ func decodeReply(rep Reply, pos uint64, maxBatch int, publisher, stream string, 
 		want++
 		msgs = append(msgs, Message{
 			Publisher: publisher, Stream: stream, Offset: r.Offset,
-			ID: r.ID, Time: r.Time, Headers: r.Headers, Value: r.Value, epoch: epoch,
+			ID: r.ID, Time: r.Time, Headers: r.Headers, Value: r.Value, LogID: rep.LogID, Epoch: rep.Epoch, gen: gen,
 		})
 		return nil
 	})

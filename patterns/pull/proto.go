@@ -4,13 +4,16 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/google/uuid"
 )
 
 // ProtocolVersion is the newest pull protocol version, the one a Consumer
 // speaks first. A Server answers requests of versions 1 and 2, each in the
 // request's version, and requests of any other version with
-// StatusBadRequest. Version 2 adds StatusGap and StatusDamaged; a server
-// never sends them to a version 1 request.
+// StatusBadRequest. Version 2 adds StatusGap, StatusDamaged,
+// StatusOtherLog and StatusDiverged, and the log identity and epoch in
+// requests and replies; a server never sends them to a version 1 request.
 const ProtocolVersion = 2
 
 // minProtocolVersion is the oldest version a server answers and a consumer
@@ -51,12 +54,29 @@ const (
 	// requested offset is damaged on the publisher's disk: it cannot be
 	// served until the spool is repaired. Data holds a message.
 	StatusDamaged Status = 8
+	// StatusOtherLog (version 2) says the fetch's position belongs to
+	// another log: the request names a log identity other than the
+	// stream's, or an epoch the stream's log never reached. The
+	// consumer must not continue those offsets. LogID and Epoch are the
+	// stream's; Data holds a message.
+	StatusOtherLog Status = 9
+	// StatusDiverged (version 2) says the log lost records the consumer
+	// had read: the request's epoch ended at Next, below the requested
+	// offset, so the offsets from Next up to the requested one now name
+	// other records (or none yet). The consumer continues at Next. Data
+	// holds a message.
+	StatusDiverged Status = 10
 )
+
+// NoEpoch in a request's Epoch says the consumer has no position to check
+// (it starts fresh, or resumes from an offset kept without its log's
+// identity): the server serves the offset without the epoch check.
+const NoEpoch = ^uint32(0)
 
 // maxStatus returns the highest status of a protocol version.
 func maxStatus(version uint8) Status {
 	if version >= 2 {
-		return StatusDamaged
+		return StatusDiverged
 	}
 	return StatusUnavailable
 }
@@ -82,6 +102,10 @@ func (s Status) String() string {
 		return "gap"
 	case StatusDamaged:
 		return "damaged"
+	case StatusOtherLog:
+		return "another log"
+	case StatusDiverged:
+		return "diverged"
 	}
 	return fmt.Sprintf("status(%d)", uint8(s))
 }
@@ -90,17 +114,24 @@ func (s Status) String() string {
 //
 // Request, two frames after the ROUTER envelope:
 //
-//	frame 0 (22 bytes): version u8 (1 or 2) | op u8 | id u32 | offset u64 | maxBytes u32 | maxWaitMillis u32
+//	frame 0 (22 bytes in version 1, 42 in version 2):
+//	        version u8 | op u8 | id u32 | offset u64 | maxBytes u32 | maxWaitMillis u32
+//	        version 2 only: log id [16]byte | epoch u32
 //	frame 1: stream name (1..255 bytes)
 //
 // Reply, two frames:
 //
-//	frame 0 (30 bytes): version u8 (the request's) | status u8 | id u32 | next u64 | oldest u64 | high u64
+//	frame 0 (30 bytes in version 1, 50 in version 2):
+//	        version u8 (the request's) | status u8 | id u32 | next u64 | oldest u64 | high u64
+//	        version 2 only: log id [16]byte | epoch u32
 //	frame 1: for StatusOK with OpFetch, zero or more whole spool batches as
 //	         they lie on disk; for an error status, a UTF-8 message.
 const (
 	requestHeaderLen = 22
 	replyHeaderLen   = 30
+	// identityLen is what version 2 adds to both headers: a log id and an
+	// epoch.
+	identityLen = 16 + 4
 	// MaxStreamName is the longest stream name the protocol carries.
 	MaxStreamName = 255
 )
@@ -119,6 +150,13 @@ type Request struct {
 	MaxBytes      uint32
 	MaxWaitMillis uint32
 	Stream        string
+	// LogID and Epoch (version 2) say which log and epoch the consumer's
+	// position Offset is in: the identity of the log it read from (the
+	// zero UUID if unknown) and the epoch of the last record it read
+	// before Offset, or NoEpoch to skip the check (see StatusOtherLog,
+	// StatusDiverged). Version 1 requests carry neither.
+	LogID uuid.UUID
+	Epoch uint32
 }
 
 // Reply is one decoded server reply.
@@ -138,33 +176,68 @@ type Reply struct {
 	High uint64
 	// Data holds raw batches (StatusOK) or an error message.
 	Data []byte
+	// LogID and Epoch (version 2) identify the stream's log and the epoch
+	// of the record before Next, so that (LogID, Epoch, Next) is the
+	// consumer's position once it has consumed the reply's records; a
+	// fetch reply's records all belong to that epoch. Version 1 replies
+	// carry neither (the zero UUID and 0).
+	LogID uuid.UUID
+	Epoch uint32
+}
+
+// headerLen returns the header size of a version: base (version 1) plus
+// the identity fields from version 2 on.
+func headerLen(version uint8, base int) int {
+	if version >= 2 {
+		return base + identityLen
+	}
+	return base
 }
 
 // appendRequestHeader encodes r's fixed header into dst.
 func appendRequestHeader(dst []byte, r *Request) []byte {
-	var b [requestHeaderLen]byte
-	b[0] = versionOr(r.Version)
+	v := versionOr(r.Version)
+	b := make([]byte, headerLen(v, requestHeaderLen))
+	b[0] = v
 	b[1] = byte(r.Op)
 	binary.BigEndian.PutUint32(b[2:], r.ID)
 	binary.BigEndian.PutUint64(b[6:], r.Offset)
 	binary.BigEndian.PutUint32(b[14:], r.MaxBytes)
 	binary.BigEndian.PutUint32(b[18:], r.MaxWaitMillis)
-	return append(dst, b[:]...)
+	if v >= 2 {
+		putIdentity(b[requestHeaderLen:], r.LogID, r.Epoch)
+	}
+	return append(dst, b...)
 }
 
-// header checks the frame count, header size and version shared by
-// requests and replies (what names which, for errors) and returns the
-// header frame.
-func header(frames [][]byte, what string, size int) ([]byte, error) {
+// putIdentity writes a log id and epoch (identityLen bytes) into b.
+func putIdentity(b []byte, id uuid.UUID, epoch uint32) {
+	copy(b, id[:])
+	binary.BigEndian.PutUint32(b[16:], epoch)
+}
+
+// getIdentity reads what putIdentity wrote.
+func getIdentity(b []byte) (id uuid.UUID, epoch uint32) {
+	copy(id[:], b)
+	return id, binary.BigEndian.Uint32(b[16:])
+}
+
+// header checks the frame count, version and header size shared by
+// requests and replies (what names which, for errors; base is the
+// version 1 header size) and returns the header frame.
+func header(frames [][]byte, what string, base int) ([]byte, error) {
 	if len(frames) != 2 {
 		return nil, fmt.Errorf("%w: %s has %d frames, want 2", ErrMalformed, what, len(frames))
 	}
 	h := frames[0]
-	if len(h) != size {
-		return nil, fmt.Errorf("%w: %s header is %d bytes, want %d", ErrMalformed, what, len(h), size)
+	if len(h) == 0 {
+		return nil, fmt.Errorf("%w: empty %s header", ErrMalformed, what)
 	}
 	if h[0] < minProtocolVersion || h[0] > ProtocolVersion {
 		return nil, fmt.Errorf("%w: protocol version %d, want %d..%d", ErrMalformed, h[0], minProtocolVersion, ProtocolVersion)
+	}
+	if size := headerLen(h[0], base); len(h) != size {
+		return nil, fmt.Errorf("%w: %s header is %d bytes, want %d", ErrMalformed, what, len(h), size)
 	}
 	return h, nil
 }
@@ -199,6 +272,9 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 	r.Offset = binary.BigEndian.Uint64(h[6:])
 	r.MaxBytes = binary.BigEndian.Uint32(h[14:])
 	r.MaxWaitMillis = binary.BigEndian.Uint32(h[18:])
+	if r.Version >= 2 {
+		r.LogID, r.Epoch = getIdentity(h[requestHeaderLen:])
+	}
 	if n := len(frames[1]); n == 0 || n > MaxStreamName {
 		return r, fmt.Errorf("%w: stream name of %d bytes", ErrMalformed, n)
 	}
@@ -208,13 +284,17 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 
 // EncodeReply returns the frames of r. Data is not copied.
 func EncodeReply(r *Reply) [][]byte {
-	b := make([]byte, replyHeaderLen)
-	b[0] = versionOr(r.Version)
+	v := versionOr(r.Version)
+	b := make([]byte, headerLen(v, replyHeaderLen))
+	b[0] = v
 	b[1] = byte(r.Status)
 	binary.BigEndian.PutUint32(b[2:], r.ID)
 	binary.BigEndian.PutUint64(b[6:], r.Next)
 	binary.BigEndian.PutUint64(b[14:], r.Oldest)
 	binary.BigEndian.PutUint64(b[22:], r.High)
+	if v >= 2 {
+		putIdentity(b[replyHeaderLen:], r.LogID, r.Epoch)
+	}
 	data := r.Data
 	if data == nil {
 		data = []byte{}
@@ -239,6 +319,9 @@ func DecodeReply(frames [][]byte) (Reply, error) {
 	r.Next = binary.BigEndian.Uint64(h[6:])
 	r.Oldest = binary.BigEndian.Uint64(h[14:])
 	r.High = binary.BigEndian.Uint64(h[22:])
+	if r.Version >= 2 {
+		r.LogID, r.Epoch = getIdentity(h[replyHeaderLen:])
+	}
 	r.Data = frames[1]
 	return r, nil
 }

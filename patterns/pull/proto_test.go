@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/google/uuid"
 )
 
 func TestRequestRoundTrip(t *testing.T) {
@@ -11,6 +13,8 @@ func TestRequestRoundTrip(t *testing.T) {
 		{Version: ProtocolVersion, Op: OpFetch, ID: 1, Offset: 0, MaxBytes: 1 << 20, MaxWaitMillis: 2000, Stream: "a"},
 		{Version: 1, Op: OpMeta, ID: 1<<32 - 1, Offset: 1<<64 - 1, Stream: "access-log"},
 		{Version: 2, Op: OpSeekTime, ID: 7, Offset: 1700000000000000000, Stream: string(bytes.Repeat([]byte("s"), MaxStreamName))},
+		{Version: 2, Op: OpFetch, ID: 8, Offset: 990, Stream: "s", LogID: uuid.New(), Epoch: 3},
+		{Version: 2, Op: OpFetch, ID: 9, Offset: 5, Stream: "s", Epoch: NoEpoch},
 	}
 	for _, want := range cases {
 		got, err := DecodeRequest(EncodeRequest(&want))
@@ -24,13 +28,18 @@ func TestRequestRoundTrip(t *testing.T) {
 }
 
 func TestReplyRoundTrip(t *testing.T) {
-	want := Reply{Status: StatusOutOfRange, ID: 9, Next: 10, Oldest: 5, High: 99, Data: []byte("below retention")}
-	got, err := DecodeReply(EncodeReply(&want))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Status != want.Status || got.ID != want.ID || got.Next != want.Next || got.Oldest != want.Oldest || got.High != want.High || !bytes.Equal(got.Data, want.Data) {
-		t.Fatalf("round trip: got %+v, want %+v", got, want)
+	for _, want := range []Reply{
+		{Version: 1, Status: StatusOutOfRange, ID: 9, Next: 10, Oldest: 5, High: 99, Data: []byte("below retention")},
+		{Version: 2, Status: StatusDiverged, ID: 9, Next: 990, Oldest: 0, High: 995, Data: []byte("lost"), LogID: uuid.New(), Epoch: 1},
+	} {
+		got, err := DecodeReply(EncodeReply(&want))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != want.Status || got.ID != want.ID || got.Next != want.Next || got.Oldest != want.Oldest || got.High != want.High ||
+			!bytes.Equal(got.Data, want.Data) || got.LogID != want.LogID || got.Epoch != want.Epoch {
+			t.Fatalf("round trip: got %+v, want %+v", got, want)
+		}
 	}
 }
 
@@ -65,10 +74,11 @@ func TestDecodeRejectsMalformed(t *testing.T) {
 	}
 }
 
-// TestVersion2StatusesOnlyInVersion2 checks that the gap and damaged
+// TestVersion2StatusesOnlyInVersion2 checks that the gap, damaged, other
+// log and diverged
 // statuses decode in version 2 replies and are malformed in version 1.
 func TestVersion2StatusesOnlyInVersion2(t *testing.T) {
-	for _, st := range []Status{StatusGap, StatusDamaged} {
+	for _, st := range []Status{StatusGap, StatusDamaged, StatusOtherLog, StatusDiverged} {
 		r, err := DecodeReply(EncodeReply(&Reply{Status: st, Next: 9}))
 		if err != nil || r.Status != st || r.Version != ProtocolVersion {
 			t.Fatalf("%v in version %d: %+v, %v", st, ProtocolVersion, r, err)

@@ -56,6 +56,8 @@ type ServerStats struct {
 	UnknownStreams uint64 // fetches for streams this publisher does not have
 	Gaps           uint64 // fetches answered StatusGap: the offset lies in a gap of the log
 	Damaged        uint64 // fetches refused because the batch holding the offset is damaged
+	OtherLog       uint64 // fetches refused with StatusOtherLog: the position is of another log
+	Diverged       uint64 // fetches answered StatusDiverged: the log lost records the consumer read
 }
 
 // Server serves fetch requests for local spools over a ROUTER socket.
@@ -103,6 +105,8 @@ type Server struct {
 	closed   bool
 
 	requests, bad, replies, bytes, records, sendFails, oor, unknown, gaps, damaged atomic.Uint64
+
+	pos positionCounters // fetches the position check refused (position.go)
 }
 
 type parkedFetch struct {
@@ -210,6 +214,7 @@ func (s *Server) Stats() ServerStats {
 		BytesServed: s.bytes.Load(), RecordsServed: s.records.Load(), Parked: n,
 		SendsFailed: s.sendFails.Load(), OutOfRange: s.oor.Load(), UnknownStreams: s.unknown.Load(),
 		Gaps: s.gaps.Load(), Damaged: s.damaged.Load(),
+		OtherLog: s.pos.otherLog.Load(), Diverged: s.pos.diverged.Load(),
 	}
 }
 
@@ -274,6 +279,9 @@ func (s *Server) handle(env [][]byte, req Request) {
 	if !ok {
 		s.unknown.Add(1)
 		s.reply(env, &Reply{Version: req.Version, Status: StatusUnknown, ID: req.ID, Data: []byte("unknown stream " + req.Stream)})
+		return
+	}
+	if s.refusePosition(l, env, req) {
 		return
 	}
 	switch req.Op {
@@ -365,11 +373,14 @@ func (s *Server) serve(l *spool.Log, env [][]byte, req Request) {
 		// A version 1 consumer gets the batches after the gap, as version
 		// 1 servers sent them.
 	}
+	rep := &Reply{Version: req.Version, Status: StatusOK, ID: req.ID, Next: next, Oldest: oldest, High: high, Data: data}
+	stamp(l, req, rep)
+	data, next = rep.Data, rep.Next
 	if next > req.Offset {
 		s.records.Add(next - req.Offset)
 	}
 	s.bytes.Add(uint64(len(data)))
-	s.reply(env, &Reply{Version: req.Version, Status: StatusOK, ID: req.ID, Next: next, Oldest: oldest, High: high, Data: data})
+	s.reply(env, rep)
 }
 
 // minReply is the least data a reply may be cut to when the socket's
