@@ -79,9 +79,12 @@ func TestCallFailoverOnSIGKILLCLI(t *testing.T) {
 				args = append(args, "--idempotent")
 			}
 			c := startCLI(t, args...)
-			// Warm up until all three serve.
+			// Warm up until s2 (the one killed below) and another instance
+			// served. With nothing outstanding, routing prefers the
+			// instance that answers fastest, so a third may get no warm-up
+			// call on a loaded machine; it is not needed for failover.
 			seen := map[string]bool{}
-			for i := 0; len(seen) < 3; i++ {
+			for i := 0; !seen["s2"] || len(seen) < 2; i++ {
 				if i > 500 {
 					t.Fatalf("calls reached only %v", seen)
 				}
