@@ -23,8 +23,15 @@ type Ack struct {
 	force   bool // Sync: fsync now
 	first   uint64
 	err     error
-	encoded chan struct{} // closed once the writer no longer reads recs
+	encoded chan struct{} // closed once the writer no longer reads recs (Append's only; nil otherwise)
 	done    chan struct{} // closed once first and err are set
+}
+
+// encodedDone says the writer no longer reads the records (see encoded).
+func (a *Ack) encodedDone() {
+	if a.encoded != nil {
+		close(a.encoded)
+	}
 }
 
 // Done is closed when the records are durable (per Config.Sync) or failed.
@@ -60,7 +67,7 @@ func (l *Log) Append(ctx context.Context, recs ...Record) (uint64, error) {
 		}
 		return l.NextOffset(), nil
 	}
-	a, err := l.AppendAsync(ctx, recs...)
+	a, err := l.appendAsync(ctx, true, recs)
 	if err != nil {
 		return 0, err
 	}
@@ -79,6 +86,13 @@ func (l *Log) Append(ctx context.Context, recs ...Record) (uint64, error) {
 // not modify recs until then. It lets one goroutine keep several appends in
 // flight, so that writing the next group overlaps the fsync of the last one.
 func (l *Log) AppendAsync(ctx context.Context, recs ...Record) (*Ack, error) {
+	return l.appendAsync(ctx, false, recs)
+}
+
+// appendAsync is AppendAsync; withEncoded gives the Ack the channel the
+// writer closes once it no longer reads recs, which only Append's early
+// return on ctx needs (an AppendAsync caller keeps recs until Done).
+func (l *Log) appendAsync(ctx context.Context, withEncoded bool, recs []Record) (*Ack, error) {
 	if l.readOnly {
 		return nil, ErrReadOnly
 	}
@@ -96,10 +110,13 @@ func (l *Log) AppendAsync(ctx context.Context, recs ...Record) (*Ack, error) {
 			return nil, fmt.Errorf("%w: record %d has time %s, outside %s to %s", ErrInvalidRecord, i, t.UTC().Format(time.RFC3339), minRecordTime.Format(time.RFC3339), maxRecordTime.Format(time.RFC3339))
 		}
 	}
-	a := &Ack{recs: recs, bytes: size, now: time.Now().UnixNano(), encoded: make(chan struct{}), done: make(chan struct{})}
+	a := &Ack{recs: recs, bytes: size, now: time.Now().UnixNano(), done: make(chan struct{})}
+	if withEncoded {
+		a.encoded = make(chan struct{})
+	}
 	if len(recs) == 0 {
 		a.first = l.NextOffset()
-		close(a.encoded)
+		a.encodedDone()
 		close(a.done)
 		return a, nil
 	}
@@ -182,7 +199,7 @@ func (l *Log) writer() {
 			pw.err = err
 		}
 		for _, r := range group {
-			close(r.encoded)
+			r.encodedDone()
 			pw.force = pw.force || r.force
 		}
 		l.syncCh <- pw
