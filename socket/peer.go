@@ -121,7 +121,7 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 		p.r.MaxFrames = 1024 + int(m/32)
 	}
 	_ = c.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
-	info, err := zmtp.Handshake(p.r, p.w, s.hs)
+	info, err := zmtp.Handshake(p.r, p.w, s.handshakeFor(remote))
 	s.mu.Lock()
 	delete(s.pending, c)
 	s.mu.Unlock()
