@@ -93,7 +93,7 @@ func TestCurveRefusals(t *testing.T) {
 	refused := mk(t, Req, Config{CurveServerKey: spub, CurveSecretKey: stranger})
 	connect(t, refused, ep)
 	ev = waitEv(t, refused, EventHandshakeFailed)
-	if !errors.Is(ev.Err, zmtp.ErrPeerError) || !strings.Contains(ev.Err.Error(), "authentication failed") {
+	if !errors.Is(ev.Err, zmtp.ErrPeerError) || !strings.Contains(ev.Err.Error(), "refused our key") {
 		t.Fatalf("client event %v", ev)
 	}
 	ev = waitEv(t, rep, EventHandshakeFailed)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"golang.org/x/crypto/nacl/box"
 )
@@ -96,7 +97,7 @@ func curveClient(r *Reader, w *Writer, cfg Config, md []byte, info *PeerInfo) (*
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			err = fmt.Errorf("%w: server closed the connection after HELLO (wrong server key?): %w", ErrCurve, err)
 		}
-		return nil, nil, err
+		return nil, nil, explainRefusal(err)
 	}
 	if len(body) != welcomeBodySize {
 		return nil, nil, fmt.Errorf("%w: WELCOME of %d bytes, want %d", ErrCurve, len(body), welcomeBodySize)
@@ -148,7 +149,7 @@ func curveClient(r *Reader, w *Writer, cfg Config, md []byte, info *PeerInfo) (*
 
 	body, err = expect(r, CmdReady)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, explainRefusal(err)
 	}
 	if len(body) < readyMinBody {
 		return nil, nil, fmt.Errorf("%w: READY of %d bytes", ErrCurve, len(body))
@@ -183,10 +184,10 @@ func curveServer(r *Reader, w *Writer, cfg Config, md []byte, info *PeerInfo) (*
 		return nil, nil, err
 	}
 	if len(body) != helloBodySize {
-		return nil, nil, fail(w, fmt.Errorf("%w: HELLO of %d bytes, want %d", ErrCurve, len(body), helloBodySize))
+		return nil, nil, refuse(w, fmt.Errorf("%w: HELLO of %d bytes, want %d", ErrCurve, len(body), helloBodySize))
 	}
 	if body[0] != 1 || body[1] != 0 {
-		return nil, nil, fail(w, fmt.Errorf("%w: HELLO version %d.%d", ErrCurve, body[0], body[1]))
+		return nil, nil, refuse(w, fmt.Errorf("%w: HELLO version %d.%d", ErrCurve, body[0], body[1]))
 	}
 	var cnClient Key
 	copy(cnClient[:], body[74:106])
@@ -194,11 +195,11 @@ func curveServer(r *Reader, w *Writer, cfg Config, md []byte, info *PeerInfo) (*
 	n := shortNonce("CurveZMQHELLO---", helloNonce)
 	k, err := precompute(&cnClient, &cc.SecretKey)
 	if err != nil {
-		return nil, nil, fail(w, fmt.Errorf("%w: client short-term key: %w", ErrCurve, err))
+		return nil, nil, refuse(w, fmt.Errorf("%w: client short-term key: %w", ErrCurve, err))
 	}
 	var hbuf [64]byte
 	if _, ok := box.OpenAfterPrecomputation(hbuf[:0], body[114:], &n, k); !ok {
-		return nil, nil, fail(w, fmt.Errorf("%w: HELLO does not open (client has the wrong server key?)", ErrCurve))
+		return nil, nil, refuse(w, fmt.Errorf("%w: HELLO does not open (client has the wrong server key?)", ErrCurve))
 	}
 
 	// WELCOME: Box[S' + cookie](S->C'), with cookie = Box[C' + s'](t).
@@ -231,28 +232,28 @@ func curveServer(r *Reader, w *Writer, cfg Config, md []byte, info *PeerInfo) (*
 		return nil, nil, err
 	}
 	if len(body) < initiateMinBody {
-		return nil, nil, fail(w, fmt.Errorf("%w: INITIATE of %d bytes", ErrCurve, len(body)))
+		return nil, nil, refuse(w, fmt.Errorf("%w: INITIATE of %d bytes", ErrCurve, len(body)))
 	}
 	cPub, snSec, err := serverCookies.openCookie(body[:96])
 	defer clear(snSec[:])
 	if err != nil {
-		return nil, nil, fail(w, err)
+		return nil, nil, refuse(w, err)
 	}
 	if cPub != cnClient {
-		return nil, nil, fail(w, fmt.Errorf("%w: cookie of another client", ErrCurve))
+		return nil, nil, refuse(w, fmt.Errorf("%w: cookie of another client", ErrCurve))
 	}
 	initNonce := binary.BigEndian.Uint64(body[96:104])
 	if initNonce <= helloNonce {
-		return nil, nil, fail(w, fmt.Errorf("%w: INITIATE nonce %d not after HELLO's %d", ErrCurve, initNonce, helloNonce))
+		return nil, nil, refuse(w, fmt.Errorf("%w: INITIATE nonce %d not after HELLO's %d", ErrCurve, initNonce, helloNonce))
 	}
 	shared, err := precompute(&cnClient, &snSec)
 	if err != nil {
-		return nil, nil, fail(w, err)
+		return nil, nil, refuse(w, err)
 	}
 	n = shortNonce("CurveZMQINITIATE", initNonce)
 	plain, ok := box.OpenAfterPrecomputation(nil, body[104:], &n, shared)
 	if !ok {
-		return nil, nil, fail(w, fmt.Errorf("%w: INITIATE does not open", ErrCurve))
+		return nil, nil, refuse(w, fmt.Errorf("%w: INITIATE does not open", ErrCurve))
 	}
 	var clientKey Key
 	copy(clientKey[:], plain[:32])
@@ -261,22 +262,22 @@ func curveServer(r *Reader, w *Writer, cfg Config, md []byte, info *PeerInfo) (*
 	copy(vn[8:], plain[32:48])
 	vk, err := precompute(&clientKey, &snSec)
 	if err != nil {
-		return nil, nil, fail(w, fmt.Errorf("%w: client key: %w", ErrCurve, err))
+		return nil, nil, refuse(w, fmt.Errorf("%w: client key: %w", ErrCurve, err))
 	}
 	var vbuf [64]byte
 	vouch, ok := box.OpenAfterPrecomputation(vbuf[:0], plain[48:128], &vn, vk)
 	if !ok {
-		return nil, nil, fail(w, fmt.Errorf("%w: vouch does not open", ErrCurve))
+		return nil, nil, refuse(w, fmt.Errorf("%w: vouch does not open", ErrCurve))
 	}
 	if !bytes.Equal(vouch[:32], cnClient[:]) || !bytes.Equal(vouch[32:64], PublicKey(cc.SecretKey).bytes()) {
-		return nil, nil, fail(w, fmt.Errorf("%w: vouch for another connection", ErrCurve))
+		return nil, nil, refuse(w, fmt.Errorf("%w: vouch for another connection", ErrCurve))
 	}
 	info.ClientKey = clientKey
 	if err := info.setMetadata(plain[128:], cfg); err != nil {
-		return nil, nil, fail(w, err)
+		return nil, nil, refuse(w, err)
 	}
 	if err := authorize(cfg, AuthRequest{Mechanism: MechanismCurve, ClientKey: clientKey}); err != nil {
-		return nil, nil, fail(w, err)
+		return nil, nil, refuse(w, err)
 	}
 
 	// READY: short nonce 1, Box[metadata](S'->C').
@@ -314,4 +315,23 @@ func shortNonce(prefix string, n uint64) [24]byte {
 	copy(b[:shortNoncePrefix], prefix)
 	binary.BigEndian.PutUint64(b[shortNoncePrefix:], n)
 	return b
+}
+
+// explainRefusal adds what a CURVE server's ERROR "400" (ZAP's
+// authentication failure) means.
+func explainRefusal(err error) error {
+	if errors.Is(err, ErrPeerError) && strings.HasSuffix(err.Error(), `"400"`) {
+		return fmt.Errorf("%w (the server refused our key, or we have the wrong server key)", err)
+	}
+	return err
+}
+
+// refuse sends a CURVE client an ERROR with ZAP's status code 400 (best
+// effort) and returns err. libzmq reports an ERROR as a handshake failure
+// (ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) only when it carries such a code; the
+// details stay on our side, in err.
+func refuse(w *Writer, err error) error {
+	_ = w.WriteCommand(CmdError, AppendError(nil, "400"))
+	_ = w.Flush()
+	return err
 }

@@ -83,8 +83,10 @@ func (r *Reader) curveRead() (plainFrame, error) {
 	if err != nil {
 		return plainFrame{}, err
 	}
-	if flags&FlagCommand == 0 || flags&FlagMore != 0 {
-		return plainFrame{}, fmt.Errorf("%w: frame with flags %#x where only MESSAGE commands may come", ErrCurve, flags)
+	// libzmq sends MESSAGE as a data frame (flags 0) and accepts that
+	// only; RFC 26 calls it a command. Either is taken, never MORE.
+	if flags&FlagMore != 0 {
+		return plainFrame{}, fmt.Errorf("%w: frame with MORE where only MESSAGE may come", ErrCurve)
 	}
 	if l := r.curveLimit(); l > 0 && size > l {
 		return plainFrame{}, fmt.Errorf("%w: MESSAGE of %d bytes (limit %d)", ErrTooLarge, size, l)
@@ -220,7 +222,7 @@ func (r *Reader) frameBuffered() bool {
 	return uint64(len(b)-h) >= size
 }
 
-// sealFrame writes one frame as a MESSAGE command: a data frame (flags
+// sealFrame writes one frame as a MESSAGE: a data frame (flags
 // FlagMore or none), a command frame whose body holds its name (flags
 // FlagCommand), or the command name with body. A command's plaintext
 // carries its name, as in libzmq.
@@ -255,7 +257,9 @@ func (w *Writer) sealFrame(flags byte, name string, body []byte) error {
 	n := fullNonce(&c.prefix, nonce)
 	size := len(messageHead) + 8 + boxOverhead + len(pt)
 	var h [9 + len(messageHead) + 8]byte
-	head := appendHeader(h[:0], FlagCommand, size)
+	// As a data frame, as libzmq sends it: libzmq would take a MESSAGE in a
+	// command frame for a command whatever its plaintext says.
+	head := appendHeader(h[:0], 0, size)
 	head = append(head, messageHead...)
 	head = binary.BigEndian.AppendUint64(head, nonce)
 	if len(w.buf)+len(head)+boxOverhead+len(pt) <= cap(w.buf) {
