@@ -28,7 +28,8 @@ type curveIn struct {
 	key    *[32]byte
 	prefix [16]byte // "CurveZMQMESSAGEC" or "...S": the sender's side
 	last   uint64   // the last short nonce accepted
-	pend   []plainFrame
+	pend   []plainFrame // decrypted ahead by Complete: pend[pi:] are due
+	pi     int
 	err    error  // found while decrypting ahead; reported after pend
 	block  []byte // plaintext of small frames is carved from it
 }
@@ -65,10 +66,12 @@ func (r *Reader) curveLimit() uint64 {
 // Complete, or the next MESSAGE read from the stream.
 func (r *Reader) curveFrame() (plainFrame, error) {
 	c := r.curve
-	if len(c.pend) > 0 {
-		pf := c.pend[0]
-		c.pend[0] = plainFrame{}
-		c.pend = c.pend[1:]
+	if c.pi < len(c.pend) {
+		pf := c.pend[c.pi]
+		c.pend[c.pi] = plainFrame{}
+		if c.pi++; c.pi == len(c.pend) {
+			c.pend, c.pi = c.pend[:0], 0
+		}
 		return pf, nil
 	}
 	if c.err != nil {
@@ -184,7 +187,7 @@ func (r *Reader) nextCurve(frames [][]byte) ([][]byte, Command, error) {
 // (in order, so the nonce checks hold) until one ends a unit.
 func (r *Reader) completeCurve() bool {
 	c := r.curve
-	for _, pf := range c.pend {
+	for _, pf := range c.pend[c.pi:] {
 		if pf.flags&curveMore == 0 || pf.flags&curveCommand != 0 {
 			return true
 		}

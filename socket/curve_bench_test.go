@@ -1,0 +1,61 @@
+package socket_test
+
+// The cost of CURVE over NULL on our engine, same patterns and sizes:
+//
+//	go test ./socket/ -run '^$' -bench 'Curve' -benchtime 2s
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/fastmq/fastmq/socket"
+)
+
+// curveLink is ourLink with CURVE: the receiver is the server.
+func curveLink(b *testing.B, ctx context.Context, transport string, sk, rk socket.Kind) (benchEnd, benchEnd) {
+	spub, ssec, err := socket.NewCurveKeypair()
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := socket.New(rk, socket.Config{CurveServer: true, CurveSecretKey: ssec})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ep, err := r.Bind(benchEP(b, transport))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if rk == socket.Sub {
+		if err := r.Subscribe(nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	noDrop, _ := ctx.Value(noDropKey{}).(bool)
+	s, err := socket.New(sk, socket.Config{PubNoDrop: noDrop, CurveServerKey: spub})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Connect(ep); err != nil {
+		b.Fatal(err)
+	}
+	return ourEnd{s, ctx}, ourEnd{r, ctx}
+}
+
+func BenchmarkCurve(b *testing.B) {
+	for _, sec := range []struct {
+		name string
+		link linkFunc
+	}{{"null", ourLink}, {"curve", curveLink}} {
+		for _, transport := range []string{"tcp", "ipc"} {
+			for _, size := range []int{100, 1024} {
+				b.Run(fmt.Sprintf("pushpull/%s/%s/%dB", sec.name, transport, size), func(b *testing.B) {
+					benchStream(b, sec.link, "pushpull", transport, size)
+				})
+			}
+			b.Run(fmt.Sprintf("reqrep/%s/%s/100B", sec.name, transport), func(b *testing.B) {
+				benchReqRep(b, sec.link, transport, 100)
+			})
+		}
+	}
+}
