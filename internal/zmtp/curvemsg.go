@@ -26,8 +26,8 @@ const curveOverhead = len(messageHead) + 8 + boxOverhead + 1
 // handshake. It belongs to the Reader's goroutine.
 type curveIn struct {
 	key    *[32]byte
-	prefix [16]byte // "CurveZMQMESSAGEC" or "...S": the sender's side
-	last   uint64   // the last short nonce accepted
+	prefix [16]byte     // "CurveZMQMESSAGEC" or "...S": the sender's side
+	last   uint64       // the last short nonce accepted
 	pend   []plainFrame // decrypted ahead by Complete: pend[pi:] are due
 	pi     int
 	err    error  // found while decrypting ahead; reported after pend

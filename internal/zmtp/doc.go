@@ -6,9 +6,10 @@
 // streams, command and metadata encoding, the PLAIN HELLO/WELCOME/INITIATE
 // exchange, PING/PONG and SUBSCRIBE/CANCEL commands, and a complete
 // handshake driver. After a CURVE handshake the Reader and Writer carry
-// every frame inside an encrypted MESSAGE command, so their users see the
-// same frames and commands as with NULL. Keys travel as Z85 text (RFC 32). Every decoder checks sizes before allocating and returns
-// an error for malformed input; none of them panics on any input.
+// every frame inside an encrypted MESSAGE, so their users see the same
+// frames and commands as with NULL. Keys travel as Z85 text (RFC 32).
+// Every decoder checks sizes before allocating and returns an error for
+// malformed input; none of them panics on any input.
 //
 // The package knows nothing about socket semantics (routing, queues,
 // reconnection); those live in package socket.
