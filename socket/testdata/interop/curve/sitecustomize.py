@@ -11,7 +11,13 @@ the first socket peer.py makes (its own; not the monitor):
                                       (RFC 27) that accepts only these client
                                       keys (comma separated; "-": none).
                                       Without it libzmq accepts any key.
+
+For processes whose arguments are not ours (perf.py's workers), the
+environment variable FASTMQ_PY_CURVE_AUTO="SERVERSEC SERVERPUB CLIENTSEC
+CLIENTPUB" makes every socket that binds a CURVE server and every socket
+that connects a CURVE client of it.
 """
+import os
 import sys
 import threading
 
@@ -83,3 +89,24 @@ if _server or _client:
         return s
 
     zmq.Context.socket = _socket
+
+_auto = os.environ.get("FASTMQ_PY_CURVE_AUTO", "").split()
+if len(_auto) == 4:
+    import zmq
+
+    _orig_bind = zmq.Socket.bind
+    _orig_connect = zmq.Socket.connect
+
+    def _bind(self, addr):
+        self.curve_secretkey = _auto[0].encode()
+        self.curve_server = True
+        return _orig_bind(self, addr)
+
+    def _connect(self, addr):
+        self.curve_secretkey = _auto[2].encode()
+        self.curve_publickey = _auto[3].encode()
+        self.curve_serverkey = _auto[1].encode()
+        return _orig_connect(self, addr)
+
+    zmq.Socket.bind = _bind
+    zmq.Socket.connect = _connect
