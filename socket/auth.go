@@ -319,3 +319,40 @@ func (c Config) authorizer() func(zmtp.AuthRequest) error {
 		})
 	}
 }
+
+// PeerCredentials is what a ROUTER's handshake with one peer established:
+// the mechanism, and on the server side the PLAIN user name or the CURVE
+// client key the peer proved it holds (and its Authenticator accepted).
+type PeerCredentials struct {
+	Mechanism string
+	Address   string // "host:port" over tcp, the endpoint otherwise
+	Username  string
+	ClientKey CurveKey
+}
+
+func credentials(info zmtp.PeerInfo, remote string) PeerCredentials {
+	return PeerCredentials{
+		Mechanism: info.Greeting.Mechanism,
+		Address:   remote,
+		Username:  info.Username,
+		ClientKey: info.ClientKey,
+	}
+}
+
+// PeerCredentials returns the credentials of the ROUTER peer whose
+// routing identity is id (the first frame of the messages it sent), so
+// that a server can decide per request what the peer may do; false when
+// no such peer is connected now (it may have left, and a new peer with
+// the same identity taken its place with Config.RouterHandover). It
+// returns ErrNotSupported on other kinds of sockets. Safe for concurrent
+// use.
+func (s *Socket) PeerCredentials(id []byte) (PeerCredentials, bool, error) {
+	if s.kind != Router {
+		return PeerCredentials{}, false, fmt.Errorf("%w: PeerCredentials on a %s socket", ErrNotSupported, s.kind)
+	}
+	p := s.router.lookup(id)
+	if p == nil {
+		return PeerCredentials{}, false, nil
+	}
+	return p.cred, true, nil
+}

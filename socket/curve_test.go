@@ -248,3 +248,25 @@ func TestAuthenticators(t *testing.T) {
 		t.Fatal("bad prefix accepted")
 	}
 }
+
+func TestRouterPeerCredentials(t *testing.T) {
+	ctx := tctx(t)
+	spub, ssec := mustKeys(t)
+	cpub, csec := mustKeys(t)
+	router := mk(t, Router, Config{CurveServer: true, CurveSecretKey: ssec})
+	ep := bind(t, router, "tcp://127.0.0.1:0")
+	dealer := mk(t, Dealer, Config{CurveServerKey: spub, CurveSecretKey: csec, Identity: []byte("d1")})
+	connect(t, dealer, ep)
+	mustSend(t, ctx, dealer, "fetch")
+	got := mustRecv(t, ctx, router)
+	cred, ok, err := router.PeerCredentials([]byte(got[0]))
+	if err != nil || !ok || cred.Mechanism != "CURVE" || cred.ClientKey != cpub || !strings.HasPrefix(cred.Address, "127.0.0.1:") {
+		t.Fatalf("%+v %v %v", cred, ok, err)
+	}
+	if _, ok, _ := router.PeerCredentials([]byte("nobody")); ok {
+		t.Fatal("credentials of an unknown peer")
+	}
+	if _, _, err := dealer.PeerCredentials([]byte("d1")); !errors.Is(err, ErrNotSupported) {
+		t.Fatal(err)
+	}
+}
