@@ -86,6 +86,23 @@ type Config struct {
 	// whose credentials fail the check (and every NULL peer). It is
 	// called from connection goroutines, possibly concurrently.
 	PlainAuth func(username, password string) bool
+	// CurveServer makes this socket a CURVE server (RFC 26, as libzmq's
+	// ZMQ_CURVE_SERVER) with the long-term secret key CurveSecretKey.
+	// Without an Authenticator it refuses every client (libzmq without a
+	// ZAP handler accepts any key: the trap this avoids), unless
+	// CurveAllowAnyClient says that any client key may connect.
+	CurveServer bool
+	// CurveAllowAnyClient lets a CURVE server without an Authenticator
+	// accept any client key: traffic is encrypted, but clients are not
+	// authenticated (anyone who knows the server's public key connects).
+	CurveAllowAnyClient bool
+	// CurveServerKey makes this socket a CURVE client of the server with
+	// this public key, with the long-term key pair CurveSecretKey (zero:
+	// a fresh one per socket) and CurvePublicKey (zero: derived from it).
+	CurveServerKey, CurveSecretKey, CurvePublicKey CurveKey
+	// Authenticator decides which peers may connect (see Authenticator);
+	// nil accepts all that pass their mechanism's own checks.
+	Authenticator Authenticator
 	// PubNoDrop makes a PUB or XPUB wait instead of dropping
 	// (ZMQ_XPUB_NODROP): Send blocks until every subscriber the message
 	// matches has room for it, then queues it for all of them at once, or
@@ -208,6 +225,9 @@ func (c Config) normalized() (Config, error) {
 	}
 	if c.PlainAuth != nil && (c.PlainUsername != "" || c.PlainPassword != "") {
 		return c, fmt.Errorf("socket: a socket is either a PLAIN server or a PLAIN client")
+	}
+	if err := c.checkCurve(); err != nil {
+		return c, err
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -22,6 +22,7 @@ type peer struct {
 	minor    uint8  // peer's ZMTP minor version
 	r        *zmtp.Reader
 	w        *zmtp.Writer
+	cred     PeerCredentials // what the handshake authenticated
 
 	// lingerDL is the read deadline Close's linger set (Unix ns; 0 = none).
 	// alive restores it if it overwrote it, so a peer cannot keep Close
@@ -135,7 +136,7 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 	if m := s.cfg.MaxMsgFrames; m > 0 {
 		p.r.MaxFrames = m
 	}
-	hs := s.hs
+	hs := s.handshakeFor(remote)
 	hsEnd := now.Add(s.cfg.HandshakeTimeout)
 	if !dialed && s.cfg.HandshakeTimeout > greetingTimeout {
 		// The greeting is due soon; the rest may take longer.
@@ -164,6 +165,7 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 			p.minor = 1
 		}
 		p.id = string(info.Identity)
+		p.cred = credentials(info, remote)
 		if s.kind == Router {
 			err = s.router.checkIdentity(p)
 		}

@@ -119,6 +119,8 @@ func New(kind Kind, cfg Config) (*Socket, error) {
 		Username:   c.PlainUsername,
 		Password:   c.PlainPassword,
 		Auth:       c.PlainAuth,
+		Curve:      c.curveHandshake(),
+		Authorize:  c.authorizer(),
 	}
 	empty := []*peer{}
 	s.peers.Store(&empty)

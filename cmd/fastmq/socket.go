@@ -38,6 +38,8 @@ type sockOpts struct {
 	echo      bool
 	exec      string
 	noDrop    bool
+
+	curve curveOpts
 }
 
 // sockTool describes one socket subcommand.
@@ -138,6 +140,7 @@ func newSockCmd(tool sockTool) *cobra.Command {
 	f.StringVar(&o.plainPass, "plain-pass", "", "PLAIN password (client side)")
 	f.StringVar(&o.plainUsers, "plain-users", "", "accept PLAIN clients listed in `FILE` as user:password lines (server side)")
 	f.BoolVar(&o.events, "events", false, "print socket events (connected, disconnected, ...) on stderr")
+	addCurveFlags(f, &o.curve)
 	if tool.extra != nil {
 		tool.extra(cmd, o)
 	}
@@ -165,6 +168,9 @@ func runSockTool(cmd *cobra.Command, tool sockTool, o *sockOpts) error {
 	}
 	cfg, err := sockConfig(o)
 	if err != nil {
+		return err
+	}
+	if err := applyCurve(&cfg, o.curve, cmd.ErrOrStderr()); err != nil {
 		return err
 	}
 	s, err := socket.New(tool.kind, cfg)

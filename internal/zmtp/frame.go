@@ -66,6 +66,8 @@ type Reader struct {
 	buf     []byte // current block: buf[r:w] is read but not yet decoded
 	r, w    int
 	err     error // read error to report once the buffered bytes are used
+
+	curve *curveIn // set after a CURVE handshake
 }
 
 // NewReader returns a Reader that reads in blocks of size bytes
@@ -247,6 +249,9 @@ func (r *Reader) readFull(p []byte) error {
 // underlying stream. It returns true as well when the buffered bytes are
 // already known to be malformed.
 func (r *Reader) Complete() bool {
+	if r.curve != nil {
+		return r.completeCurve()
+	}
 	b := r.buf[r.r:r.w]
 	for {
 		if len(b) < 2 {
@@ -280,6 +285,9 @@ func (r *Reader) Complete() bool {
 // slice is capped at its own length, so appending to one cannot overwrite
 // another).
 func (r *Reader) Next(frames [][]byte) ([][]byte, Command, error) {
+	if r.curve != nil {
+		return r.nextCurve(frames)
+	}
 	frames = frames[:0]
 	var total uint64
 	for {
@@ -339,6 +347,8 @@ type Writer struct {
 	buf []byte // pending bytes; its capacity is the buffer size
 	err error
 	vec net.Buffers // scratch for gathered writes
+
+	curve *curveOut // set after a CURVE handshake
 }
 
 // NewWriter returns a Writer with a buffer of size bytes (0 = 64 KiB, at
@@ -369,6 +379,9 @@ func appendHeader(b []byte, flags byte, n int) []byte {
 // WriteFrame writes one frame with the given flags (FlagLong is set as
 // needed).
 func (w *Writer) WriteFrame(flags byte, body []byte) error {
+	if w.curve != nil {
+		return w.sealFrame(flags&(FlagMore|FlagCommand), "", body)
+	}
 	flags &^= FlagLong
 	if w.err == nil && len(w.buf)+9+len(body) <= cap(w.buf) {
 		w.buf = appendHeader(w.buf, flags, len(body))
@@ -439,6 +452,9 @@ func (w *Writer) WriteMessage(frames [][]byte) error {
 func (w *Writer) WriteCommand(name string, body []byte) error {
 	if len(name) == 0 || len(name) > 255 {
 		return fmt.Errorf("%w: name length %d", ErrCommand, len(name))
+	}
+	if w.curve != nil {
+		return w.sealFrame(0, name, body)
 	}
 	var h [9 + 1 + 255]byte
 	head := appendHeader(h[:0], FlagCommand, 1+len(name)+len(body))

@@ -23,10 +23,21 @@ type Config struct {
 	// read, before the rest of the handshake: the caller may then give
 	// the rest more time than the greeting had.
 	OnGreeting func()
+	// Curve, when set, makes the handshake use CURVE (RFC 26) instead.
+	Curve *CurveConfig
+	// Authorize, when set, is asked about every peer that passed its
+	// mechanism's checks: on the server side of PLAIN and CURVE, and on
+	// both sides of NULL. An error refuses the peer.
+	Authorize func(AuthRequest) error
+	// PeerAddress is the peer's address, passed to Authorize.
+	PeerAddress string
 }
 
 // Mechanism returns the security mechanism cfg selects.
 func (c *Config) Mechanism() string {
+	if c.Curve != nil {
+		return MechanismCurve
+	}
 	if c.Auth != nil || c.Username != "" || c.Password != "" {
 		return MechanismPlain
 	}
@@ -40,6 +51,7 @@ type PeerInfo struct {
 	Identity   []byte
 	Metadata   Metadata
 	Username   string // PLAIN username accepted by our server side
+	ClientKey  Key    // CURVE client key accepted by our server side
 }
 
 // Handshake runs the greeting and security handshake on r and w. The caller
@@ -52,7 +64,7 @@ func Handshake(r *Reader, w *Writer, cfg Config) (PeerInfo, error) {
 	if cfg.ZMTP30 {
 		minor = 0
 	}
-	if err := w.WriteGreeting(Greeting{Major: VersionMajor, Minor: minor, Mechanism: mech, AsServer: cfg.Auth != nil}); err != nil {
+	if err := w.WriteGreeting(Greeting{Major: VersionMajor, Minor: minor, Mechanism: mech, AsServer: cfg.Auth != nil || cfg.Curve != nil && cfg.Curve.Server}); err != nil {
 		return info, fmt.Errorf("zmtp: write greeting: %w", err)
 	}
 	if err := w.Flush(); err != nil {
@@ -93,6 +105,11 @@ func Handshake(r *Reader, w *Writer, cfg Config) (PeerInfo, error) {
 		if err := info.setMetadata(body, cfg); err != nil {
 			return info, fail(w, err)
 		}
+		if err := authorize(cfg, AuthRequest{Mechanism: mech}); err != nil {
+			return info, fail(w, err)
+		}
+	case mech == MechanismCurve:
+		return info, curveHandshake(r, w, cfg, md, &info)
 	case cfg.Auth != nil: // PLAIN server
 		body, err := expect(r, CmdHello)
 		if err != nil {
@@ -104,6 +121,9 @@ func Handshake(r *Reader, w *Writer, cfg Config) (PeerInfo, error) {
 		}
 		if !cfg.Auth(user, pass) {
 			return info, fail(w, fmt.Errorf("%w: user %q", ErrAuth, user))
+		}
+		if err := authorize(cfg, AuthRequest{Mechanism: mech, Username: user, Password: pass}); err != nil {
+			return info, fail(w, err)
 		}
 		info.Username = user
 		if err := sendCmd(w, CmdWelcome, nil); err != nil {
