@@ -108,7 +108,9 @@ func compactEndpoint(ep, host string) string {
 	if h, p, err := net.SplitHostPort(rest); err == nil {
 		// A wildcard bind (0.0.0.0, ::, *) is reachable at the node's own
 		// address: others expand ":port" with the host they gossip with.
-		if isWildcard(h) || (host != "" && h == host) {
+		// Without a host of our own there is nothing to expand ":port"
+		// with on the other side: keep the endpoint as it is.
+		if host != "" && (isWildcard(h) || h == host) {
 			return ":" + p
 		}
 	}
