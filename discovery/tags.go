@@ -216,12 +216,12 @@ func decodeSpool(value, host string) (SpoolAd, bool) {
 	ad := SpoolAd{Endpoint: full}
 	if streams != "" {
 		for st := range strings.SplitSeq(streams, listSep) {
-			if validToken("s", st, "|,") != nil {
-				return SpoolAd{}, false
-			}
 			if st == partialMark {
 				ad.Partial = true
 				continue
+			}
+			if validToken("s", st, "|,*") != nil {
+				return SpoolAd{}, false
 			}
 			ad.Streams = append(ad.Streams, st)
 		}
