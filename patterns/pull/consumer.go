@@ -166,6 +166,9 @@ type PublisherStats struct {
 	LagTime    time.Duration // age of the newest delivered record when lagging
 	Resets     uint64        // moves of the position that mark a record Reset: out of range, another log, diverged
 	Errors     uint64        // failed or timed-out fetches
+	// Reconnects counts the connections to the publisher re-established
+	// after one was lost; each sends the request in flight again at once.
+	Reconnects uint64
 	// GapsSkipped counts the gaps in the publisher's log the consumer
 	// crossed: offsets the publisher says do not exist (spool repair
 	// removed them).
@@ -261,22 +264,23 @@ type delivery struct {
 
 // pubState is what a consumer knows of one publisher; it outlives fetchers.
 type pubState struct {
-	name     string
-	endpoint string
-	started  bool
-	fetchPos uint64    // next offset to fetch
-	acks     ackWindow // acknowledged offsets; its floor is what Commit writes
-	commit   uint64
-	high     uint64
-	lastTime time.Time
-	deliv    uint64
-	resets   uint64
-	errors   uint64
-	running  bool
-	gen      uint64 // incremented by every reset; acks of older generations are ignored
-	gaps     uint64 // gaps crossed
-	skipped  uint64 // offsets skipped in gaps and at resets
-	stopped  *FetchError
+	name       string
+	endpoint   string
+	started    bool
+	fetchPos   uint64    // next offset to fetch
+	acks       ackWindow // acknowledged offsets; its floor is what Commit writes
+	commit     uint64
+	high       uint64
+	lastTime   time.Time
+	deliv      uint64
+	resets     uint64
+	errors     uint64
+	reconnects uint64
+	running    bool
+	gen        uint64 // incremented by every reset; acks of older generations are ignored
+	gaps       uint64 // gaps crossed
+	skipped    uint64 // offsets skipped in gaps and at resets
+	stopped    *FetchError
 
 	identity string // the node's gossiped identity, as last seen
 
@@ -391,7 +395,7 @@ func (c *Consumer) Stats() []PublisherStats {
 		st := PublisherStats{
 			Publisher: ps.name, Endpoint: ps.endpoint, Identity: ps.identity, Connected: ps.running,
 			Delivered: ps.deliv, Acked: ps.acks.floor(), Committed: ps.commit,
-			Position: ps.fetchPos, High: ps.high, Resets: ps.resets, Errors: ps.errors,
+			Position: ps.fetchPos, High: ps.high, Resets: ps.resets, Errors: ps.errors, Reconnects: ps.reconnects,
 			GapsSkipped: ps.gaps, RecordsSkipped: ps.skipped,
 			LogID: ps.logID, OtherLogs: ps.otherLogs, Diverged: ps.diverged, RecordsReplaced: ps.replaced,
 		}
