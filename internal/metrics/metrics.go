@@ -70,6 +70,8 @@ var (
 	descLagRecs     = prometheus.NewDesc("fastmq_consumer_lag_records", "Records the consumer is behind the publisher.", []string{"consumer", "stream", "publisher"}, nil)
 	descLagSecs     = prometheus.NewDesc("fastmq_consumer_lag_seconds", "Age of the newest delivered record while lagging.", []string{"consumer", "stream", "publisher"}, nil)
 	descResets      = prometheus.NewDesc("fastmq_consumer_out_of_range_resets_total", "Positions that fell below retention.", []string{"consumer", "stream", "publisher"}, nil)
+	descUnacked     = prometheus.NewDesc("fastmq_consumer_oldest_unacked_seconds", "How long the oldest record delivered and not acknowledged has been out (0 when none): it holds the committed offset back.", []string{"consumer", "stream", "publisher"}, nil)
+	descStuck       = prometheus.NewDesc("fastmq_consumer_stuck_records_total", "Records left unacknowledged longer than the consumer's warning threshold.", []string{"consumer", "stream", "publisher"}, nil)
 	descFailed      = prometheus.NewDesc("fastmq_stream_failed", "1 for a local stream on disk that would not open (a damaged spool) and is not served, 0 for a served one.", []string{"stream"}, nil)
 	descMembers     = prometheus.NewDesc("fastmq_members", "Gossip members by status.", []string{"status"}, nil)
 )
@@ -78,7 +80,7 @@ type collector struct{ snapshot func() Snapshot }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descAppended, descOldest, descServedRecs, descServedBytes, descRequests, descParked,
-		descDelivered, descAcked, descCommitted, descLagRecs, descLagSecs, descResets, descFailed, descMembers} {
+		descDelivered, descAcked, descCommitted, descLagRecs, descLagSecs, descResets, descUnacked, descStuck, descFailed, descMembers} {
 		ch <- d
 	}
 }
@@ -109,6 +111,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descLagRecs, prometheus.GaugeValue, float64(p.LagRecords), l...)
 			ch <- prometheus.MustNewConstMetric(descLagSecs, prometheus.GaugeValue, p.LagTime.Seconds(), l...)
 			ch <- prometheus.MustNewConstMetric(descResets, prometheus.CounterValue, float64(p.Resets), l...)
+			ch <- prometheus.MustNewConstMetric(descUnacked, prometheus.GaugeValue, p.OldestUnacked.Seconds(), l...)
+			ch <- prometheus.MustNewConstMetric(descStuck, prometheus.CounterValue, float64(p.StuckRecords), l...)
 		}
 	}
 	for s, k := range st.Members {

@@ -21,7 +21,8 @@ func TestHandler(t *testing.T) {
 			Streams: []metrics.Stream{{Name: "s", Oldest: 2, Next: 7}},
 			Server:  pull.ServerStats{RecordsServed: 5, Parked: 1},
 			Consumers: []metrics.Consumer{{Name: "c", Stream: "s", Publishers: []pull.PublisherStats{
-				{Publisher: "p", Delivered: 4, LagRecords: 3, LagTime: 1500 * time.Millisecond, Committed: ^uint64(0)},
+				{Publisher: "p", Delivered: 4, LagRecords: 3, LagTime: 1500 * time.Millisecond, Committed: ^uint64(0),
+					OldestUnacked: 90 * time.Second, StuckRecords: 1},
 			}}},
 			Members: map[string]int{"alive": 2, "failed": 1},
 		}
@@ -37,6 +38,8 @@ func TestHandler(t *testing.T) {
 		`fastmq_consumer_delivered_total{consumer="c",publisher="p",stream="s"} 4`,
 		`fastmq_consumer_lag_records{consumer="c",publisher="p",stream="s"} 3`,
 		`fastmq_consumer_lag_seconds{consumer="c",publisher="p",stream="s"} 1.5`,
+		`fastmq_consumer_oldest_unacked_seconds{consumer="c",publisher="p",stream="s"} 90`,
+		`fastmq_consumer_stuck_records_total{consumer="c",publisher="p",stream="s"} 1`,
 		`fastmq_members{status="alive"} 2`,
 		`fastmq_members{status="failed"} 1`,
 		`go_goroutines`,

@@ -113,6 +113,13 @@ type ConsumerConfig struct {
 	// publishers. Default 8. It bounds the consumer's memory to about
 	// Buffer*MaxBytes (plus decompression).
 	Buffer int
+	// UnackedWarn is how long a record may stay delivered and not
+	// acknowledged before a warning is logged, once per such record: it
+	// holds its publisher's committed position back. Warnings are logged
+	// only for a consumer with Offsets; PublisherStats.OldestUnacked
+	// reports the age in any case. Default 1 minute; negative disables
+	// the warning.
+	UnackedWarn time.Duration
 	// OnOutOfRange is the policy when a position fell below retention.
 	OnOutOfRange OutOfRangePolicy
 	// Socket configures the DEALER sockets (PLAIN credentials, heartbeats).
@@ -166,6 +173,13 @@ type PublisherStats struct {
 	LagTime    time.Duration // age of the newest delivered record when lagging
 	Resets     uint64        // moves of the position that mark a record Reset: out of range, another log, diverged
 	Errors     uint64        // failed or timed-out fetches
+	// OldestUnacked is how long ago the oldest record handed to Next and
+	// not acknowledged (the one at Acked) was handed out; 0 when every
+	// record handed out is acknowledged. A record never acknowledged holds
+	// Committed back for good. StuckRecords counts the records that were
+	// out longer than ConsumerConfig.UnackedWarn (each warned once).
+	OldestUnacked time.Duration
+	StuckRecords  uint64
 	// Reconnects counts the connections to the publisher re-established
 	// after one was lost; each sends the request in flight again at once.
 	Reconnects uint64
@@ -260,6 +274,7 @@ type delivery struct {
 	msgs []Message
 	i    int
 	err  *FetchError
+	ps   *pubState // the publisher of msgs
 }
 
 // pubState is what a consumer knows of one publisher; it outlives fetchers.
@@ -281,6 +296,15 @@ type pubState struct {
 	gaps       uint64 // gaps crossed
 	skipped    uint64 // offsets skipped in gaps and at resets
 	stopped    *FetchError
+
+	// Records handed to Next and not acknowledged (see unacked.go).
+	handMarks    []handMark // first hand-out of each batch, by offset
+	handGen      uint64     // the generation of the marks
+	handEnd      uint64     // the offset after the last record handed out
+	warned       bool       // a warning was logged for warnedOffset of warnedGen
+	warnedOffset uint64
+	warnedGen    uint64
+	stuck        uint64 // records warned of
 
 	identity string // the node's gossiped identity, as last seen
 
@@ -322,6 +346,9 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	if cfg.Buffer <= 0 {
 		cfg.Buffer = 8
 	}
+	if cfg.UnackedWarn == 0 {
+		cfg.UnackedWarn = time.Minute
+	}
 	pubs := make(map[string]string, len(cfg.Publishers))
 	for k, v := range cfg.Publishers {
 		pubs[k] = v
@@ -355,6 +382,10 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 		c.wg.Add(1)
 		go c.commitLoop()
 	}
+	if cfg.UnackedWarn > 0 && cfg.Offsets != nil {
+		c.wg.Add(1)
+		go c.watchUnacked()
+	}
 	return c, nil
 }
 
@@ -374,6 +405,12 @@ func (c *Consumer) Next(ctx context.Context) (Message, error) {
 				return Message{}, d.err
 			}
 			c.cur = d
+			if d.ps != nil && len(d.msgs) > 0 {
+				first, last := d.msgs[0], d.msgs[len(d.msgs)-1]
+				c.mu.Lock()
+				d.ps.handedLocked(first.gen, first.Offset, last.Offset+1, time.Now())
+				c.mu.Unlock()
+			}
 		case <-ctx.Done():
 			return Message{}, ctx.Err()
 		case <-c.ctx.Done():
@@ -391,6 +428,7 @@ func (c *Consumer) Stats() []PublisherStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]PublisherStats, 0, len(c.pubs))
+	now := time.Now()
 	for _, ps := range c.pubs {
 		st := PublisherStats{
 			Publisher: ps.name, Endpoint: ps.endpoint, Identity: ps.identity, Connected: ps.running,
@@ -402,6 +440,10 @@ func (c *Consumer) Stats() []PublisherStats {
 		if ps.logEpoch != NoEpoch {
 			st.Epoch = ps.logEpoch
 		}
+		if _, age, ok := ps.oldestUnackedLocked(now); ok {
+			st.OldestUnacked = age
+		}
+		st.StuckRecords = ps.stuck
 		if ps.stopped != nil {
 			st.Stopped = ps.stopped
 		}

@@ -285,7 +285,7 @@ func (c *Consumer) deliver(ctx context.Context, ps *pubState, msgs []Message, po
 	ps.lastTime = msgs[len(msgs)-1].Time
 	c.mu.Unlock()
 	select {
-	case c.batches <- &delivery{msgs: msgs}:
+	case c.batches <- &delivery{msgs: msgs, ps: ps}:
 		return true
 	case <-ctx.Done():
 		c.mu.Lock()
