@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fastmq/fastmq/patterns/pull"
+	"github.com/fastmq/fastmq/patterns/rpc"
+	"github.com/fastmq/fastmq/spool"
 )
 
 // Snapshot is what the collector exports, read once per scrape.
@@ -20,13 +22,18 @@ type Snapshot struct {
 	Server    pull.ServerStats
 	Consumers []Consumer
 	Members   map[string]int // gossip members by status
+	// The node's RPC clients and servers, by service.
+	RPCClients map[string]rpc.ClientStats
+	RPCServers map[string]rpc.ServerStats
 }
 
 // Stream is one local stream's offsets, or a stream that failed to open.
 type Stream struct {
 	Name         string
 	Oldest, Next uint64
-	Failed       bool // on disk but not served: its spool would not open
+	Failed       bool  // on disk but not served: its spool would not open
+	Bytes        int64 // bytes in its segment files
+	Fsyncs       spool.FsyncStats
 }
 
 // Consumer is one consumer's per-publisher counters.
@@ -64,7 +71,8 @@ var (
 	descServedBytes = prometheus.NewDesc("fastmq_server_bytes_served_total", "Raw batch bytes served to consumers.", nil, nil)
 	descRequests    = prometheus.NewDesc("fastmq_server_requests_total", "Fetch requests received.", nil, nil)
 	descParked      = prometheus.NewDesc("fastmq_server_parked_fetches", "Fetches waiting at the tail.", nil, nil)
-	descDelivered   = prometheus.NewDesc("fastmq_consumer_delivered_total", "Records delivered to the application.", []string{"consumer", "stream", "publisher"}, nil)
+	descDelivered   = prometheus.NewDesc("fastmq_consumer_delivered_total", "Records handed to the application (returned by Next).", []string{"consumer", "stream", "publisher"}, nil)
+	descFetched     = prometheus.NewDesc("fastmq_consumer_fetched_total", "Records fetched and queued for the application.", []string{"consumer", "stream", "publisher"}, nil)
 	descAcked       = prometheus.NewDesc("fastmq_consumer_acked_offset", "Next offset after the acknowledged prefix.", []string{"consumer", "stream", "publisher"}, nil)
 	descCommitted   = prometheus.NewDesc("fastmq_consumer_committed_offset", "Committed offset.", []string{"consumer", "stream", "publisher"}, nil)
 	descLagRecs     = prometheus.NewDesc("fastmq_consumer_lag_records", "Records the consumer is behind the publisher.", []string{"consumer", "stream", "publisher"}, nil)
@@ -72,6 +80,27 @@ var (
 	descResets      = prometheus.NewDesc("fastmq_consumer_out_of_range_resets_total", "Positions that fell below retention.", []string{"consumer", "stream", "publisher"}, nil)
 	descUnacked     = prometheus.NewDesc("fastmq_consumer_oldest_unacked_seconds", "How long the oldest record delivered and not acknowledged has been out (0 when none): it holds the committed offset back.", []string{"consumer", "stream", "publisher"}, nil)
 	descStuck       = prometheus.NewDesc("fastmq_consumer_stuck_records_total", "Records left unacknowledged longer than the consumer's warning threshold.", []string{"consumer", "stream", "publisher"}, nil)
+	descGaps        = prometheus.NewDesc("fastmq_consumer_gaps_skipped_total", "Gaps in the publisher's log crossed (offsets spool repair removed).", []string{"consumer", "stream", "publisher"}, nil)
+	descSkipped     = prometheus.NewDesc("fastmq_consumer_records_skipped_total", "Offsets passed over without a record: in gaps and below retention.", []string{"consumer", "stream", "publisher"}, nil)
+	descOtherLogs   = prometheus.NewDesc("fastmq_consumer_other_logs_total", "Times the publisher served another log than the position was read from.", []string{"consumer", "stream", "publisher"}, nil)
+	descDiverged    = prometheus.NewDesc("fastmq_consumer_diverged_total", "Times the publisher's log had lost records the consumer had read.", []string{"consumer", "stream", "publisher"}, nil)
+	descReplaced    = prometheus.NewDesc("fastmq_consumer_records_replaced_total", "Offsets read again because new records replaced those read.", []string{"consumer", "stream", "publisher"}, nil)
+	descStopped     = prometheus.NewDesc("fastmq_consumer_publisher_stopped", "1 when pulling from the publisher stopped for good (damage, out of range under StopPublisher, protocol errors).", []string{"consumer", "stream", "publisher"}, nil)
+	descFetchErrors = prometheus.NewDesc("fastmq_consumer_fetch_errors_total", "Failed or timed-out fetches.", []string{"consumer", "stream", "publisher"}, nil)
+	descReconnects  = prometheus.NewDesc("fastmq_consumer_reconnects_total", "Connections to the publisher re-established after one was lost.", []string{"consumer", "stream", "publisher"}, nil)
+	descStreamBytes = prometheus.NewDesc("fastmq_stream_bytes", "Bytes in a local stream's segment files.", []string{"stream"}, nil)
+	descFsync       = prometheus.NewDesc("fastmq_spool_fsync_duration_seconds", "Latency of a local stream's group fsyncs.", []string{"stream"}, nil)
+	descRPCCalls    = prometheus.NewDesc("fastmq_rpc_client_calls_total", "RPC calls made, by service.", []string{"service"}, nil)
+	descRPCErrors   = prometheus.NewDesc("fastmq_rpc_client_errors_total", "RPC calls that returned an error (remote errors included).", []string{"service"}, nil)
+	descRPCRetries  = prometheus.NewDesc("fastmq_rpc_client_retries_total", "RPC attempts after the first.", []string{"service"}, nil)
+	descRPCTimeouts = prometheus.NewDesc("fastmq_rpc_client_timeouts_total", "RPC calls that ended with their context.", []string{"service"}, nil)
+	descRPCEjected  = prometheus.NewDesc("fastmq_rpc_client_ejections_total", "RPC instances ejected for consecutive failures.", []string{"service"}, nil)
+	descRPCLatency  = prometheus.NewDesc("fastmq_rpc_client_latency_seconds", "RPC call latency, by service.", []string{"service"}, nil)
+	descRPCHandled  = prometheus.NewDesc("fastmq_rpc_server_handled_total", "RPC handler runs, by service.", []string{"service"}, nil)
+	descRPCSrvErrs  = prometheus.NewDesc("fastmq_rpc_server_errors_total", "RPC handler runs that returned an error.", []string{"service"}, nil)
+	descRPCRequests = prometheus.NewDesc("fastmq_rpc_server_requests_total", "RPC requests received.", []string{"service"}, nil)
+	descRPCRefused  = prometheus.NewDesc("fastmq_rpc_server_refused_total", "RPC requests refused: overloaded, expired or shutting down.", []string{"service", "reason"}, nil)
+	descRPCInFlight = prometheus.NewDesc("fastmq_rpc_server_in_flight", "RPC requests accepted and not yet answered.", []string{"service"}, nil)
 	descFailed      = prometheus.NewDesc("fastmq_stream_failed", "1 for a local stream on disk that would not open (a damaged spool) and is not served, 0 for a served one.", []string{"stream"}, nil)
 	descMembers     = prometheus.NewDesc("fastmq_members", "Gossip members by status.", []string{"status"}, nil)
 )
@@ -80,7 +109,10 @@ type collector struct{ snapshot func() Snapshot }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descAppended, descOldest, descServedRecs, descServedBytes, descRequests, descParked,
-		descDelivered, descAcked, descCommitted, descLagRecs, descLagSecs, descResets, descUnacked, descStuck, descFailed, descMembers} {
+		descDelivered, descAcked, descCommitted, descLagRecs, descLagSecs, descResets, descUnacked, descStuck, descFailed, descMembers,
+		descFetched, descGaps, descSkipped, descOtherLogs, descDiverged, descReplaced, descStopped, descFetchErrors, descReconnects,
+		descStreamBytes, descFsync, descRPCCalls, descRPCErrors, descRPCRetries, descRPCTimeouts, descRPCEjected, descRPCLatency,
+		descRPCHandled, descRPCSrvErrs, descRPCRequests, descRPCRefused, descRPCInFlight} {
 		ch <- d
 	}
 }
@@ -95,6 +127,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descFailed, prometheus.GaugeValue, 0, s.Name)
 		ch <- prometheus.MustNewConstMetric(descAppended, prometheus.GaugeValue, float64(s.Next), s.Name)
 		ch <- prometheus.MustNewConstMetric(descOldest, prometheus.GaugeValue, float64(s.Oldest), s.Name)
+		ch <- prometheus.MustNewConstMetric(descStreamBytes, prometheus.GaugeValue, float64(s.Bytes), s.Name)
+		ch <- prometheus.MustNewConstHistogram(descFsync, s.Fsyncs.Count, s.Fsyncs.Sum.Seconds(), fsyncBuckets(s.Fsyncs), s.Name)
 	}
 	ch <- prometheus.MustNewConstMetric(descServedRecs, prometheus.CounterValue, float64(st.Server.RecordsServed))
 	ch <- prometheus.MustNewConstMetric(descServedBytes, prometheus.CounterValue, float64(st.Server.BytesServed))
@@ -113,9 +147,65 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descResets, prometheus.CounterValue, float64(p.Resets), l...)
 			ch <- prometheus.MustNewConstMetric(descUnacked, prometheus.GaugeValue, p.OldestUnacked.Seconds(), l...)
 			ch <- prometheus.MustNewConstMetric(descStuck, prometheus.CounterValue, float64(p.StuckRecords), l...)
+			ch <- prometheus.MustNewConstMetric(descFetched, prometheus.CounterValue, float64(p.Fetched), l...)
+			ch <- prometheus.MustNewConstMetric(descGaps, prometheus.CounterValue, float64(p.GapsSkipped), l...)
+			ch <- prometheus.MustNewConstMetric(descSkipped, prometheus.CounterValue, float64(p.RecordsSkipped), l...)
+			ch <- prometheus.MustNewConstMetric(descOtherLogs, prometheus.CounterValue, float64(p.OtherLogs), l...)
+			ch <- prometheus.MustNewConstMetric(descDiverged, prometheus.CounterValue, float64(p.Diverged), l...)
+			ch <- prometheus.MustNewConstMetric(descReplaced, prometheus.CounterValue, float64(p.RecordsReplaced), l...)
+			ch <- prometheus.MustNewConstMetric(descFetchErrors, prometheus.CounterValue, float64(p.Errors), l...)
+			ch <- prometheus.MustNewConstMetric(descReconnects, prometheus.CounterValue, float64(p.Reconnects), l...)
+			stopped := 0.0
+			if p.Stopped != nil || p.StoppedReason != "" {
+				stopped = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descStopped, prometheus.GaugeValue, stopped, l...)
 		}
 	}
 	for s, k := range st.Members {
 		ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(k), s)
+	}
+	collectRPC(ch, st)
+}
+
+// fsyncBuckets returns the cumulative counts of an fsync histogram by
+// upper bound in seconds.
+func fsyncBuckets(f spool.FsyncStats) map[float64]uint64 {
+	b := make(map[float64]uint64, len(spool.FsyncBuckets))
+	var n uint64
+	for i, le := range spool.FsyncBuckets {
+		n += f.Counts[i]
+		b[le.Seconds()] = n
+	}
+	return b
+}
+
+// collectRPC exports the node's RPC client and server counters.
+func collectRPC(ch chan<- prometheus.Metric, st Snapshot) {
+	counter := func(d *prometheus.Desc, v uint64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
+	}
+	for svc, c := range st.RPCClients {
+		counter(descRPCCalls, c.Calls, svc)
+		counter(descRPCErrors, c.Errors, svc)
+		counter(descRPCRetries, c.Retries, svc)
+		counter(descRPCTimeouts, c.Timeouts, svc)
+		counter(descRPCEjected, c.Ejections, svc)
+		b := make(map[float64]uint64, len(rpc.LatencyBuckets))
+		var n uint64
+		for i, le := range rpc.LatencyBuckets {
+			n += c.Latency.Counts[i]
+			b[le.Seconds()] = n
+		}
+		ch <- prometheus.MustNewConstHistogram(descRPCLatency, c.Latency.Count(), c.Latency.Sum.Seconds(), b, svc)
+	}
+	for svc, s := range st.RPCServers {
+		counter(descRPCRequests, s.Requests, svc)
+		counter(descRPCHandled, s.Handled, svc)
+		counter(descRPCSrvErrs, s.Errors, svc)
+		counter(descRPCRefused, s.Overloaded, svc, "overloaded")
+		counter(descRPCRefused, s.Expired, svc, "expired")
+		counter(descRPCRefused, s.Unavailable, svc, "unavailable")
+		ch <- prometheus.MustNewConstMetric(descRPCInFlight, prometheus.GaugeValue, float64(s.InFlight), svc)
 	}
 }

@@ -281,7 +281,7 @@ func (c *Consumer) deliver(ctx context.Context, ps *pubState, msgs []Message, po
 	c.mu.Lock()
 	ps.fetchPos = pos
 	ps.high = high
-	ps.deliv += uint64(len(msgs))
+	ps.fetched += uint64(len(msgs))
 	ps.lastTime = msgs[len(msgs)-1].Time
 	c.mu.Unlock()
 	select {
@@ -290,7 +290,7 @@ func (c *Consumer) deliver(ctx context.Context, ps *pubState, msgs []Message, po
 	case <-ctx.Done():
 		c.mu.Lock()
 		ps.fetchPos = msgs[0].Offset
-		ps.deliv -= uint64(len(msgs))
+		ps.fetched -= uint64(len(msgs))
 		c.mu.Unlock()
 		return false
 	}
