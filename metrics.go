@@ -27,6 +27,8 @@ type Status struct {
 	Disk DiskStatus `json:"disk"`
 	// RPC is what the node's RPC clients and servers counted (RPCStatus).
 	RPC RPCStatus `json:"rpc"`
+	// DiskGuard is the state of the node's disk guard (see DiskGuard).
+	DiskGuard DiskGuardStatus `json:"disk_guard"`
 }
 
 // StreamStatus describes one local stream. A stream on disk that would
@@ -115,6 +117,7 @@ func (n *Node) Status() Status {
 	}
 	n.hostStatus(&st)
 	st.RPC = n.RPCStatus()
+	st.DiskGuard = n.guard.status()
 	return st
 }
 
@@ -137,7 +140,10 @@ func (n *Node) MetricsHandler() http.Handler {
 // snapshot is st as the metrics collector takes it.
 func (st Status) snapshot() metrics.Snapshot {
 	snap := metrics.Snapshot{Server: st.Server, Members: map[string]int{},
-		RPCClients: st.RPC.Clients, RPCServers: st.RPC.Servers}
+		RPCClients: st.RPC.Clients, RPCServers: st.RPC.Servers,
+		Disk: metrics.Disk{Known: st.Disk.Error == "", Total: st.Disk.TotalBytes, Free: st.Disk.FreeBytes,
+			Refusing: st.DiskGuard.Refusing != "", Warning: st.DiskGuard.Warning,
+			DroppedSegments: st.DiskGuard.DroppedSegments, DroppedBytes: st.DiskGuard.DroppedBytes, Refused: st.DiskGuard.Refused}}
 	for _, s := range st.Streams {
 		snap.Streams = append(snap.Streams, metrics.Stream{Name: s.Name, Oldest: s.Oldest, Next: s.Next, Failed: s.Error != "",
 			Bytes: s.Bytes, Fsyncs: s.Fsyncs})

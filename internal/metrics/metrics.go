@@ -25,6 +25,19 @@ type Snapshot struct {
 	// The node's RPC clients and servers, by service.
 	RPCClients map[string]rpc.ClientStats
 	RPCServers map[string]rpc.ServerStats
+	Disk       Disk
+}
+
+// Disk is the file system under the node's data directory and the state
+// of its disk guard.
+type Disk struct {
+	Known           bool // Total and Free were read
+	Total, Free     uint64
+	Refusing        bool // the disk guard refuses appends
+	Warning         bool // over the disk guard's high-water mark
+	DroppedSegments uint64
+	DroppedBytes    uint64
+	Refused         uint64 // appends refused
 }
 
 // Stream is one local stream's offsets, or a stream that failed to open.
@@ -65,44 +78,51 @@ func NewCollector(snapshot func() Snapshot) prometheus.Collector {
 }
 
 var (
-	descAppended    = prometheus.NewDesc("fastmq_stream_next_offset", "Next offset of a local stream: the records appended to it over its life.", []string{"stream"}, nil)
-	descOldest      = prometheus.NewDesc("fastmq_stream_oldest_offset", "Oldest retained offset of a local stream.", []string{"stream"}, nil)
-	descServedRecs  = prometheus.NewDesc("fastmq_server_records_served_total", "Records served to consumers.", nil, nil)
-	descServedBytes = prometheus.NewDesc("fastmq_server_bytes_served_total", "Raw batch bytes served to consumers.", nil, nil)
-	descRequests    = prometheus.NewDesc("fastmq_server_requests_total", "Fetch requests received.", nil, nil)
-	descParked      = prometheus.NewDesc("fastmq_server_parked_fetches", "Fetches waiting at the tail.", nil, nil)
-	descDelivered   = prometheus.NewDesc("fastmq_consumer_delivered_total", "Records handed to the application (returned by Next).", []string{"consumer", "stream", "publisher"}, nil)
-	descFetched     = prometheus.NewDesc("fastmq_consumer_fetched_total", "Records fetched and queued for the application.", []string{"consumer", "stream", "publisher"}, nil)
-	descAcked       = prometheus.NewDesc("fastmq_consumer_acked_offset", "Next offset after the acknowledged prefix.", []string{"consumer", "stream", "publisher"}, nil)
-	descCommitted   = prometheus.NewDesc("fastmq_consumer_committed_offset", "Committed offset.", []string{"consumer", "stream", "publisher"}, nil)
-	descLagRecs     = prometheus.NewDesc("fastmq_consumer_lag_records", "Records the consumer is behind the publisher.", []string{"consumer", "stream", "publisher"}, nil)
-	descLagSecs     = prometheus.NewDesc("fastmq_consumer_lag_seconds", "Age of the newest delivered record while lagging.", []string{"consumer", "stream", "publisher"}, nil)
-	descResets      = prometheus.NewDesc("fastmq_consumer_out_of_range_resets_total", "Positions that fell below retention.", []string{"consumer", "stream", "publisher"}, nil)
-	descUnacked     = prometheus.NewDesc("fastmq_consumer_oldest_unacked_seconds", "How long the oldest record delivered and not acknowledged has been out (0 when none): it holds the committed offset back.", []string{"consumer", "stream", "publisher"}, nil)
-	descStuck       = prometheus.NewDesc("fastmq_consumer_stuck_records_total", "Records left unacknowledged longer than the consumer's warning threshold.", []string{"consumer", "stream", "publisher"}, nil)
-	descGaps        = prometheus.NewDesc("fastmq_consumer_gaps_skipped_total", "Gaps in the publisher's log crossed (offsets spool repair removed).", []string{"consumer", "stream", "publisher"}, nil)
-	descSkipped     = prometheus.NewDesc("fastmq_consumer_records_skipped_total", "Offsets passed over without a record: in gaps and below retention.", []string{"consumer", "stream", "publisher"}, nil)
-	descOtherLogs   = prometheus.NewDesc("fastmq_consumer_other_logs_total", "Times the publisher served another log than the position was read from.", []string{"consumer", "stream", "publisher"}, nil)
-	descDiverged    = prometheus.NewDesc("fastmq_consumer_diverged_total", "Times the publisher's log had lost records the consumer had read.", []string{"consumer", "stream", "publisher"}, nil)
-	descReplaced    = prometheus.NewDesc("fastmq_consumer_records_replaced_total", "Offsets read again because new records replaced those read.", []string{"consumer", "stream", "publisher"}, nil)
-	descStopped     = prometheus.NewDesc("fastmq_consumer_publisher_stopped", "1 when pulling from the publisher stopped for good (damage, out of range under StopPublisher, protocol errors).", []string{"consumer", "stream", "publisher"}, nil)
-	descFetchErrors = prometheus.NewDesc("fastmq_consumer_fetch_errors_total", "Failed or timed-out fetches.", []string{"consumer", "stream", "publisher"}, nil)
-	descReconnects  = prometheus.NewDesc("fastmq_consumer_reconnects_total", "Connections to the publisher re-established after one was lost.", []string{"consumer", "stream", "publisher"}, nil)
-	descStreamBytes = prometheus.NewDesc("fastmq_stream_bytes", "Bytes in a local stream's segment files.", []string{"stream"}, nil)
-	descFsync       = prometheus.NewDesc("fastmq_spool_fsync_duration_seconds", "Latency of a local stream's group fsyncs.", []string{"stream"}, nil)
-	descRPCCalls    = prometheus.NewDesc("fastmq_rpc_client_calls_total", "RPC calls made, by service.", []string{"service"}, nil)
-	descRPCErrors   = prometheus.NewDesc("fastmq_rpc_client_errors_total", "RPC calls that returned an error (remote errors included).", []string{"service"}, nil)
-	descRPCRetries  = prometheus.NewDesc("fastmq_rpc_client_retries_total", "RPC attempts after the first.", []string{"service"}, nil)
-	descRPCTimeouts = prometheus.NewDesc("fastmq_rpc_client_timeouts_total", "RPC calls that ended with their context.", []string{"service"}, nil)
-	descRPCEjected  = prometheus.NewDesc("fastmq_rpc_client_ejections_total", "RPC instances ejected for consecutive failures.", []string{"service"}, nil)
-	descRPCLatency  = prometheus.NewDesc("fastmq_rpc_client_latency_seconds", "RPC call latency, by service.", []string{"service"}, nil)
-	descRPCHandled  = prometheus.NewDesc("fastmq_rpc_server_handled_total", "RPC handler runs, by service.", []string{"service"}, nil)
-	descRPCSrvErrs  = prometheus.NewDesc("fastmq_rpc_server_errors_total", "RPC handler runs that returned an error.", []string{"service"}, nil)
-	descRPCRequests = prometheus.NewDesc("fastmq_rpc_server_requests_total", "RPC requests received.", []string{"service"}, nil)
-	descRPCRefused  = prometheus.NewDesc("fastmq_rpc_server_refused_total", "RPC requests refused: overloaded, expired or shutting down.", []string{"service", "reason"}, nil)
-	descRPCInFlight = prometheus.NewDesc("fastmq_rpc_server_in_flight", "RPC requests accepted and not yet answered.", []string{"service"}, nil)
-	descFailed      = prometheus.NewDesc("fastmq_stream_failed", "1 for a local stream on disk that would not open (a damaged spool) and is not served, 0 for a served one.", []string{"stream"}, nil)
-	descMembers     = prometheus.NewDesc("fastmq_members", "Gossip members by status.", []string{"status"}, nil)
+	descAppended     = prometheus.NewDesc("fastmq_stream_next_offset", "Next offset of a local stream: the records appended to it over its life.", []string{"stream"}, nil)
+	descOldest       = prometheus.NewDesc("fastmq_stream_oldest_offset", "Oldest retained offset of a local stream.", []string{"stream"}, nil)
+	descServedRecs   = prometheus.NewDesc("fastmq_server_records_served_total", "Records served to consumers.", nil, nil)
+	descServedBytes  = prometheus.NewDesc("fastmq_server_bytes_served_total", "Raw batch bytes served to consumers.", nil, nil)
+	descRequests     = prometheus.NewDesc("fastmq_server_requests_total", "Fetch requests received.", nil, nil)
+	descParked       = prometheus.NewDesc("fastmq_server_parked_fetches", "Fetches waiting at the tail.", nil, nil)
+	descDelivered    = prometheus.NewDesc("fastmq_consumer_delivered_total", "Records handed to the application (returned by Next).", []string{"consumer", "stream", "publisher"}, nil)
+	descFetched      = prometheus.NewDesc("fastmq_consumer_fetched_total", "Records fetched and queued for the application.", []string{"consumer", "stream", "publisher"}, nil)
+	descAcked        = prometheus.NewDesc("fastmq_consumer_acked_offset", "Next offset after the acknowledged prefix.", []string{"consumer", "stream", "publisher"}, nil)
+	descCommitted    = prometheus.NewDesc("fastmq_consumer_committed_offset", "Committed offset.", []string{"consumer", "stream", "publisher"}, nil)
+	descLagRecs      = prometheus.NewDesc("fastmq_consumer_lag_records", "Records the consumer is behind the publisher.", []string{"consumer", "stream", "publisher"}, nil)
+	descLagSecs      = prometheus.NewDesc("fastmq_consumer_lag_seconds", "Age of the newest delivered record while lagging.", []string{"consumer", "stream", "publisher"}, nil)
+	descResets       = prometheus.NewDesc("fastmq_consumer_out_of_range_resets_total", "Positions that fell below retention.", []string{"consumer", "stream", "publisher"}, nil)
+	descUnacked      = prometheus.NewDesc("fastmq_consumer_oldest_unacked_seconds", "How long the oldest record delivered and not acknowledged has been out (0 when none): it holds the committed offset back.", []string{"consumer", "stream", "publisher"}, nil)
+	descStuck        = prometheus.NewDesc("fastmq_consumer_stuck_records_total", "Records left unacknowledged longer than the consumer's warning threshold.", []string{"consumer", "stream", "publisher"}, nil)
+	descGaps         = prometheus.NewDesc("fastmq_consumer_gaps_skipped_total", "Gaps in the publisher's log crossed (offsets spool repair removed).", []string{"consumer", "stream", "publisher"}, nil)
+	descSkipped      = prometheus.NewDesc("fastmq_consumer_records_skipped_total", "Offsets passed over without a record: in gaps and below retention.", []string{"consumer", "stream", "publisher"}, nil)
+	descOtherLogs    = prometheus.NewDesc("fastmq_consumer_other_logs_total", "Times the publisher served another log than the position was read from.", []string{"consumer", "stream", "publisher"}, nil)
+	descDiverged     = prometheus.NewDesc("fastmq_consumer_diverged_total", "Times the publisher's log had lost records the consumer had read.", []string{"consumer", "stream", "publisher"}, nil)
+	descReplaced     = prometheus.NewDesc("fastmq_consumer_records_replaced_total", "Offsets read again because new records replaced those read.", []string{"consumer", "stream", "publisher"}, nil)
+	descStopped      = prometheus.NewDesc("fastmq_consumer_publisher_stopped", "1 when pulling from the publisher stopped for good (damage, out of range under StopPublisher, protocol errors).", []string{"consumer", "stream", "publisher"}, nil)
+	descFetchErrors  = prometheus.NewDesc("fastmq_consumer_fetch_errors_total", "Failed or timed-out fetches.", []string{"consumer", "stream", "publisher"}, nil)
+	descReconnects   = prometheus.NewDesc("fastmq_consumer_reconnects_total", "Connections to the publisher re-established after one was lost.", []string{"consumer", "stream", "publisher"}, nil)
+	descStreamBytes  = prometheus.NewDesc("fastmq_stream_bytes", "Bytes in a local stream's segment files.", []string{"stream"}, nil)
+	descFsync        = prometheus.NewDesc("fastmq_spool_fsync_duration_seconds", "Latency of a local stream's group fsyncs.", []string{"stream"}, nil)
+	descRPCCalls     = prometheus.NewDesc("fastmq_rpc_client_calls_total", "RPC calls made, by service.", []string{"service"}, nil)
+	descRPCErrors    = prometheus.NewDesc("fastmq_rpc_client_errors_total", "RPC calls that returned an error (remote errors included).", []string{"service"}, nil)
+	descRPCRetries   = prometheus.NewDesc("fastmq_rpc_client_retries_total", "RPC attempts after the first.", []string{"service"}, nil)
+	descRPCTimeouts  = prometheus.NewDesc("fastmq_rpc_client_timeouts_total", "RPC calls that ended with their context.", []string{"service"}, nil)
+	descRPCEjected   = prometheus.NewDesc("fastmq_rpc_client_ejections_total", "RPC instances ejected for consecutive failures.", []string{"service"}, nil)
+	descRPCLatency   = prometheus.NewDesc("fastmq_rpc_client_latency_seconds", "RPC call latency, by service.", []string{"service"}, nil)
+	descRPCHandled   = prometheus.NewDesc("fastmq_rpc_server_handled_total", "RPC handler runs, by service.", []string{"service"}, nil)
+	descRPCSrvErrs   = prometheus.NewDesc("fastmq_rpc_server_errors_total", "RPC handler runs that returned an error.", []string{"service"}, nil)
+	descRPCRequests  = prometheus.NewDesc("fastmq_rpc_server_requests_total", "RPC requests received.", []string{"service"}, nil)
+	descRPCRefused   = prometheus.NewDesc("fastmq_rpc_server_refused_total", "RPC requests refused: overloaded, expired or shutting down.", []string{"service", "reason"}, nil)
+	descRPCInFlight  = prometheus.NewDesc("fastmq_rpc_server_in_flight", "RPC requests accepted and not yet answered.", []string{"service"}, nil)
+	descDiskFree     = prometheus.NewDesc("fastmq_disk_free_bytes", "Bytes available on the file system under the node's data directory.", nil, nil)
+	descDiskTotal    = prometheus.NewDesc("fastmq_disk_total_bytes", "Size of the file system under the node's data directory.", nil, nil)
+	descGuardRefuse  = prometheus.NewDesc("fastmq_disk_guard_refusing", "1 while the disk guard refuses appends (a disk limit is reached).", nil, nil)
+	descGuardWarn    = prometheus.NewDesc("fastmq_disk_guard_warning", "1 while the spools or the disk are over the disk guard's high-water mark.", nil, nil)
+	descGuardDrops   = prometheus.NewDesc("fastmq_disk_guard_dropped_segments_total", "Segments deleted by the disk guard to free space.", nil, nil)
+	descGuardDropB   = prometheus.NewDesc("fastmq_disk_guard_dropped_bytes_total", "Bytes of the segments deleted by the disk guard.", nil, nil)
+	descGuardRefuses = prometheus.NewDesc("fastmq_disk_guard_refused_appends_total", "Appends refused by the disk guard.", nil, nil)
+	descFailed       = prometheus.NewDesc("fastmq_stream_failed", "1 for a local stream on disk that would not open (a damaged spool) and is not served, 0 for a served one.", []string{"stream"}, nil)
+	descMembers      = prometheus.NewDesc("fastmq_members", "Gossip members by status.", []string{"status"}, nil)
 )
 
 type collector struct{ snapshot func() Snapshot }
@@ -112,7 +132,8 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		descDelivered, descAcked, descCommitted, descLagRecs, descLagSecs, descResets, descUnacked, descStuck, descFailed, descMembers,
 		descFetched, descGaps, descSkipped, descOtherLogs, descDiverged, descReplaced, descStopped, descFetchErrors, descReconnects,
 		descStreamBytes, descFsync, descRPCCalls, descRPCErrors, descRPCRetries, descRPCTimeouts, descRPCEjected, descRPCLatency,
-		descRPCHandled, descRPCSrvErrs, descRPCRequests, descRPCRefused, descRPCInFlight} {
+		descRPCHandled, descRPCSrvErrs, descRPCRequests, descRPCRefused, descRPCInFlight,
+		descDiskFree, descDiskTotal, descGuardRefuse, descGuardWarn, descGuardDrops, descGuardDropB, descGuardRefuses} {
 		ch <- d
 	}
 }
@@ -166,6 +187,26 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(k), s)
 	}
 	collectRPC(ch, st)
+	collectDisk(ch, st.Disk)
+}
+
+// collectDisk exports the disk and the disk guard's state.
+func collectDisk(ch chan<- prometheus.Metric, d Disk) {
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	if d.Known {
+		ch <- prometheus.MustNewConstMetric(descDiskFree, prometheus.GaugeValue, float64(d.Free))
+		ch <- prometheus.MustNewConstMetric(descDiskTotal, prometheus.GaugeValue, float64(d.Total))
+	}
+	ch <- prometheus.MustNewConstMetric(descGuardRefuse, prometheus.GaugeValue, b(d.Refusing))
+	ch <- prometheus.MustNewConstMetric(descGuardWarn, prometheus.GaugeValue, b(d.Warning))
+	ch <- prometheus.MustNewConstMetric(descGuardDrops, prometheus.CounterValue, float64(d.DroppedSegments))
+	ch <- prometheus.MustNewConstMetric(descGuardDropB, prometheus.CounterValue, float64(d.DroppedBytes))
+	ch <- prometheus.MustNewConstMetric(descGuardRefuses, prometheus.CounterValue, float64(d.Refused))
 }
 
 // fsyncBuckets returns the cumulative counts of an fsync histogram by
