@@ -421,7 +421,7 @@ func (c *Consumer) policyStart(ctx context.Context, pc *pullConn, ps *pubState, 
 		if err == nil && unlisted && rep.Status == StatusUnknown {
 			pc.lg.Debug("unlisted publisher does not serve the stream")
 			wait = unlistedRetry
-		} else {
+		} else if !errors.Is(err, errReconnected) {
 			c.countError(ps)
 		}
 		if err == nil && wait == time.Second {
