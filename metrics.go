@@ -25,6 +25,10 @@ type Status struct {
 	Time time.Time  `json:"time"`
 	HTTP string     `json:"http,omitempty"`
 	Disk DiskStatus `json:"disk"`
+	// RPC is what the node's RPC clients and servers counted (RPCStatus).
+	RPC RPCStatus `json:"rpc"`
+	// DiskGuard is the state of the node's disk guard (see DiskGuard).
+	DiskGuard DiskGuardStatus `json:"disk_guard"`
 }
 
 // StreamStatus describes one local stream. A stream on disk that would
@@ -41,6 +45,8 @@ type StreamStatus struct {
 	NewestTime     time.Time     `json:"newest_time"`
 	RetentionAge   time.Duration `json:"retention_age_ns"` // 0 = keep
 	RetentionBytes int64         `json:"retention_bytes"`  // 0 = no limit
+	// Fsyncs is the latency of the stream's group fsyncs since it opened.
+	Fsyncs spool.FsyncStats `json:"fsyncs"`
 }
 
 // ConsumerStatus describes one consumer made by the node.
@@ -91,7 +97,9 @@ func (n *Node) Status() Status {
 	n.mu.Unlock()
 	// The logs' and consumers' own locks are taken outside n.mu.
 	for i, l := range logs {
-		st.Streams = append(st.Streams, n.streamStatus(names[i], l))
+		ss := n.streamStatus(names[i], l)
+		ss.Fsyncs = l.FsyncStats()
+		st.Streams = append(st.Streams, ss)
 	}
 	st.Streams = append(st.Streams, failed...)
 	sort.Slice(st.Streams, func(i, j int) bool { return st.Streams[i].Name < st.Streams[j].Name })
@@ -108,6 +116,8 @@ func (n *Node) Status() Status {
 		st.Members = append(st.Members, memberStatus(m))
 	}
 	n.hostStatus(&st)
+	st.RPC = n.RPCStatus()
+	st.DiskGuard = n.guard.status()
 	return st
 }
 
@@ -129,9 +139,14 @@ func (n *Node) MetricsHandler() http.Handler {
 
 // snapshot is st as the metrics collector takes it.
 func (st Status) snapshot() metrics.Snapshot {
-	snap := metrics.Snapshot{Server: st.Server, Members: map[string]int{}}
+	snap := metrics.Snapshot{Server: st.Server, Members: map[string]int{},
+		RPCClients: st.RPC.Clients, RPCServers: st.RPC.Servers,
+		Disk: metrics.Disk{Known: st.Disk.Error == "", Total: st.Disk.TotalBytes, Free: st.Disk.FreeBytes,
+			Refusing: st.DiskGuard.Refusing != "", Warning: st.DiskGuard.Warning,
+			DroppedSegments: st.DiskGuard.DroppedSegments, DroppedBytes: st.DiskGuard.DroppedBytes, Refused: st.DiskGuard.Refused}}
 	for _, s := range st.Streams {
-		snap.Streams = append(snap.Streams, metrics.Stream{Name: s.Name, Oldest: s.Oldest, Next: s.Next, Failed: s.Error != ""})
+		snap.Streams = append(snap.Streams, metrics.Stream{Name: s.Name, Oldest: s.Oldest, Next: s.Next, Failed: s.Error != "",
+			Bytes: s.Bytes, Fsyncs: s.Fsyncs})
 	}
 	for _, c := range st.Consumers {
 		snap.Consumers = append(snap.Consumers, metrics.Consumer{Name: c.Name, Stream: c.Stream, Publishers: c.Publishers})

@@ -68,6 +68,10 @@ type Config struct {
 	// during the previous one, which keeps latency at one fsync at low rates
 	// and still batches under load.
 	Spool spool.Config
+	// DiskGuard limits what the node's spools may take of the disk (see
+	// DiskGuard). The zero value refuses appends while the file system
+	// under DataDir has less than 5 % free.
+	DiskGuard DiskGuard
 	// Socket configures the spool server's and consumers' sockets.
 	Socket socket.Config
 	// Logger receives the node's logs; nil discards them.
@@ -101,6 +105,8 @@ type Node struct {
 	offsets   map[string]*spool.OffsetStore
 	sockets   map[*socket.Socket]*follow.Follower // nil for served sockets
 	closed    bool
+
+	guard *diskGuard // set by New before the node is shared
 }
 
 // New starts a node: opens nothing on disk until a stream is used, starts
@@ -193,6 +199,7 @@ func New(cfg Config) (*Node, error) {
 			}
 		}
 	}
+	n.startDiskGuard()
 	n.log.Info("node started", "endpoint", n.spoolEP, "gossip", m.GossipAddr())
 	return n, nil
 }
@@ -269,6 +276,9 @@ func (n *Node) close(ctx context.Context) error {
 	n.sockets, n.consumers = nil, nil
 	n.mu.Unlock()
 
+	if n.guard != nil {
+		n.guard.close()
+	}
 	n.closeRPC() // servers stop (their sockets are closed below), clients too
 	var errs []error
 	for s, f := range socks {

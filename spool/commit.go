@@ -121,6 +121,9 @@ func (l *Log) commit(batch []*pendingWrite, doSync bool) {
 		if last == nil && err == nil {
 			err = fdatasync(l.activeFile())
 		}
+		if err == nil {
+			l.fsyncs.observe(time.Since(t0))
+		}
 		if err != nil {
 			l.fail(err)
 		}

@@ -115,6 +115,8 @@ type Log struct {
 
 	floor atomic.Uint64 // SetFloor; read by retention
 
+	fsyncs fsyncStats // observed by the syncer
+
 	// Identity, epochs and recovery checkpoint (meta.go, checkpoint.go).
 	metaMu sync.Mutex     // guards meta and metaFI; serialises writes of meta.json
 	meta   meta           // what meta.json holds
@@ -354,6 +356,7 @@ type Stats struct {
 	ID         uuid.UUID     // the log's identity (zero for a read-only Log of a directory without one)
 	Epoch      uint32        // the current epoch
 	EpochStart uint64        // the offset the current epoch started at
+	Fsyncs     FsyncStats    // latency of the group fsyncs since Open
 }
 
 // Stats returns a snapshot of the log's size and range.
@@ -365,7 +368,8 @@ func (l *Log) Stats() Stats {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	st := Stats{Dir: l.cfg.Dir, Oldest: l.oldestLocked(), Next: l.next, Segments: len(l.segs),
-		Codec: l.cfg.Codec, Codecs: map[Codec]int{}, ID: id, Epoch: cur.Epoch, EpochStart: cur.Start}
+		Codec: l.cfg.Codec, Codecs: map[Codec]int{}, ID: id, Epoch: cur.Epoch, EpochStart: cur.Start,
+		Fsyncs: l.fsyncs.snapshot()}
 	var minTs, maxTs int64 = math.MaxInt64, math.MinInt64
 	for _, s := range l.segs {
 		st.Bytes += s.size

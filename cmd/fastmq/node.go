@@ -35,6 +35,10 @@ type nodeFlags struct {
 	codec     string
 	retAge    time.Duration
 	retBytes  int64
+	diskMax   int64
+	diskFree  int64
+	diskPct   float64
+	diskDrop  string
 	verbose   bool
 	nameFlag  string
 }
@@ -57,6 +61,10 @@ func (f *nodeFlags) register(cmd *cobra.Command, nameFlag, defaultName string) {
 	fl.StringVar(&f.codec, "codec", "s2", "spool batch codec: none, s2 or zstd")
 	fl.DurationVar(&f.retAge, "retention-age", 0, "delete spool segments whose newest record is older than this (0: keep)")
 	fl.Int64Var(&f.retBytes, "retention-bytes", 0, "keep each stream's spool under this many bytes, oldest segments first (0: no limit)")
+	fl.Int64Var(&f.diskMax, "disk-max-bytes", 0, "disk guard: refuse appends (or drop, see --disk-policy) once all streams' spools hold this many bytes (0: no limit)")
+	fl.Int64Var(&f.diskFree, "disk-min-free-bytes", 0, "disk guard: keep this many bytes free on the data directory's disk (0: none in bytes)")
+	fl.Float64Var(&f.diskPct, "disk-min-free-percent", 5, "disk guard: keep this share of the data directory's disk free, in percent (0: none)")
+	fl.StringVar(&f.diskDrop, "disk-policy", "refuse", "disk guard policy when a limit is reached: refuse (appends fail with a disk full error) or drop-oldest (delete the oldest segments of the largest streams)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log at debug level")
 }
 
@@ -83,6 +91,10 @@ func (f *nodeFlags) config() (fastmq.Config, error) {
 	}
 	if f.retBytes < 0 {
 		return cfg, fmt.Errorf("--retention-bytes %d: must not be negative", f.retBytes)
+	}
+	guard, err := f.diskGuard()
+	if err != nil {
+		return cfg, err
 	}
 	for _, j := range f.join {
 		if _, _, err := net.SplitHostPort(j); err != nil {
@@ -128,6 +140,7 @@ func (f *nodeFlags) config() (fastmq.Config, error) {
 		SpoolEndpoints:  spoolEPs,
 		SpoolAdvertise:  f.advertise,
 		Spool:           spool.Config{Sync: sp, Codec: codec, RetentionAge: f.retAge, RetentionBytes: f.retBytes},
+		DiskGuard:       guard,
 		Logger:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 	}, nil
 }
@@ -201,4 +214,28 @@ func hostnameOr(def string) string {
 		return def
 	}
 	return strings.SplitN(h, ".", 2)[0]
+}
+
+// diskGuard returns the node's disk guard from the --disk-* flags.
+func (f *nodeFlags) diskGuard() (fastmq.DiskGuard, error) {
+	g := fastmq.DiskGuard{MaxBytes: f.diskMax, MinFreeBytes: f.diskFree, MinFreePercent: f.diskPct}
+	switch {
+	case f.diskMax < 0:
+		return g, fmt.Errorf("--disk-max-bytes %d: must not be negative", f.diskMax)
+	case f.diskFree < 0:
+		return g, fmt.Errorf("--disk-min-free-bytes %d: must not be negative", f.diskFree)
+	case f.diskPct < 0 || f.diskPct >= 100:
+		return g, fmt.Errorf("--disk-min-free-percent %g: want 0 to 100", f.diskPct)
+	case f.diskPct == 0:
+		g.MinFreePercent = -1 // none; the zero value means the default
+	}
+	switch f.diskDrop {
+	case "refuse":
+		g.Policy = fastmq.DiskRefuse
+	case "drop-oldest":
+		g.Policy = fastmq.DiskDropOldest
+	default:
+		return g, fmt.Errorf("--disk-policy %q: want refuse or drop-oldest", f.diskDrop)
+	}
+	return g, nil
 }

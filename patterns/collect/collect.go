@@ -13,17 +13,29 @@
 // # Position file format
 //
 // NAME.log.pos is a small JSON file written through the shared versioned
-// state-file helper (version 1):
+// state-file helper (version 2):
 //
-//	{"version":1,"data":{"next":N,"size":S,"fresh":true}}
+//	{"version":2,"data":{"next":N,"size":S,"log_id":"UUID","epoch":E,"fresh":true}}
 //
 // next is the offset of the next record to pull from the publisher, size
 // the length in bytes of NAME.log holding exactly the records before next,
-// and fresh (omitted when false) marks a position recorded before the first
-// sync, when nothing was pulled yet. A file from before versioning holds the
-// bare object {"next":N,"size":S} and is read as the same thing; a file with
-// a version above 1, written by a newer collector, is refused with an error
+// log_id and epoch the identity of the publisher's log and the epoch of
+// the record before next (omitted while unknown), and fresh (omitted when
+// false) marks a position recorded before the first sync, when nothing was
+// pulled yet. The collector resumes with the log identity and epoch, so a
+// publisher whose log lost its tail (offsets now naming other records) or
+// was replaced is noticed, not continued blindly (see "Log identity and
+// epochs" in package pull). Version 1 has no log_id and epoch, and a file
+// from before versioning holds the bare object {"next":N,"size":S}: both
+// are read, and resume with the bare offset as before. A file with a
+// version above 2, written by a newer collector, is refused with an error
 // rather than guessed at.
+//
+// A publisher whose log lost records already collected (same log, a cut
+// tail) sends the new records at those offsets: they are appended after
+// the lines already written, with a warning, since both are records the
+// publisher served. A publisher that now serves another log rotates the
+// output file aside (NAME.log.N) and starts a new one.
 package collect
 
 import (
@@ -39,8 +51,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/socket"
+	"github.com/fastmq/fastmq/spool"
 
 	"github.com/fastmq/fastmq/internal/fsutil"
 )
@@ -98,9 +113,11 @@ type outFile struct {
 	f     *os.File
 	w     *bufio.Writer
 	path  string
-	size  int64  // bytes written (buffered included)
-	next  uint64 // next offset after the last written line
-	saved uint64 // next offset recorded in the .pos file
+	size  int64     // bytes written (buffered included)
+	next  uint64    // next offset after the last written line
+	saved uint64    // next offset recorded in the .pos file
+	logID uuid.UUID // the publisher's log next is in; zero while unknown
+	epoch uint32    // epoch of the record before next
 	dirty bool
 	fresh bool // nothing synced yet: start per Config.Start
 }
@@ -108,6 +125,10 @@ type outFile struct {
 type posFile struct {
 	Next uint64 `json:"next"`
 	Size int64  `json:"size"`
+	// LogID and Epoch are the publisher's log and the epoch of the record
+	// before Next (version 2; empty while unknown).
+	LogID string `json:"log_id,omitempty"`
+	Epoch uint32 `json:"epoch,omitempty"`
 	// Fresh marks a file to which nothing was synced yet: its position is
 	// not a real one, and the consumer's Start applies.
 	Fresh bool `json:"fresh,omitempty"`
@@ -139,6 +160,7 @@ func New(cfg Config) (*Collector, error) {
 	cons, err := pull.NewConsumer(pull.ConsumerConfig{
 		Stream:         cfg.Stream,
 		Name:           cfg.Name,
+		ResumePosition: c.resumePosition,
 		Resume:         c.resume,
 		Start:          cfg.Start,
 		Discovery:      cfg.Discovery,
@@ -164,8 +186,26 @@ func fileName(publisher string) string {
 	return name + ".log"
 }
 
+// resumePosition opens (or creates) the publisher's file and returns its
+// recorded position with its log identity and epoch. A position recorded
+// without them (a version 1 file) is left to resume. Called by the
+// consumer before it pulls from a publisher.
+func (c *Collector) resumePosition(publisher string) (spool.Position, bool) {
+	next, ok := c.resume(publisher)
+	if !ok {
+		return spool.Position{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	of := c.files[publisher]
+	if of.logID == (uuid.UUID{}) {
+		return spool.Position{}, false
+	}
+	return spool.Position{Next: next, ID: of.logID, Epoch: of.epoch}, true
+}
+
 // resume opens (or creates) the publisher's file and returns its recorded
-// position. Called by the consumer before it pulls from a publisher.
+// next offset.
 func (c *Collector) resume(publisher string) (uint64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -232,7 +272,14 @@ func (c *Collector) open(publisher string) (*outFile, bool, error) {
 			return nil, false, err
 		}
 	}
-	return &outFile{f: f, w: bufio.NewWriterSize(f, 256<<10), path: path, size: size, next: pos.Next, saved: pos.Next, fresh: !recorded || pos.Fresh}, recorded, nil
+	of := &outFile{f: f, w: bufio.NewWriterSize(f, 256<<10), path: path, size: size, next: pos.Next, saved: pos.Next, epoch: pos.Epoch, fresh: !recorded || pos.Fresh}
+	if pos.LogID != "" {
+		if of.logID, err = uuid.Parse(pos.LogID); err != nil {
+			f.Close()
+			return nil, false, fmt.Errorf("collect: position file %s.pos is damaged: log_id: %w", path, err)
+		}
+	}
+	return of, recorded, nil
 }
 
 // Run pulls and writes until ctx ends. It always returns a non-nil error:
@@ -283,7 +330,12 @@ func (c *Collector) write(m pull.Message) error {
 		return fmt.Errorf("collect: record from %s before its file was opened", m.Publisher)
 	}
 	if m.Reset {
-		if m.Offset < of.next {
+		if m.Offset < of.next && m.LogID == of.logID && m.LogID != (uuid.UUID{}) {
+			// The same log lost its tail: the offsets from m.Offset now
+			// name new records. Those already written stay; the new
+			// ones follow them.
+			c.log.Warn("publisher's log lost records already collected; their offsets now hold new records, appended after them", "peer", m.Publisher, "offset", m.Offset, "to", of.next)
+		} else if m.Offset < of.next {
 			// The publisher's log was replaced: its offsets start again.
 			// Keep what was collected under another name and start a new
 			// file, rather than drop the new log's first records.
@@ -301,6 +353,7 @@ func (c *Collector) write(m pull.Message) error {
 	of.w.WriteByte('\n')
 	of.size += int64(len(m.Value)) + 1
 	of.next = m.Offset + 1
+	of.logID, of.epoch = m.LogID, m.Epoch
 	of.dirty = true
 	c.lines++
 	return nil
@@ -355,7 +408,11 @@ func (c *Collector) sync() error {
 			errs = append(errs, fmt.Errorf("collect: sync %s: %w", of.path, err))
 			continue
 		}
-		if err := writePos(of.path+".pos", posFile{Next: of.next, Size: of.size}); err != nil {
+		pos := posFile{Next: of.next, Size: of.size, Epoch: of.epoch}
+		if of.logID != (uuid.UUID{}) {
+			pos.LogID = of.logID.String()
+		}
+		if err := writePos(of.path+".pos", pos); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -407,7 +464,7 @@ func (c *Collector) Close() error {
 
 // posVersion is the format version of the .pos files this build writes
 // and the highest it reads (see the package doc).
-const posVersion = 1
+const posVersion = 2
 
 // writePos replaces the position file name with pos crash-safely.
 func writePos(name string, pos posFile) error {

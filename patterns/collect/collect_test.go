@@ -202,14 +202,14 @@ func TestPublisherNamesMapToDistinctFiles(t *testing.T) {
 }
 
 // TestPositionFileFormat checks the .pos format of the package doc: written
-// as version 1; an old unversioned file still read (the collector resumes
+// as version 2; version 1 and an old unversioned file still read (the collector resumes
 // after it, so no line is doubled); a newer version refused with a clear
 // error and the output left alone.
 func TestPositionFileFormat(t *testing.T) {
 	p := newPublisher(t, 30)
 	pubs := map[string]string{"h": p.srv.Endpoints()[0]}
 
-	t.Run("writes version 1", func(t *testing.T) {
+	t.Run("writes version 2", func(t *testing.T) {
 		out := t.TempDir()
 		run(t, collect.Config{Dir: out, Stream: "logs", Publishers: pubs}, map[string]int{"h": 30})
 		b, err := os.ReadFile(filepath.Join(out, "h.log.pos"))
@@ -219,16 +219,33 @@ func TestPositionFileFormat(t *testing.T) {
 		var env struct {
 			Version int `json:"version"`
 			Data    struct {
-				Next uint64 `json:"next"`
-				Size int64  `json:"size"`
+				Next  uint64 `json:"next"`
+				Size  int64  `json:"size"`
+				LogID string `json:"log_id"`
 			} `json:"data"`
 		}
 		if err := json.Unmarshal(b, &env); err != nil {
 			t.Fatalf("position file %q: %v", b, err)
 		}
-		if env.Version != 1 || env.Data.Next != 30 || env.Data.Size != int64(len(fileBytes(t, filepath.Join(out, "h.log")))) {
-			t.Fatalf("position file %s, want version 1, next 30 and the file's size", b)
+		if env.Version != 2 || env.Data.Next != 30 || env.Data.Size != int64(len(fileBytes(t, filepath.Join(out, "h.log")))) || env.Data.LogID != p.log.ID().String() {
+			t.Fatalf("position file %s, want version 2, next 30, the file's size and log %s", b, p.log.ID())
 		}
+	})
+	t.Run("reads version 1", func(t *testing.T) {
+		out := t.TempDir()
+		f := filepath.Join(out, "h.log")
+		var lines []byte
+		for i := 0; i < 10; i++ {
+			lines = fmt.Appendf(lines, "line %d\n", i)
+		}
+		if err := os.WriteFile(f, lines, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f+".pos", fmt.Appendf(nil, `{"version":1,"data":{"next":10,"size":%d}}`, len(lines)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		run(t, collect.Config{Dir: out, Stream: "logs", Publishers: pubs}, map[string]int{"h": 30})
+		checkFile(t, f, 30)
 	})
 	t.Run("reads unversioned", func(t *testing.T) {
 		out := t.TempDir()
@@ -252,7 +269,7 @@ func TestPositionFileFormat(t *testing.T) {
 		if err := os.WriteFile(f, []byte("line 0\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(f+".pos", []byte(`{"version":2,"data":{"next":1,"size":7}}`), 0o644); err != nil {
+		if err := os.WriteFile(f+".pos", []byte(`{"version":3,"data":{"next":1,"size":7}}`), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		c, err := collect.New(collect.Config{Dir: out, Stream: "logs", Publishers: pubs})

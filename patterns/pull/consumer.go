@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -113,6 +114,13 @@ type ConsumerConfig struct {
 	// publishers. Default 8. It bounds the consumer's memory to about
 	// Buffer*MaxBytes (plus decompression).
 	Buffer int
+	// UnackedWarn is how long a record may stay delivered and not
+	// acknowledged before a warning is logged, once per such record: it
+	// holds its publisher's committed position back. Warnings are logged
+	// only for a consumer with Offsets; PublisherStats.OldestUnacked
+	// reports the age in any case. Default 1 minute; negative disables
+	// the warning.
+	UnackedWarn time.Duration
 	// OnOutOfRange is the policy when a position fell below retention.
 	OnOutOfRange OutOfRangePolicy
 	// Socket configures the DEALER sockets (PLAIN credentials, heartbeats).
@@ -151,49 +159,66 @@ type Message struct {
 	gen uint64 // the publisher position generation the record belongs to
 }
 
-// PublisherStats are a consumer's counters for one publisher.
+// PublisherStats are a consumer's counters for one publisher. In JSON
+// (a node's /status) its fields are snake_case, durations in nanoseconds
+// under names ending in _ns.
 type PublisherStats struct {
-	Publisher  string
-	Endpoint   string
-	Identity   string        // the publisher node's gossiped identity; "" if unknown
-	Connected  bool          // a fetcher is running for it
-	Delivered  uint64        // records handed to Next
-	Acked      uint64        // next offset after the contiguous acknowledged prefix
-	Committed  uint64        // next offset as last committed to the offset store
-	Position   uint64        // next offset to fetch
-	High       uint64        // the publisher's next offset at the last reply
-	LagRecords uint64        // High - Position
-	LagTime    time.Duration // age of the newest delivered record when lagging
-	Resets     uint64        // moves of the position that mark a record Reset: out of range, another log, diverged
-	Errors     uint64        // failed or timed-out fetches
+	Publisher string `json:"publisher"`
+	Endpoint  string `json:"endpoint"`
+	Identity  string `json:"identity,omitempty"` // the publisher node's gossiped identity; "" if unknown
+	Connected bool   `json:"connected"`          // a fetcher is running for it
+	Delivered uint64 `json:"delivered"`          // records Next returned
+	// Fetched counts the records fetched and queued for Next (Buffer
+	// batches at most are waiting); records dropped by a stopping fetcher
+	// are not counted.
+	Fetched    uint64        `json:"fetched"`
+	Acked      uint64        `json:"acked"`       // next offset after the contiguous acknowledged prefix
+	Committed  uint64        `json:"committed"`   // next offset as last committed to the offset store; 2^64-1 before the first commit
+	Position   uint64        `json:"position"`    // next offset to fetch
+	High       uint64        `json:"high"`        // the publisher's next offset at the last reply
+	LagRecords uint64        `json:"lag_records"` // High - Position
+	LagTime    time.Duration `json:"lag_time_ns"` // age of the newest delivered record when lagging
+	Resets     uint64        `json:"resets"`      // moves of the position that mark a record Reset: out of range, another log, diverged
+	Errors     uint64        `json:"errors"`      // failed or timed-out fetches
+	// OldestUnacked is how long ago the oldest record handed to Next and
+	// not acknowledged (the one at Acked) was handed out; 0 when every
+	// record handed out is acknowledged. A record never acknowledged holds
+	// Committed back for good. StuckRecords counts the records that were
+	// out longer than ConsumerConfig.UnackedWarn (each warned once).
+	OldestUnacked time.Duration `json:"oldest_unacked_ns"`
+	StuckRecords  uint64        `json:"stuck_records"`
+	// Reconnects counts the connections to the publisher re-established
+	// after one was lost; each sends the request in flight again at once.
+	Reconnects uint64 `json:"reconnects"`
 	// GapsSkipped counts the gaps in the publisher's log the consumer
 	// crossed: offsets the publisher says do not exist (spool repair
 	// removed them).
-	GapsSkipped uint64
+	GapsSkipped uint64 `json:"gaps_skipped"`
 	// RecordsSkipped counts the offsets passed over without a record: in
 	// those gaps, and below the oldest retained record at an out-of-range
 	// reset.
-	RecordsSkipped uint64
+	RecordsSkipped uint64 `json:"records_skipped"`
 	// LogID is the identity of the publisher's log the position is in
 	// (the zero UUID while unknown, or from a version 1 publisher), and
 	// Epoch the epoch of the record before Position.
-	LogID uuid.UUID
-	Epoch uint32
+	LogID uuid.UUID `json:"log_id"`
+	Epoch uint32    `json:"epoch"`
 	// OtherLogs counts the times the publisher served another log than
 	// the position was read from (another spool under the same name, or a
 	// log that lost its identity): the consumer started over by its Start
 	// policy instead of continuing those offsets.
-	OtherLogs uint64
+	OtherLogs uint64 `json:"other_logs"`
 	// Diverged counts the times the publisher's log had lost records this
 	// consumer had read (a tail cut by recovery or spool repair), and
 	// RecordsReplaced the offsets read again for that: new records now
 	// hold them.
-	Diverged        uint64
-	RecordsReplaced uint64
+	Diverged        uint64 `json:"diverged"`
+	RecordsReplaced uint64 `json:"records_replaced"`
 	// Stopped is the error that stopped the publisher's last fetcher for
 	// good (see FetchError), or nil. A later fetcher (a discovery update)
-	// clears it.
-	Stopped error `json:"-"`
+	// clears it. StoppedReason is its text, for JSON.
+	Stopped       error  `json:"-"`
+	StoppedReason string `json:"stopped,omitempty"`
 }
 
 // Consumer pulls a stream from every publisher of it, delivering each
@@ -257,26 +282,38 @@ type delivery struct {
 	msgs []Message
 	i    int
 	err  *FetchError
+	ps   *pubState // the publisher of msgs
 }
 
 // pubState is what a consumer knows of one publisher; it outlives fetchers.
 type pubState struct {
-	name     string
-	endpoint string
-	started  bool
-	fetchPos uint64    // next offset to fetch
-	acks     ackWindow // acknowledged offsets; its floor is what Commit writes
-	commit   uint64
-	high     uint64
-	lastTime time.Time
-	deliv    uint64
-	resets   uint64
-	errors   uint64
-	running  bool
-	gen      uint64 // incremented by every reset; acks of older generations are ignored
-	gaps     uint64 // gaps crossed
-	skipped  uint64 // offsets skipped in gaps and at resets
-	stopped  *FetchError
+	name       string
+	endpoint   string
+	started    bool
+	fetchPos   uint64    // next offset to fetch
+	acks       ackWindow // acknowledged offsets; its floor is what Commit writes
+	commit     uint64
+	high       uint64
+	lastTime   time.Time
+	fetched    uint64        // records queued for Next
+	returned   atomic.Uint64 // records Next returned
+	resets     uint64
+	errors     uint64
+	reconnects uint64
+	running    bool
+	gen        uint64 // incremented by every reset; acks of older generations are ignored
+	gaps       uint64 // gaps crossed
+	skipped    uint64 // offsets skipped in gaps and at resets
+	stopped    *FetchError
+
+	// Records handed to Next and not acknowledged (see unacked.go).
+	handMarks    []handMark // first hand-out of each batch, by offset
+	handGen      uint64     // the generation of the marks
+	handEnd      uint64     // the offset after the last record handed out
+	warned       bool       // a warning was logged for warnedOffset of warnedGen
+	warnedOffset uint64
+	warnedGen    uint64
+	stuck        uint64 // records warned of
 
 	identity string // the node's gossiped identity, as last seen
 
@@ -318,6 +355,9 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	if cfg.Buffer <= 0 {
 		cfg.Buffer = 8
 	}
+	if cfg.UnackedWarn == 0 {
+		cfg.UnackedWarn = time.Minute
+	}
 	pubs := make(map[string]string, len(cfg.Publishers))
 	for k, v := range cfg.Publishers {
 		pubs[k] = v
@@ -351,6 +391,10 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 		c.wg.Add(1)
 		go c.commitLoop()
 	}
+	if cfg.UnackedWarn > 0 && cfg.Offsets != nil {
+		c.wg.Add(1)
+		go c.watchUnacked()
+	}
 	return c, nil
 }
 
@@ -370,6 +414,12 @@ func (c *Consumer) Next(ctx context.Context) (Message, error) {
 				return Message{}, d.err
 			}
 			c.cur = d
+			if d.ps != nil && len(d.msgs) > 0 {
+				first, last := d.msgs[0], d.msgs[len(d.msgs)-1]
+				c.mu.Lock()
+				d.ps.handedLocked(first.gen, first.Offset, last.Offset+1, time.Now())
+				c.mu.Unlock()
+			}
 		case <-ctx.Done():
 			return Message{}, ctx.Err()
 		case <-c.ctx.Done():
@@ -379,6 +429,9 @@ func (c *Consumer) Next(ctx context.Context) (Message, error) {
 	m := c.cur.msgs[c.cur.i]
 	c.cur.msgs[c.cur.i] = Message{}
 	c.cur.i++
+	if c.cur.ps != nil {
+		c.cur.ps.returned.Add(1)
+	}
 	return m, nil
 }
 
@@ -387,19 +440,24 @@ func (c *Consumer) Stats() []PublisherStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]PublisherStats, 0, len(c.pubs))
+	now := time.Now()
 	for _, ps := range c.pubs {
 		st := PublisherStats{
 			Publisher: ps.name, Endpoint: ps.endpoint, Identity: ps.identity, Connected: ps.running,
-			Delivered: ps.deliv, Acked: ps.acks.floor(), Committed: ps.commit,
-			Position: ps.fetchPos, High: ps.high, Resets: ps.resets, Errors: ps.errors,
+			Delivered: ps.returned.Load(), Fetched: ps.fetched, Acked: ps.acks.floor(), Committed: ps.commit,
+			Position: ps.fetchPos, High: ps.high, Resets: ps.resets, Errors: ps.errors, Reconnects: ps.reconnects,
 			GapsSkipped: ps.gaps, RecordsSkipped: ps.skipped,
 			LogID: ps.logID, OtherLogs: ps.otherLogs, Diverged: ps.diverged, RecordsReplaced: ps.replaced,
 		}
 		if ps.logEpoch != NoEpoch {
 			st.Epoch = ps.logEpoch
 		}
+		if _, age, ok := ps.oldestUnackedLocked(now); ok {
+			st.OldestUnacked = age
+		}
+		st.StuckRecords = ps.stuck
 		if ps.stopped != nil {
-			st.Stopped = ps.stopped
+			st.Stopped, st.StoppedReason = ps.stopped, ps.stopped.Error()
 		}
 		if ps.high > ps.fetchPos {
 			st.LagRecords = ps.high - ps.fetchPos

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -114,12 +115,17 @@ func (c *Consumer) fetch(ctx context.Context, f *fetcher) {
 		c.stop(ctx, lg, f.ps, c.position(f.ps), fmt.Errorf("pull: create socket: %w", err))
 		return
 	}
-	defer sock.Close()
+	pc := &pullConn{c: c, ps: f.ps, sock: sock, lg: lg, version: ProtocolVersion}
+	watched := make(chan struct{})
+	go pc.watchEvents(sock.Events(), watched)
+	defer func() {
+		sock.Close() // closes the event channel: the watcher ends
+		<-watched
+	}()
 	if err := sock.Connect(f.endpoint); err != nil {
 		c.stop(ctx, lg, f.ps, c.position(f.ps), fmt.Errorf("pull: connect to %s: %w", f.endpoint, err))
 		return
 	}
-	pc := &pullConn{c: c, ps: f.ps, sock: sock, lg: lg, version: ProtocolVersion}
 
 	pos, err := c.startPosition(ctx, pc, f.ps, f.unlisted)
 	if err != nil {
@@ -141,7 +147,9 @@ func (c *Consumer) fetch(ctx context.Context, f *fetcher) {
 			if ctx.Err() != nil {
 				return
 			}
-			c.countError(f.ps)
+			if !errors.Is(err, errReconnected) {
+				c.countError(f.ps)
+			}
 			id = pc.sendFetch(ctx, pos)
 			continue
 		}
@@ -273,16 +281,16 @@ func (c *Consumer) deliver(ctx context.Context, ps *pubState, msgs []Message, po
 	c.mu.Lock()
 	ps.fetchPos = pos
 	ps.high = high
-	ps.deliv += uint64(len(msgs))
+	ps.fetched += uint64(len(msgs))
 	ps.lastTime = msgs[len(msgs)-1].Time
 	c.mu.Unlock()
 	select {
-	case c.batches <- &delivery{msgs: msgs}:
+	case c.batches <- &delivery{msgs: msgs, ps: ps}:
 		return true
 	case <-ctx.Done():
 		c.mu.Lock()
 		ps.fetchPos = msgs[0].Offset
-		ps.deliv -= uint64(len(msgs))
+		ps.fetched -= uint64(len(msgs))
 		c.mu.Unlock()
 		return false
 	}
@@ -413,7 +421,7 @@ func (c *Consumer) policyStart(ctx context.Context, pc *pullConn, ps *pubState, 
 		if err == nil && unlisted && rep.Status == StatusUnknown {
 			pc.lg.Debug("unlisted publisher does not serve the stream")
 			wait = unlistedRetry
-		} else {
+		} else if !errors.Is(err, errReconnected) {
 			c.countError(ps)
 		}
 		if err == nil && wait == time.Second {
@@ -445,6 +453,11 @@ type pullConn struct {
 	sock    *socket.Socket
 	lg      *slog.Logger
 	version uint8 // protocol version of the requests
+
+	waitMu     sync.Mutex
+	conns      uint64             // connections re-established (see watchEvents)
+	sentOn     uint64             // conns when the last request was sent
+	cancelWait context.CancelFunc // ends the wait for a reply; nil when none
 }
 
 // errFellBack reports that the publisher answered with an older protocol
@@ -467,6 +480,7 @@ func (pc *pullConn) send(ctx context.Context, op Op, arg uint64) uint32 {
 		r.LogID, r.Epoch = pc.ps.logID, pc.ps.logEpoch
 		pc.c.mu.Unlock()
 	}
+	pc.sent()
 	sctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 	err := pc.sock.Send(sctx, socket.Msg{Frames: EncodeRequest(&r)})
 	cancel()
@@ -478,12 +492,14 @@ func (pc *pullConn) send(ctx context.Context, op Op, arg uint64) uint32 {
 
 // await waits for the reply to request id, discarding stale replies.
 func (pc *pullConn) await(ctx context.Context, id uint32) (Reply, error) {
-	cfg := &pc.c.cfg
-	rctx, cancel := context.WithTimeout(ctx, cfg.MaxWait+cfg.RequestTimeout)
-	defer cancel()
+	rctx, reconnected, stop := pc.waitContext(ctx)
+	defer stop()
 	for {
 		m, err := pc.sock.Recv(rctx)
 		if err != nil {
+			if ctx.Err() == nil && reconnected() {
+				return Reply{}, errReconnected
+			}
 			return Reply{}, err
 		}
 		rep, err := DecodeReply(m.Frames)

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fastmq/fastmq"
+)
+
+// TestDiskGuardFlags: the --disk-* flags make the node's DiskGuard, and
+// bad values are refused naming the flag.
+func TestDiskGuardFlags(t *testing.T) {
+	parse := func(args ...string) (fastmq.Config, error) {
+		var f nodeFlags
+		cmd := &cobra.Command{Use: "x"}
+		f.register(cmd, "name", "n")
+		if err := cmd.Flags().Parse(append([]string{"--data", t.TempDir()}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		return f.config()
+	}
+	cfg, err := parse()
+	if err != nil || cfg.DiskGuard != (fastmq.DiskGuard{MinFreePercent: 5}) {
+		t.Fatalf("defaults: %+v, %v", cfg.DiskGuard, err)
+	}
+	cfg, err = parse("--disk-max-bytes", "1000", "--disk-min-free-bytes", "10", "--disk-min-free-percent", "0", "--disk-policy", "drop-oldest")
+	if want := (fastmq.DiskGuard{MaxBytes: 1000, MinFreeBytes: 10, MinFreePercent: -1, Policy: fastmq.DiskDropOldest}); err != nil || cfg.DiskGuard != want {
+		t.Fatalf("got %+v, %v; want %+v", cfg.DiskGuard, err, want)
+	}
+	for _, bad := range [][]string{{"--disk-max-bytes", "-1"}, {"--disk-min-free-bytes", "-1"}, {"--disk-min-free-percent", "100"}, {"--disk-policy", "panic"}} {
+		if _, err := parse(bad...); err == nil || !strings.Contains(err.Error(), bad[0]) {
+			t.Errorf("%v: %v, want an error naming %s", bad, err, bad[0])
+		}
+	}
+}
