@@ -177,10 +177,10 @@ func (n *Node) closeRPC() {
 // RPCStatus is what a node's RPC clients and servers have counted.
 type RPCStatus struct {
 	// Clients are Call's clients by service, with per-instance counters.
-	Clients map[string]rpc.ClientStats
+	Clients map[string]rpc.ClientStats `json:"clients"`
 	// Servers are Handle's servers by service (several Handle calls for
 	// one service add up).
-	Servers map[string]rpc.ServerStats
+	Servers map[string]rpc.ServerStats `json:"servers"`
 }
 
 // RPCStatus returns the counters of the node's RPC clients (per service

@@ -45,19 +45,19 @@ type ServerConfig struct {
 
 // ServerStats are the server's counters since it started.
 type ServerStats struct {
-	Requests       uint64 // requests received, malformed ones included
-	BadRequests    uint64 // malformed requests
-	Replies        uint64 // replies sent
-	BytesServed    uint64 // raw batch bytes sent
-	RecordsServed  uint64 // records in the batches sent, counted from the requested offset
-	Parked         int    // fetches currently waiting for data
-	SendsFailed    uint64 // replies that could not be sent
-	OutOfRange     uint64 // fetches below the oldest retained offset or beyond the end
-	UnknownStreams uint64 // fetches for streams this publisher does not have
-	Gaps           uint64 // fetches answered StatusGap: the offset lies in a gap of the log
-	Damaged        uint64 // fetches refused because the batch holding the offset is damaged
-	OtherLog       uint64 // fetches refused with StatusOtherLog: the position is of another log
-	Diverged       uint64 // fetches answered StatusDiverged: the log lost records the consumer read
+	Requests       uint64 `json:"requests"`        // requests received, malformed ones included
+	BadRequests    uint64 `json:"bad_requests"`    // malformed requests
+	Replies        uint64 `json:"replies"`         // replies sent
+	BytesServed    uint64 `json:"bytes_served"`    // raw batch bytes sent
+	RecordsServed  uint64 `json:"records_served"`  // records in the batches sent, counted from the requested offset
+	Parked         int    `json:"parked"`          // fetches currently waiting for data
+	SendsFailed    uint64 `json:"sends_failed"`    // replies that could not be sent
+	OutOfRange     uint64 `json:"out_of_range"`    // fetches below the oldest retained offset or beyond the end
+	UnknownStreams uint64 `json:"unknown_streams"` // fetches for streams this publisher does not have
+	Gaps           uint64 `json:"gaps"`            // fetches answered StatusGap: the offset lies in a gap of the log
+	Damaged        uint64 `json:"damaged"`         // fetches refused because the batch holding the offset is damaged
+	OtherLog       uint64 `json:"other_log"`       // fetches refused with StatusOtherLog: the position is of another log
+	Diverged       uint64 `json:"diverged"`        // fetches answered StatusDiverged: the log lost records the consumer read
 }
 
 // Server serves fetch requests for local spools over a ROUTER socket.

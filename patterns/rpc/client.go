@@ -498,14 +498,14 @@ func (c *Client) Instances() []InstanceStats {
 
 // ClientStats are a client's counters since it started.
 type ClientStats struct {
-	Calls     uint64 // calls made
-	Errors    uint64 // calls that returned an error (remote errors included)
-	Retries   uint64 // attempts after the first
-	Timeouts  uint64 // calls that ended with their ctx
-	Failures  uint64 // failed attempts: timeouts, lost connections, sends not queued
-	Ejections uint64 // instances ejected for consecutive failures
-	Latency   Histogram
-	Instances []InstanceStats
+	Calls     uint64          `json:"calls"`     // calls made
+	Errors    uint64          `json:"errors"`    // calls that returned an error (remote errors included)
+	Retries   uint64          `json:"retries"`   // attempts after the first
+	Timeouts  uint64          `json:"timeouts"`  // calls that ended with their ctx
+	Failures  uint64          `json:"failures"`  // failed attempts: timeouts, lost connections, sends not queued
+	Ejections uint64          `json:"ejections"` // instances ejected for consecutive failures
+	Latency   Histogram       `json:"latency"`
+	Instances []InstanceStats `json:"instances"`
 }
 
 // Stats returns the client's counters.

@@ -47,15 +47,15 @@ type instance struct {
 
 // InstanceStats are a client's counters for one instance.
 type InstanceStats struct {
-	Node        string
-	Outstanding int
-	State       string // "healthy", "ejected" or "half-open"
-	Calls       uint64 // attempts sent to it
-	Errors      uint64 // remote errors it returned
-	Failures    uint64 // attempts that failed: timeout, connection lost, refused
-	Timeouts    uint64 // attempts that timed out
-	Ejections   uint64 // times it was ejected
-	Latency     Histogram
+	Node        string    `json:"node"`
+	Outstanding int       `json:"outstanding"`
+	State       string    `json:"state"`     // "healthy", "ejected" or "half-open"
+	Calls       uint64    `json:"calls"`     // attempts sent to it
+	Errors      uint64    `json:"errors"`    // remote errors it returned
+	Failures    uint64    `json:"failures"`  // attempts that failed: timeout, connection lost, refused
+	Timeouts    uint64    `json:"timeouts"`  // attempts that timed out
+	Ejections   uint64    `json:"ejections"` // times it was ejected
+	Latency     Histogram `json:"latency"`
 }
 
 func (h health) String() string {

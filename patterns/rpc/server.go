@@ -77,17 +77,17 @@ type ServerConfig struct {
 
 // ServerStats are a server's counters since it started.
 type ServerStats struct {
-	Requests    uint64 // requests received, malformed ones included
-	Handled     uint64 // handler runs
-	Errors      uint64 // handler runs that returned an error
-	CacheHits   uint64 // requests answered from the reply cache (or joined to a running copy)
-	Expired     uint64 // requests dropped because their deadline passed before they ran
-	Overloaded  uint64 // requests refused because the queue was full
-	Unavailable uint64 // requests refused while shutting down
-	BadRequests uint64 // malformed requests
-	SendsFailed uint64 // replies that could not be queued
-	InFlight    int    // requests accepted and not yet answered
-	Cached      int    // entries in the reply cache
+	Requests    uint64 `json:"requests"`     // requests received, malformed ones included
+	Handled     uint64 `json:"handled"`      // handler runs
+	Errors      uint64 `json:"errors"`       // handler runs that returned an error
+	CacheHits   uint64 `json:"cache_hits"`   // requests answered from the reply cache (or joined to a running copy)
+	Expired     uint64 `json:"expired"`      // requests dropped because their deadline passed before they ran
+	Overloaded  uint64 `json:"overloaded"`   // requests refused because the queue was full
+	Unavailable uint64 `json:"unavailable"`  // requests refused while shutting down
+	BadRequests uint64 `json:"bad_requests"` // malformed requests
+	SendsFailed uint64 `json:"sends_failed"` // replies that could not be queued
+	InFlight    int    `json:"in_flight"`    // requests accepted and not yet answered
+	Cached      int    `json:"cached"`       // entries in the reply cache
 }
 
 // Server serves a Handler over a ROUTER socket, as the service Service.

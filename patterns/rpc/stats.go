@@ -17,8 +17,8 @@ var LatencyBuckets = [...]time.Duration{
 
 // Histogram counts latencies in LatencyBuckets (not cumulative).
 type Histogram struct {
-	Counts [len(LatencyBuckets) + 1]uint64
-	Sum    time.Duration
+	Counts [len(LatencyBuckets) + 1]uint64 `json:"counts"`
+	Sum    time.Duration                   `json:"sum_ns"`
 }
 
 // Count returns the number of observations.

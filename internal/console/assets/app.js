@@ -123,15 +123,15 @@ function renderConsumers(v) {
     if (!m.state) continue;
     for (const c of m.state.consumers || []) {
       for (const p of c.publishers || []) {
-        const key = m.name + "/" + c.name + "/" + c.stream + "/" + p.Publisher;
-        const lag = sub(p.High, p.Acked);
-        rows.push(el("tr", { "data-consumer": c.name, "data-node": m.name, "data-publisher": p.Publisher, "data-lag": lag },
-          el("td", {}, m.name), el("td", {}, c.name), el("td", {}, c.stream), el("td", {}, p.Publisher),
-          el("td", {}, badge(p.Connected ? "alive" : "down")),
-          num(lag, { class: "num lag" }), num(fmtDur(p.LagTime)), num(sub(p.Position, p.Acked)),
-          num(p.Acked), num(p.Delivered),
+        const key = m.name + "/" + c.name + "/" + c.stream + "/" + p.publisher;
+        const lag = sub(p.high, p.acked);
+        rows.push(el("tr", { "data-consumer": c.name, "data-node": m.name, "data-publisher": p.publisher, "data-lag": lag },
+          el("td", {}, m.name), el("td", {}, c.name), el("td", {}, c.stream), el("td", {}, p.publisher),
+          el("td", {}, badge(p.connected ? "alive" : "down")),
+          num(lag, { class: "num lag" }), num(fmtDur(p.lag_time_ns)), num(sub(p.position, p.acked)),
+          num(p.acked), num(p.delivered),
           num(fmtRate(v.deliver_rate[key])), num(fmtRate(v.ack_rate[key])),
-          num(p.RecordsSkipped || 0), num(p.Errors || 0)));
+          num(p.records_skipped || 0), num(p.errors || 0)));
       }
     }
   }
@@ -184,7 +184,7 @@ function renderSummary(v) {
     if (!m.state) continue;
     if (lowDisk(m.state.disk)) low.push(m.name);
     streams += (m.state.streams || []).length;
-    for (const c of m.state.consumers || []) for (const p of c.publishers || []) lag += sub(p.High, p.Acked);
+    for (const c of m.state.consumers || []) for (const p of c.publishers || []) lag += sub(p.high, p.acked);
   }
   document.getElementById("node").textContent = "node " + v.mesh.node;
   document.getElementById("summary").textContent =
