@@ -89,31 +89,14 @@ func (p *preallocator) start() {
 	go p.run()
 }
 
-// fillStep is how much the background fill zero-fills before it puts the
-// zeros on disk with an fdatasync of its own. The syncer's fdatasync of the
-// data waits for a concurrent one on the same file, so each step is kept
-// small: a 4 MiB fill synced at once held the data's fsync for its whole
-// write-out (about 14 ms at 10 K records/s, once every second or two: the
-// p99 of append-to-delivery), 256 KiB steps hold it for about a
-// millisecond at most.
-const fillStep = 256 << 10
-
-// prepareBytes is how much of a new segment is zero-filled on the write
-// path, before the segment is renamed into place; the background fill
-// does the rest in steps.
-const prepareBytes = 512 << 10
-
 func (p *preallocator) run() {
 	defer close(p.done)
 	for j := range p.jobs {
-		for from := j.from; from < j.to && j.err == nil; from += fillStep {
-			to := min(from+fillStep, j.to)
-			j.err = writeZeros(j.f, from, to)
-			if j.err == nil {
-				// Put the zeros on disk now, so that the syncer's
-				// fdatasync has only the data to write.
-				j.err = fdatasync(j.f)
-			}
+		j.err = writeZeros(j.f, j.from, j.to)
+		if j.err == nil {
+			// Put the zeros on disk now, so that the syncer's fdatasync has
+			// only the data to write.
+			j.err = fdatasync(j.f)
 		}
 		p.results <- j
 	}
@@ -142,7 +125,7 @@ func (p *preallocator) observe(bytes int64) {
 func (p *preallocator) prepare(f *os.File) (int64, error) {
 	alloc := int64(segHeaderLen)
 	if p.small.Load() {
-		alloc = max(alloc, min(p.limit, prepareBytes))
+		alloc = max(alloc, min(p.limit, preallocChunk))
 		if err := writeZeros(f, segHeaderLen, alloc); err != nil {
 			if !noSpace(err) {
 				return 0, err
