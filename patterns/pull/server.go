@@ -107,6 +107,66 @@ type Server struct {
 	requests, bad, replies, bytes, records, sendFails, oor, unknown, gaps, damaged atomic.Uint64
 
 	pos positionCounters // fetches the position check refused (position.go)
+
+	extMu sync.Mutex
+	ext   map[uint8]Extension // by version byte (HandleVersion)
+}
+
+// Extension answers the requests of another protocol on a Server's
+// ROUTER socket (package group's does, for consumer groups): the server
+// hands it every request whose first frame starts with the version byte
+// it was registered for (see Server.HandleVersion).
+type Extension interface {
+	// Handle gets a request: env is the ROUTER envelope to reply to
+	// (with Server.Send), frames the request's frames. It is called on
+	// the server's receive goroutine and must not block; the frames are
+	// the callee's.
+	Handle(env [][]byte, frames [][]byte)
+	// Close is called once by Server.Close after the server stopped
+	// receiving; the extension stops its goroutines before it returns.
+	Close() error
+}
+
+// HandleVersion hands the requests of protocol version v to ext from now
+// on. Versions 1 and 2 (the pull protocol's) cannot be taken, nor a
+// version already taken. The server closes ext when it closes.
+func (s *Server) HandleVersion(v uint8, ext Extension) error {
+	if v >= minProtocolVersion && v <= ProtocolVersion {
+		return fmt.Errorf("pull: version %d is the pull protocol's", v)
+	}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	s.extMu.Lock()
+	defer s.extMu.Unlock()
+	if _, ok := s.ext[v]; ok {
+		return fmt.Errorf("pull: version %d is taken", v)
+	}
+	if s.ext == nil {
+		s.ext = make(map[uint8]Extension)
+	}
+	s.ext[v] = ext
+	return nil
+}
+
+// Send sends frames to the peer of the ROUTER envelope env, as the
+// server's replies are sent: it waits a short while at most for room in
+// the peer's queue, then drops the message. It is for Extensions.
+func (s *Server) Send(env [][]byte, frames [][]byte) error {
+	return s.send(env, frames)
+}
+
+// extension returns the Extension for the request frames, or nil.
+func (s *Server) extension(frames [][]byte) Extension {
+	if len(frames) == 0 || len(frames[0]) == 0 {
+		return nil
+	}
+	s.extMu.Lock()
+	defer s.extMu.Unlock()
+	return s.ext[frames[0][0]]
 }
 
 type parkedFetch struct {
@@ -240,6 +300,15 @@ func (s *Server) Close() error {
 	s.cancel()
 	err := s.sock.Close()
 	s.wg.Wait()
+	s.extMu.Lock()
+	exts := s.ext
+	s.ext = nil
+	s.extMu.Unlock()
+	for _, e := range exts {
+		if cerr := e.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
 	return err
 }
 
@@ -260,6 +329,10 @@ func (s *Server) recvLoop() {
 			continue
 		}
 		env := m.Frames[:1]
+		if ext := s.extension(m.Frames[1:]); ext != nil {
+			ext.Handle(env, m.Frames[1:])
+			continue
+		}
 		req, err := DecodeRequest(m.Frames[1:])
 		if err != nil {
 			s.bad.Add(1)
@@ -400,7 +473,12 @@ func replyVersion(frames [][]byte) uint8 {
 }
 
 func (s *Server) reply(env [][]byte, r *Reply) {
-	frames := EncodeReply(r)
+	if s.send(env, EncodeReply(r)) == nil {
+		s.replies.Add(1)
+	}
+}
+
+func (s *Server) send(env [][]byte, frames [][]byte) error {
 	msg := socket.Msg{Frames: make([][]byte, 0, len(env)+len(frames))}
 	msg.Frames = append(msg.Frames, env...)
 	msg.Frames = append(msg.Frames, frames...)
@@ -421,9 +499,9 @@ func (s *Server) reply(env [][]byte, r *Reply) {
 		if s.log.Enabled(context.Background(), slog.LevelDebug) {
 			s.log.Debug("send reply failed", "err", err)
 		}
-		return
+		return err
 	}
-	s.replies.Add(1)
+	return nil
 }
 
 func (s *Server) park(l *spool.Log, env [][]byte, req Request, deadline time.Time) {
