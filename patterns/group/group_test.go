@@ -1,0 +1,338 @@
+package group_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/fastmq/fastmq/internal/testutil"
+	"github.com/fastmq/fastmq/patterns/group"
+	"github.com/fastmq/fastmq/patterns/pull"
+	"github.com/fastmq/fastmq/spool"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// publisher is a spool server with a group server, as a node runs them.
+type publisher struct {
+	dir    string
+	mu     sync.Mutex
+	logs   map[string]*spool.Log
+	srv    *pull.Server
+	groups *group.Server
+}
+
+func newPublisher(t *testing.T, dir string) *publisher {
+	t.Helper()
+	p := &publisher{dir: dir, logs: map[string]*spool.Log{}}
+	lookup := func(s string) (*spool.Log, bool) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		l, ok := p.logs[s]
+		return l, ok
+	}
+	srv, err := pull.NewServer(pull.ServerConfig{Lookup: lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, err := group.NewServer(group.ServerConfig{Dir: filepath.Join(dir, "groups"), Lookup: lookup, Open: p.open, Send: srv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.HandleVersion(group.Version, gs); err != nil {
+		t.Fatal(err)
+	}
+	p.srv, p.groups = srv, gs
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *publisher) open(stream string) (*spool.Log, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l := p.logs[stream]; l != nil {
+		return l, nil
+	}
+	l, err := spool.Open(spool.Config{Dir: filepath.Join(p.dir, "streams", stream)})
+	if err != nil {
+		return nil, err
+	}
+	p.logs[stream] = l
+	return l, nil
+}
+
+func (p *publisher) close() {
+	p.srv.Close() // closes the group server too
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range p.logs {
+		l.Close()
+	}
+	p.logs = map[string]*spool.Log{}
+}
+
+func (p *publisher) publish(t *testing.T, stream string, n int) {
+	t.Helper()
+	l, err := p.open(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := make([]spool.Record, n)
+	for i := range recs {
+		recs[i].Value = []byte(fmt.Sprintf("r%d", i))
+	}
+	if _, err := l.Append(context.Background(), recs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func member(t *testing.T, cfg group.MemberConfig, pubs ...*publisher) *group.Member {
+	t.Helper()
+	cfg.Publishers = map[string]string{}
+	for i, p := range pubs {
+		cfg.Publishers[fmt.Sprintf("p%d", i)] = p.srv.Endpoints()[0]
+	}
+	if cfg.Stream == "" {
+		cfg.Stream = "s"
+	}
+	if cfg.Group == "" {
+		cfg.Group = "g"
+	}
+	cfg.MaxWait = 200 * time.Millisecond
+	m, err := group.NewMember(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+type key struct {
+	pub string
+	off uint64
+}
+
+// Two publishers, three members: every record is acknowledged once.
+func TestQueueAcrossPublishers(t *testing.T) {
+	p0, p1 := newPublisher(t, t.TempDir()), newPublisher(t, t.TempDir())
+	const n = 300
+	p0.publish(t, "s", n)
+	p1.publish(t, "s", n)
+	var mu sync.Mutex
+	seen := map[key]int{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := 0; i < 3; i++ {
+		m := member(t, group.MemberConfig{Name: fmt.Sprintf("m%d", i)}, p0, p1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.Run(ctx, 4, func(ctx context.Context, msg *group.Message) error {
+				mu.Lock()
+				seen[key{msg.Publisher, msg.Offset}]++
+				mu.Unlock()
+				return nil
+			})
+		}()
+	}
+	testutil.WaitFor(t, "every record acknowledged", 0, func() bool {
+		s0, s1 := p0.groups.Stats()["s/g"], p1.groups.Stats()["s/g"]
+		return s0.Acked == n && s1.Acked == n && s0.Floor == n && s1.Floor == n
+	})
+	cancel()
+	wg.Wait()
+	if len(seen) != 2*n {
+		t.Fatalf("processed %d distinct records, want %d", len(seen), 2*n)
+	}
+	for k, c := range seen {
+		if c != 1 {
+			t.Errorf("record %v processed %d times with no failure", k, c)
+		}
+	}
+}
+
+// A nak with a delay is not redelivered before the delay; MaxDeliver
+// moves the record to the dead-letter stream with its headers.
+func TestNakDelayAndDeadLetter(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	p.publish(t, "s", 1)
+	m := member(t, group.MemberConfig{MaxDeliver: 3}, p)
+	ctx := context.Background()
+	msg, err := m.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	naked := time.Now()
+	if err := msg.Nak(ctx, 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	msg2, err := m.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(naked); d < 300*time.Millisecond {
+		t.Fatalf("redelivered after %v, before the nak's delay", d)
+	}
+	if msg2.Delivery != 2 || msg2.Offset != 0 {
+		t.Fatalf("redelivery: offset %d delivery %d", msg2.Offset, msg2.Delivery)
+	}
+	if err := msg2.Ack(ctx); err != nil {
+		// fine below: nak again instead
+		t.Fatal(err)
+	}
+	if err := msg2.Ack(ctx); !errors.Is(err, group.ErrRefused) {
+		t.Fatalf("second ack: %v, want refused", err)
+	}
+
+	p.publish(t, "s", 1) // offset 1: fails every time
+	for i := 1; i <= 3; i++ {
+		msg, err := m.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg.Offset != 1 || msg.Delivery != uint32(i) {
+			t.Fatalf("got offset %d delivery %d, want 1, %d", msg.Offset, msg.Delivery, i)
+		}
+		if err := msg.Nak(ctx, time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dlq := group.DLQStream("s", "g")
+	testutil.WaitFor(t, "the dead letter", 0, func() bool {
+		l, err := p.open(dlq)
+		return err == nil && l.NextOffset() == 1
+	})
+	l, _ := p.open(dlq)
+	rd, _ := l.NewReader(0)
+	defer rd.Close()
+	rec, err := rd.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{group.HeaderDLQStream: "s", group.HeaderDLQOffset: "1", group.HeaderDLQGroup: "g", group.HeaderDLQDeliveries: "3", group.HeaderDLQReason: "max deliveries"}
+	for _, h := range rec.Headers {
+		if w, ok := want[h.Key]; ok {
+			if string(h.Value) != w {
+				t.Errorf("header %s = %q, want %q", h.Key, h.Value, w)
+			}
+			delete(want, h.Key)
+		}
+	}
+	if len(want) > 0 || string(rec.Value) != "r0" {
+		t.Fatalf("dead letter %q lacks headers %v", rec.Value, want)
+	}
+}
+
+// A member that vanishes without a word: only its leases are redelivered,
+// after AckWait (no gossip here).
+func TestAbandonedLeasesExpire(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	p.publish(t, "s", 10)
+	ctx := context.Background()
+	a := member(t, group.MemberConfig{Name: "a", AckWait: 300 * time.Millisecond, Buffer: 2, MaxAckPending: 2}, p)
+	held := map[uint64]bool{}
+	for i := 0; i < 2; i++ {
+		msg, err := a.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held[msg.Offset] = true
+	}
+	a.Abandon()
+	b := member(t, group.MemberConfig{Name: "b"}, p)
+	got := map[uint64]uint32{}
+	for len(got) < 10 {
+		msg, err := b.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[msg.Offset] = msg.Delivery
+		if err := msg.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for o, d := range got {
+		if want := uint32(1); held[o] {
+			want = 2
+			if d != want {
+				t.Errorf("offset %d: delivery %d, want %d", o, d, want)
+			}
+		} else if d != want {
+			t.Errorf("offset %d: delivery %d, want %d", o, d, want)
+		}
+	}
+}
+
+// Closing a member releases its leases at once, and the group's state
+// survives a publisher restart.
+func TestLeaveAndRestart(t *testing.T) {
+	dir := t.TempDir()
+	p := newPublisher(t, dir)
+	p.publish(t, "s", 5)
+	ctx := context.Background()
+	a := member(t, group.MemberConfig{Name: "a", Buffer: 1}, p)
+	msg, err := a.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := msg.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Next(ctx); err != nil { // leased, not acked
+		t.Fatal(err)
+	}
+	a.Close() // leave: released at once, though AckWait is 30 s
+	b := member(t, group.MemberConfig{Name: "b", Buffer: 1}, p)
+	msg, err = b.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Offset != 1 || msg.Delivery != 2 {
+		t.Fatalf("after leave: offset %d delivery %d, want 1, 2", msg.Offset, msg.Delivery)
+	}
+	if err := msg.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	p.close()
+	p2 := newPublisher(t, dir)
+	p2.open("s")
+	c := member(t, group.MemberConfig{Name: "c", Buffer: 1}, p2)
+	msg, err = c.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Offset != 2 {
+		t.Fatalf("after restart: offset %d, want 2 (0 and 1 were acknowledged)", msg.Offset)
+	}
+}
+
+// Two groups on one stream each get every record.
+func TestTwoGroups(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	p.publish(t, "s", 20)
+	ctx := context.Background()
+	for _, g := range []string{"g1", "g2"} {
+		m := member(t, group.MemberConfig{Group: g}, p)
+		for i := 0; i < 20; i++ {
+			msg, err := m.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := msg.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	st := p.groups.Stats()
+	if st["s/g1"].Floor != 20 || st["s/g2"].Floor != 20 {
+		t.Fatalf("stats %+v", st)
+	}
+}
