@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/patterns/group"
 	"github.com/fastmq/fastmq/patterns/pull"
+	"github.com/fastmq/fastmq/socket"
 	"github.com/fastmq/fastmq/spool"
 )
 
@@ -334,5 +336,83 @@ func TestTwoGroups(t *testing.T) {
 	st := p.groups.Stats()
 	if st["s/g1"].Floor != 20 || st["s/g2"].Floor != 20 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// Bad input changes nothing: settles of leases the member does not hold,
+// of another delivery, for unknown groups and streams, and malformed
+// requests get clear refusals.
+func TestBadInput(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	p.publish(t, "s", 3)
+	ctx := context.Background()
+	a := member(t, group.MemberConfig{Name: "a", Buffer: 1}, p)
+	msg, err := a.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := p.groups.Stats()["s/g"]
+
+	sock, err := socket.New(socket.Dealer, socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	if err := sock.Connect(p.srv.Endpoints()[0]); err != nil {
+		t.Fatal(err)
+	}
+	call := func(frames [][]byte) group.Reply {
+		t.Helper()
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := sock.Send(cctx, socket.Msg{Frames: frames}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := sock.Recv(cctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := group.DecodeReply(m.Frames, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	settle := func(op group.Op, stream, grp, mem string, e group.Entry) group.Reply {
+		return call(group.EncodeRequest(&group.Request{Op: op, Stream: stream, Group: grp, Member: mem, Entries: []group.Entry{e}}))
+	}
+	// Another member acks a's lease: refused, not its lease.
+	if rep := settle(group.OpAck, "s", "g", "b/x", group.Entry{Offset: msg.Offset, Delivery: msg.Delivery}); rep.Status != group.StatusPartial || rep.Data[8] != group.RefusedNotLeased {
+		t.Fatalf("ack of another's lease: status %d data %x", rep.Status, rep.Data)
+	}
+	// a's own id, an older delivery: refused.
+	if rep := settle(group.OpAck, "s", "g", a.ID(), group.Entry{Offset: msg.Offset, Delivery: msg.Delivery + 1}); rep.Status != group.StatusPartial {
+		t.Fatalf("ack of another delivery: status %d", rep.Status)
+	}
+	// An offset never leased.
+	if rep := settle(group.OpNak, "s", "g", a.ID(), group.Entry{Offset: 2, Delivery: 1}); rep.Status != group.StatusPartial || rep.Data[8] != group.RefusedUnknown {
+		t.Fatalf("nak of an offset never leased: status %d data %x", rep.Status, rep.Data)
+	}
+	if rep := settle(group.OpAck, "s", "nosuch", a.ID(), group.Entry{Offset: 0, Delivery: 1}); rep.Status != group.StatusUnknown {
+		t.Fatalf("unknown group: status %d %s", rep.Status, rep.Data)
+	}
+	if rep := settle(group.OpAck, "nosuch", "g", a.ID(), group.Entry{Offset: 0, Delivery: 1}); rep.Status != group.StatusUnknown {
+		t.Fatalf("unknown stream: status %d %s", rep.Status, rep.Data)
+	}
+	bad := group.EncodeRequest(&group.Request{Op: group.OpAck, Stream: "s", Group: "g", Member: "m", Entries: []group.Entry{{Offset: 0, Delivery: 1}}})
+	bad[4] = bad[4][:5]
+	if rep := call(bad); rep.Status != group.StatusBadRequest || !strings.Contains(string(rep.Data), "malformed") {
+		t.Fatalf("malformed: status %d %s", rep.Status, rep.Data)
+	}
+	if rep := settle(group.OpAck, "s", "../x", a.ID(), group.Entry{Offset: 0, Delivery: 1}); rep.Status != group.StatusBadRequest {
+		t.Fatalf("bad group name: status %d %s", rep.Status, rep.Data)
+	}
+	after := p.groups.Stats()["s/g"]
+	// (a's buffer may have leased one more record meanwhile.)
+	if after.Acked != before.Acked || after.Naked != before.Naked || after.Floor != before.Floor || after.Available != 0 || after.DeadLetters != 0 {
+		t.Fatalf("state changed: %+v -> %+v", before, after)
+	}
+	if err := msg.Ack(ctx); err != nil {
+		t.Fatalf("the holder's ack after the refusals: %v", err)
 	}
 }
