@@ -235,6 +235,9 @@ func (s *Server) clockLoop() {
 			if !ok {
 				continue
 			}
+			if len(gone) > 0 {
+				s.dropParkedLocked(g, func(m string) bool { return gone[nodeOf(m)] })
+			}
 			if len(gone) > 0 && len(g.held) > 0 {
 				if n := s.releaseLocked(g, func(m string) bool { return gone[nodeOf(m)] }, now); n > 0 {
 					s.log.Info("released the leases of gone members", "stream", g.stream, "group", g.group, "leases", n)

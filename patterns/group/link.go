@@ -29,6 +29,9 @@ type link struct {
 	waiting map[uint32]waiter
 
 	settles chan settleReq
+
+	gate    sync.Mutex // orders fetches before a leave
+	leaving bool
 }
 
 type waiter struct {
@@ -103,8 +106,23 @@ func (ln *link) recvLoop() {
 	}
 }
 
-// call sends r and waits for its reply, at most timeout.
+// call sends r and waits for its reply, at most timeout. A fetch is not
+// sent once the member leaves: the publisher must see no fetch after the
+// leave, or it would lease to a member that is gone.
 func (ln *link) call(ctx context.Context, r *Request, timeout time.Duration) (Reply, error) {
+	if r.Op == OpFetch || r.Op == OpLeave {
+		ln.gate.Lock()
+		if ln.leaving {
+			ln.gate.Unlock()
+			return Reply{}, ErrClosed
+		}
+		ln.leaving = r.Op == OpLeave
+		defer func() {
+			if r.Op == OpLeave {
+				ln.gate.Unlock()
+			}
+		}()
+	}
 	ch := make(chan replyOrErr, 1)
 	ln.mu.Lock()
 	ln.nextID++
@@ -119,7 +137,11 @@ func (ln *link) call(ctx context.Context, r *Request, timeout time.Duration) (Re
 	r.Stream, r.Group, r.Member = ln.m.cfg.Stream, ln.m.cfg.Group, ln.m.id
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := ln.sock.Send(ctx, socket.Msg{Frames: EncodeRequest(r)}); err != nil {
+	err := ln.sock.Send(ctx, socket.Msg{Frames: EncodeRequest(r)})
+	if r.Op == OpFetch {
+		ln.gate.Unlock()
+	}
+	if err != nil {
 		return Reply{}, err
 	}
 	select {

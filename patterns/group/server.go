@@ -257,6 +257,7 @@ func settingsOf(req Request, old settings) settings {
 func (s *Server) settleLocked(g *state, req Request) *Reply {
 	now := time.Now()
 	if req.Op == OpLeave {
+		s.dropParkedLocked(g, func(m string) bool { return m == req.Member })
 		n := s.releaseLocked(g, func(m string) bool { return m == req.Member }, now)
 		return &Reply{Status: StatusOK, ID: req.ID, Count: uint32(n)}
 	}
@@ -336,6 +337,23 @@ func (s *Server) releaseLocked(g *state, gone func(member string) bool, now time
 		}
 	}
 	return n
+}
+
+// dropParkedLocked ends the parked fetches of members that are gone (with
+// an empty reply, through the flusher): none may lease again.
+func (s *Server) dropParkedLocked(g *state, gone func(member string) bool) {
+	keep := g.parked[:0]
+	for _, p := range g.parked {
+		if gone(p.req.Member) {
+			s.replies = append(s.replies, pendingReply{p.env, EncodeReply(&Reply{Status: StatusOK, ID: p.req.ID})})
+			continue
+		}
+		keep = append(keep, p)
+	}
+	for i := len(keep); i < len(g.parked); i++ {
+		g.parked[i] = nil
+	}
+	g.parked = keep
 }
 
 func (s *Server) signalClock() {
