@@ -232,7 +232,9 @@ func (m *Member) Next(ctx context.Context) (*Message, error) {
 type Handler func(ctx context.Context, msg *Message) error
 
 // Run calls h for every record, at most concurrency at a time (default 1),
-// until ctx ends or the member closes; it returns that error.
+// until ctx ends or the member closes; it returns that error after the
+// handlers running have returned and their records are settled (an ack
+// or nak still goes out after ctx ended, within 10 s).
 func (m *Member) Run(ctx context.Context, concurrency int, h Handler) error {
 	if concurrency <= 0 {
 		concurrency = 1
@@ -253,14 +255,18 @@ func (m *Member) Run(ctx context.Context, concurrency int, h Handler) error {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			herr := h(ctx, msg)
+			// Settle even when ctx ended meanwhile: the work is done.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
 			var err error
-			if herr := h(ctx, msg); herr != nil {
+			if herr != nil {
 				m.log.Debug("handler failed", "offset", msg.Offset, "err", herr)
-				err = msg.Nak(ctx, 0)
+				err = msg.Nak(sctx, 0)
 			} else {
-				err = msg.Ack(ctx)
+				err = msg.Ack(sctx)
 			}
-			if err != nil && ctx.Err() == nil {
+			if err != nil {
 				m.log.Warn("settle record", "offset", msg.Offset, "peer", msg.Publisher, "err", err)
 			}
 		}()
