@@ -416,3 +416,40 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("the holder's ack after the refusals: %v", err)
 	}
 }
+
+// A delayed record is not leased before its time and does not hold up
+// the records behind it.
+func TestDelayedDelivery(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	l, err := p.open("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := time.Now().Add(400 * time.Millisecond)
+	if _, err := l.Append(context.Background(),
+		spool.Record{Value: []byte("later"), Headers: []spool.Header{group.NotBefore(due)}},
+		spool.Record{Value: []byte("now")}); err != nil {
+		t.Fatal(err)
+	}
+	m := member(t, group.MemberConfig{}, p)
+	ctx := context.Background()
+	msg, err := m.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(msg.Value) != "now" {
+		t.Fatalf("first record %q, want the one behind the delayed record", msg.Value)
+	}
+	msg.Ack(ctx)
+	msg, err = m.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(msg.Value) != "later" || time.Now().Before(due) {
+		t.Fatalf("got %q at %v, due %v", msg.Value, time.Now(), due)
+	}
+	if msg.Delivery != 1 {
+		t.Fatalf("delayed record: delivery %d, want 1", msg.Delivery)
+	}
+	msg.Ack(ctx)
+}

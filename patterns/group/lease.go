@@ -77,6 +77,10 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 				g.settle(o)
 				continue
 			}
+			if nb, ok := notBefore(r.Headers); ok && nb.After(now) {
+				g.pend[o].notBefore = nb // not due (the state was reloaded)
+				continue
+			}
 			g.avail--
 			take(o, g.pend[o], r)
 		}
@@ -104,6 +108,13 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 				g.pend[r.Offset] = p
 				g.next = r.Offset + 1
 				g.dirty = true
+				if nb, ok := notBefore(r.Headers); ok && nb.After(now) {
+					// Delayed delivery: not leased before it is due,
+					// and the records behind it go on.
+					p.notBefore = nb
+					g.avail++
+					continue
+				}
 				take(r.Offset, p, r)
 			}
 			cancel()
@@ -114,6 +125,29 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 		s.signalClock()
 	}
 	return out
+}
+
+// HeaderNotBefore holds a record's not-before time, in Unix
+// milliseconds (decimal): a group does not lease the record before then.
+const HeaderNotBefore = "fastmq-not-before"
+
+// NotBefore returns the header that delays a record's delivery to groups
+// until t (delayed delivery); plain consumers are not affected.
+func NotBefore(t time.Time) spool.Header {
+	return spool.Header{Key: HeaderNotBefore, Value: []byte(strconv.FormatInt(t.UnixMilli(), 10))}
+}
+
+func notBefore(hs []spool.Header) (time.Time, bool) {
+	for _, h := range hs {
+		if h.Key == HeaderNotBefore {
+			ms, err := strconv.ParseInt(string(h.Value), 10, 64)
+			if err != nil {
+				return time.Time{}, false
+			}
+			return time.UnixMilli(ms), true
+		}
+	}
+	return time.Time{}, false
 }
 
 func readOne(l *spool.Log, o uint64) (spool.Record, error) {
