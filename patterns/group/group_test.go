@@ -30,7 +30,7 @@ type publisher struct {
 	groups *group.Server
 }
 
-func newPublisher(t *testing.T, dir string) *publisher {
+func newPublisher(t testing.TB, dir string) *publisher {
 	t.Helper()
 	p := &publisher{dir: dir, logs: map[string]*spool.Log{}}
 	lookup := func(s string) (*spool.Log, bool) {
@@ -79,7 +79,7 @@ func (p *publisher) close() {
 	p.logs = map[string]*spool.Log{}
 }
 
-func (p *publisher) publish(t *testing.T, stream string, n int) {
+func (p *publisher) publish(t testing.TB, stream string, n int) {
 	t.Helper()
 	l, err := p.open(stream)
 	if err != nil {
@@ -94,7 +94,7 @@ func (p *publisher) publish(t *testing.T, stream string, n int) {
 	}
 }
 
-func member(t *testing.T, cfg group.MemberConfig, pubs ...*publisher) *group.Member {
+func member(t testing.TB, cfg group.MemberConfig, pubs ...*publisher) *group.Member {
 	t.Helper()
 	cfg.Publishers = map[string]string{}
 	for i, p := range pubs {

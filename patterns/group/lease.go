@@ -21,8 +21,8 @@ func (s *Server) fetchLocked(g *state, l *spool.Log, env [][]byte, req Request) 
 		wait := min(time.Duration(req.WaitMillis)*time.Millisecond, s.cfg.MaxWait)
 		g.parked = append(g.parked, &parkedFetch{env: env, req: req, deadline: time.Now().Add(wait)})
 		s.watchLocked(g.stream, l)
+		s.wakeAtLocked(time.Now().Add(wait))
 		s.mu.Unlock()
-		s.signalClock()
 		return
 	}
 	s.mu.Unlock()
@@ -92,7 +92,7 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 			}
 			g.next = l.OldestOffset()
 		}
-		rd, err := l.NewReader(g.next)
+		rd, err := g.reader(l)
 		if err == nil {
 			ctx, cancel := context.WithTimeout(s.ctx, time.Second)
 			for len(out) < n && size < maxBytes && rd.Offset() < l.NextOffset() {
@@ -118,11 +118,10 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 				take(r.Offset, p, r)
 			}
 			cancel()
-			rd.Close()
 		}
 	}
 	if len(out) > 0 {
-		s.signalClock()
+		s.wakeAtLocked(now.Add(g.set.AckWait))
 	}
 	return out
 }
@@ -148,6 +147,23 @@ func notBefore(hs []spool.Header) (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
+}
+
+// reader returns the group's reader of l at its cursor, kept between
+// fetches so that reading on costs no new seek.
+func (g *state) reader(l *spool.Log) (*spool.Reader, error) {
+	if g.rd != nil && (g.rdLog != l || g.rd.Offset() != g.next) {
+		g.rd.Close()
+		g.rd = nil
+	}
+	if g.rd == nil {
+		rd, err := l.NewReader(g.next)
+		if err != nil {
+			return nil, err
+		}
+		g.rd, g.rdLog = rd, l
+	}
+	return g.rd, nil
 }
 
 func readOne(l *spool.Log, o uint64) (spool.Record, error) {
@@ -183,10 +199,12 @@ func toWire(r spool.Record, delivery uint32) Record {
 }
 
 // kickLocked serves the group's parked fetches that can be served now.
-// Replies are sent by a goroutine of their own, never under s.mu.
-func (s *Server) kickLocked(g *state, l *spool.Log) {
+// It returns their replies, which the caller sends after it unlocks s.mu
+// (leases need not be on disk before they are sent: a lease lost in a
+// crash is a record in flight, redelivered).
+func (s *Server) kickLocked(g *state, l *spool.Log) []pendingReply {
 	if len(g.parked) == 0 {
-		return
+		return nil
 	}
 	now := time.Now()
 	var sends []pendingReply
@@ -203,12 +221,13 @@ func (s *Server) kickLocked(g *state, l *spool.Log) {
 		g.parked[i] = nil
 	}
 	g.parked = keep
-	if len(sends) > 0 {
-		// The flusher sends them: it never holds s.mu while sending.
-		s.replies = append(s.replies, sends...)
-		select {
-		case s.wakeFlush <- struct{}{}:
-		default:
+	return sends
+}
+
+func (s *Server) sendAll(rs []pendingReply) {
+	for _, r := range rs {
+		if err := s.cfg.Send.Send(r.env, r.frames); err != nil && s.log.Enabled(context.Background(), slog.LevelDebug) {
+			s.log.Debug("send reply failed", "err", err)
 		}
 	}
 }
@@ -228,13 +247,15 @@ func (s *Server) watch(stream string, l *spool.Log) {
 	defer s.wg.Done()
 	seen := l.NextOffset()
 	for {
+		var sends []pendingReply
 		s.mu.Lock()
 		for _, g := range s.groups {
 			if g.stream == stream {
-				s.kickLocked(g, l)
+				sends = append(sends, s.kickLocked(g, l)...)
 			}
 		}
 		s.mu.Unlock()
+		s.sendAll(sends)
 		if err := l.Wait(s.ctx, seen); err != nil {
 			s.mu.Lock()
 			delete(s.watching, stream)
@@ -263,6 +284,7 @@ func (s *Server) clockLoop() {
 		if s.cfg.Members != nil {
 			earliest = lastCheck.Add(s.cfg.MemberCheck)
 		}
+		var sends []pendingReply
 		s.mu.Lock()
 		for _, g := range s.groups {
 			l, ok := s.cfg.Lookup(g.stream)
@@ -293,14 +315,16 @@ func (s *Server) clockLoop() {
 					earliest = p.notBefore
 				}
 			}
-			s.kickLocked(g, l)
+			sends = append(sends, s.kickLocked(g, l)...)
 			for _, p := range g.parked {
 				if p.deadline.Before(earliest) {
 					earliest = p.deadline
 				}
 			}
 		}
+		s.nextTick = earliest
 		s.mu.Unlock()
+		s.sendAll(sends)
 		timer.Reset(max(time.Until(earliest), time.Millisecond))
 		select {
 		case <-s.ctx.Done():

@@ -47,7 +47,7 @@ type replyOrErr struct {
 type settleReq struct {
 	op   Op
 	e    Entry
-	done chan error
+	done func(error) // called once, from the settle goroutine
 }
 
 // maxBatch caps the entries of one settle request (the spool server's
@@ -182,13 +182,25 @@ func (ln *link) fetchLoop() {
 		case <-ln.ctx.Done():
 			return
 		}
+		// While records wait in the buffer, gather half of it before
+		// fetching: a fast reader would otherwise make every fetch a
+		// fetch of one record. With the buffer empty, fetch at once.
 	more:
 		for n < m.cfg.Buffer {
 			select {
 			case <-m.tokens:
 				n++
+				continue
 			default:
+			}
+			if n >= (m.cfg.Buffer+1)/2 || len(m.out) == 0 {
 				break more
+			}
+			select {
+			case <-m.tokens:
+				n++
+			case <-ln.ctx.Done():
+				return
 			}
 		}
 		req := &Request{Op: OpFetch, MaxRecords: uint32(n), MaxBytes: 1 << 20,
@@ -232,17 +244,25 @@ func (ln *link) fetchLoop() {
 
 // settle queues one entry and waits for the publisher's answer.
 func (ln *link) settle(ctx context.Context, op Op, e Entry) error {
-	done := make(chan error, 1)
-	select {
-	case ln.settles <- settleReq{op, e, done}:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-ln.ctx.Done():
-		return ErrClosed
+	ch := make(chan error, 1)
+	if err := ln.settleAsync(ctx, op, e, func(err error) { ch <- err }); err != nil {
+		return err
 	}
 	select {
-	case err := <-done:
+	case err := <-ch:
 		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// settleAsync queues one entry; done gets the publisher's answer (or
+// ErrClosed when the link stops first). It blocks only while the queue
+// is full.
+func (ln *link) settleAsync(ctx context.Context, op Op, e Entry, done func(error)) error {
+	select {
+	case ln.settles <- settleReq{op, e, done}:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-ln.ctx.Done():
@@ -253,13 +273,23 @@ func (ln *link) settle(ctx context.Context, op Op, e Entry) error {
 // settleLoop sends queued settles in batches, one request per op.
 func (ln *link) settleLoop() {
 	defer ln.wg.Done()
+	inflight := make(chan struct{}, maxSettleCalls)
+	var calls sync.WaitGroup
+	defer calls.Wait()
 	for {
 		var batch []settleReq
 		select {
 		case s := <-ln.settles:
 			batch = append(batch, s)
 		case <-ln.ctx.Done():
-			return
+			for {
+				select {
+				case s := <-ln.settles:
+					s.done(ErrClosed)
+				default:
+					return
+				}
+			}
 		}
 	more:
 		for len(batch) < 4*maxBatch {
@@ -277,12 +307,24 @@ func (ln *link) settleLoop() {
 		for op, list := range byOp {
 			for len(list) > 0 {
 				k := min(len(list), maxBatch)
-				ln.sendSettles(op, list[:k])
+				part := list[:k]
+				// Up to maxSettleCalls requests in flight, so that the
+				// publisher's next group commit takes the next batch.
+				inflight <- struct{}{}
+				calls.Add(1)
+				go func() {
+					defer calls.Done()
+					ln.sendSettles(op, part)
+					<-inflight
+				}()
 				list = list[k:]
 			}
 		}
 	}
 }
+
+// maxSettleCalls is how many settle requests a link keeps in flight.
+const maxSettleCalls = 4
 
 func (ln *link) sendSettles(op Op, list []settleReq) {
 	req := &Request{Op: op, Entries: make([]Entry, len(list))}
@@ -301,7 +343,7 @@ func (ln *link) sendSettles(op Op, list []settleReq) {
 		if code, ok := refused[s.e.Offset]; ok && e == nil {
 			e = &RefusedError{Offset: s.e.Offset, Code: code}
 		}
-		s.done <- e
+		s.done(e)
 	}
 }
 

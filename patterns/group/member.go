@@ -233,13 +233,16 @@ type Handler func(ctx context.Context, msg *Message) error
 
 // Run calls h for every record, at most concurrency at a time (default 1),
 // until ctx ends or the member closes; it returns that error after the
-// handlers running have returned and their records are settled (an ack
-// or nak still goes out after ctx ended, within 10 s).
+// running handlers have returned and their records are settled. A
+// handler's slot is free again as soon as it returns: its ack (or nak)
+// goes to the publisher in the background, batched with the others (at
+// most MaxAckPending in flight), even after ctx ended (within 10 s).
 func (m *Member) Run(ctx context.Context, concurrency int, h Handler) error {
 	if concurrency <= 0 {
 		concurrency = 1
 	}
 	sem := make(chan struct{}, concurrency)
+	inflight := make(chan struct{}, m.cfg.MaxAckPending)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -250,24 +253,38 @@ func (m *Member) Run(ctx context.Context, concurrency int, h Handler) error {
 		}
 		msg, err := m.Next(ctx)
 		if err != nil {
+			<-sem
 			return err
 		}
-		wg.Add(1)
+		wg.Add(2) // the handler, then its settle
 		go func() {
-			defer func() { <-sem; wg.Done() }()
+			defer wg.Done()
 			herr := h(ctx, msg)
-			// Settle even when ctx ended meanwhile: the work is done.
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			var err error
+			<-sem
+			op := OpAck
 			if herr != nil {
 				m.log.Debug("handler failed", "offset", msg.Offset, "err", herr)
-				err = msg.Nak(sctx, 0)
-			} else {
-				err = msg.Ack(sctx)
+				op = OpNak
 			}
+			ln := m.link(msg.Publisher)
+			if ln == nil {
+				wg.Done()
+				return // the publisher is gone; the lease ends there
+			}
+			inflight <- struct{}{}
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			err := ln.settleAsync(sctx, op, Entry{Offset: msg.Offset, Delivery: msg.Delivery}, func(err error) {
+				cancel()
+				<-inflight
+				if err != nil && !errors.Is(err, ErrClosed) {
+					m.log.Warn("settle record", "offset", msg.Offset, "peer", msg.Publisher, "err", err)
+				}
+				wg.Done()
+			})
 			if err != nil {
-				m.log.Warn("settle record", "offset", msg.Offset, "peer", msg.Publisher, "err", err)
+				cancel()
+				<-inflight
+				wg.Done()
 			}
 		}()
 	}

@@ -83,6 +83,7 @@ type Server struct {
 	replies  []pendingReply    // waiting for the state to be written
 	dlq      []deadLetter      // waiting to be appended
 	closed   bool
+	nextTick time.Time // when the clock loop runs next
 
 	wakeClock chan struct{}
 	wakeFlush chan struct{}
@@ -143,7 +144,16 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
-	return s.flush()
+	err := s.flush()
+	s.mu.Lock()
+	for _, g := range s.groups {
+		if g.rd != nil {
+			g.rd.Close()
+			g.rd = nil
+		}
+	}
+	s.mu.Unlock()
+	return err
 }
 
 // Handle answers one request (see pull.Extension).
@@ -188,9 +198,10 @@ func (s *Server) Handle(env [][]byte, frames [][]byte) {
 		return // unlocked by fetchLocked
 	}
 	rep := s.settleLocked(g, req)
-	s.kickLocked(g, l)
+	sends := s.kickLocked(g, l)
 	s.replies = append(s.replies, pendingReply{env, EncodeReply(rep)})
 	s.mu.Unlock()
+	s.sendAll(sends)
 	select {
 	case s.wakeFlush <- struct{}{}:
 	default:
@@ -313,7 +324,7 @@ func (s *Server) returnLocked(g *state, o uint64, p *pending, notBefore time.Tim
 	p.member, p.notBefore = "", notBefore
 	g.avail++
 	g.dirty = true
-	s.signalClock()
+	s.wakeAtLocked(notBefore)
 }
 
 func (s *Server) deadLocked(g *state, o uint64, p *pending, reason string) {
@@ -354,6 +365,15 @@ func (s *Server) dropParkedLocked(g *state, gone func(member string) bool) {
 		g.parked[i] = nil
 	}
 	g.parked = keep
+}
+
+// wakeAtLocked makes the clock loop run by t.
+func (s *Server) wakeAtLocked(t time.Time) {
+	if !t.Before(s.nextTick) {
+		return
+	}
+	s.nextTick = t
+	s.signalClock()
 }
 
 func (s *Server) signalClock() {

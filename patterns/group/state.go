@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fastmq/fastmq/internal/fsutil"
+	"github.com/fastmq/fastmq/spool"
 )
 
 // stateVersion is the version of a group's state file.
@@ -100,6 +101,8 @@ type state struct {
 	dirty         bool
 	cnt           Counters
 	parked        []*parkedFetch
+	rd            *spool.Reader // at next, kept between fetches
+	rdLog         *spool.Log
 }
 
 func newState(stream, group string, set settings, start uint64) *state {
