@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -123,6 +124,21 @@ func TestCLIGroupMemberKill(t *testing.T) {
 	}
 	if uint64(twice) > redelivered {
 		t.Errorf("%d records printed twice, but only %d redelivered", twice, redelivered)
+	}
+	// group info shows the state of both publishers.
+	info := startCLI(t, "group", "info", "--data", filepath.Join(dir, "info"), "--join", gossip, "--stream", "jobs", "--group", "workers")
+	var lines []string
+	for l := range info.out {
+		lines = append(lines, l)
+	}
+	<-info.done
+	if info.err != nil || len(lines) != 3 || !strings.HasPrefix(lines[0], "PUBLISHER") {
+		t.Fatalf("group info: %v\n%s\n%s", info.err, strings.Join(lines, "\n"), info.stderr())
+	}
+	for _, l := range lines[1:] {
+		if f := strings.Fields(l); len(f) < 13 || f[1] != fmt.Sprint(perPub) || f[9] != fmt.Sprint(perPub) {
+			t.Errorf("group info line %q: want floor and acked %d", l, perPub)
+		}
 	}
 	t.Logf("killed member's leases back after %v; %d redelivered, %d printed twice", took.Round(time.Millisecond), redelivered, twice)
 }

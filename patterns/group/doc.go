@@ -83,7 +83,9 @@
 // fetch on); 2 ack, 3 nak, 4 in progress, 5 term: the body is 1..256
 // entries, each offset u64 | delivery u32 | delay ms u32 | reason length
 // u8 | reason (a lease is named by offset and delivery); 6 leave (empty
-// body): release every lease of the member.
+// body): release every lease of the member; 7 info (empty body): the
+// group's state on this publisher, as JSON GroupStats in the reply's
+// data.
 //
 // Reply, two frames:
 //

@@ -339,6 +339,14 @@ func TestTwoGroups(t *testing.T) {
 	if st["s/g1"].Floor != 20 || st["s/g2"].Floor != 20 {
 		t.Fatalf("stats %+v", st)
 	}
+	info, err := group.Info(ctx, p.srv.Endpoints()[0], "s", "g1", socket.Config{})
+	if err != nil || info.Acked != 20 || info.High != 20 {
+		t.Fatalf("info: %+v, %v", info, err)
+	}
+	var se *group.StatusError
+	if _, err := group.Info(ctx, p.srv.Endpoints()[0], "s", "nosuch", socket.Config{}); !errors.As(err, &se) || se.Status != group.StatusUnknown {
+		t.Fatalf("info of an unknown group: %v", err)
+	}
 }
 
 // Bad input changes nothing: settles of leases the member does not hold,

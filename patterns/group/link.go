@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -352,4 +353,38 @@ func (ln *link) leave(ctx context.Context) {
 	if _, err := ln.call(ctx, &Request{Op: OpLeave}, time.Second); err != nil {
 		ln.m.log.Debug("leave", "peer", ln.node, "err", err)
 	}
+}
+
+// Info asks the publisher at endpoint for the state of a group of stream
+// (an unknown group gives a *StatusError with StatusUnknown). It blocks
+// until the answer comes or ctx ends.
+func Info(ctx context.Context, endpoint, stream, group string, cfg socket.Config) (GroupStats, error) {
+	var st GroupStats
+	cfg.Identity = nil
+	sock, err := socket.New(socket.Dealer, cfg)
+	if err != nil {
+		return st, err
+	}
+	defer sock.Close()
+	if err := sock.Connect(endpoint); err != nil {
+		return st, err
+	}
+	if err := sock.Send(ctx, socket.Msg{Frames: EncodeRequest(&Request{Op: OpInfo, ID: 1, Stream: stream, Group: group, Member: "info"})}); err != nil {
+		return st, err
+	}
+	msg, err := sock.Recv(ctx)
+	if err != nil {
+		return st, err
+	}
+	rep, err := DecodeReply(msg.Frames, false)
+	if err != nil {
+		return st, err
+	}
+	if rep.Status != StatusOK {
+		return st, &StatusError{Status: rep.Status, Msg: string(rep.Data)}
+	}
+	if err := json.Unmarshal(rep.Data, &st); err != nil {
+		return st, fmt.Errorf("group: info reply: %w", err)
+	}
+	return st, nil
 }

@@ -23,6 +23,7 @@ const (
 	OpProgress Op = 4 // extend the leases by AckWait
 	OpTerm     Op = 5 // never redeliver: dead-letter with the entry's reason
 	OpLeave    Op = 6 // the member leaves: release all its leases at once
+	OpInfo     Op = 7 // the group's state on this publisher (JSON GroupStats)
 )
 
 // Status is a reply's status.
@@ -158,7 +159,7 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 		return r, malformed("version %d, want %d", h[0], Version)
 	}
 	r.Op = Op(h[1])
-	if r.Op < OpFetch || r.Op > OpLeave {
+	if r.Op < OpFetch || r.Op > OpInfo {
 		return r, malformed("unknown op %d", h[1])
 	}
 	r.ID = binary.BigEndian.Uint32(h[2:])
@@ -192,9 +193,9 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 		}
 		return r, nil
 	}
-	if r.Op == OpLeave {
+	if r.Op == OpLeave || r.Op == OpInfo {
 		if len(body) != 0 {
-			return r, malformed("leave with a body")
+			return r, malformed("op %d with a body", r.Op)
 		}
 		return r, nil
 	}

@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -193,9 +194,16 @@ func (s *Server) Handle(env [][]byte, frames [][]byte) {
 		s.send(env, &Reply{Status: StatusUnknown, ID: req.ID, Data: []byte(fmt.Sprintf("unknown group %s of stream %s", req.Group, req.Stream))})
 		return
 	}
-	if req.Op == OpFetch {
+	switch req.Op {
+	case OpFetch:
 		s.fetchLocked(g, l, env, req)
 		return // unlocked by fetchLocked
+	case OpInfo:
+		st := g.stats(l)
+		s.mu.Unlock()
+		b, _ := json.Marshal(st)
+		s.send(env, &Reply{Status: StatusOK, ID: req.ID, Data: b})
+		return
 	}
 	rep := s.settleLocked(g, req)
 	sends := s.kickLocked(g, l)
@@ -396,13 +404,18 @@ func (s *Server) Stats() map[string]GroupStats {
 	defer s.mu.Unlock()
 	out := make(map[string]GroupStats, len(s.groups))
 	for _, g := range s.groups {
-		st := GroupStats{Counters: g.cnt, Floor: g.floor, Next: g.next, Pending: len(g.pend), Available: g.avail}
-		if l, ok := s.cfg.Lookup(g.stream); ok {
-			st.High = l.NextOffset()
-		}
-		out[g.stream+"/"+g.group] = st
+		l, _ := s.cfg.Lookup(g.stream)
+		out[g.stream+"/"+g.group] = g.stats(l)
 	}
 	return out
+}
+
+func (g *state) stats(l *spool.Log) GroupStats {
+	st := GroupStats{Counters: g.cnt, Floor: g.floor, Next: g.next, Pending: len(g.pend), Available: g.avail, Members: len(g.held)}
+	if l != nil {
+		st.High = l.NextOffset()
+	}
+	return st
 }
 
 // GroupStats describe one group on this publisher.
@@ -413,6 +426,7 @@ type GroupStats struct {
 	High      uint64 // the stream's next offset (High-Next: records never delivered)
 	Pending   int    // records in flight or waiting for redelivery
 	Available int    // of those, records waiting for redelivery
+	Members   int    // members holding leases
 }
 
 // nodeOf returns the node name of a member id ("node/suffix").
