@@ -57,6 +57,17 @@
 //     on a node gossip reports failed or left too (the server looks every
 //     MemberCheck, 200 ms); otherwise leases run out after AckWait.
 //   - Start of a new group: earliest (default), latest, an offset, a time.
+//   - Delayed delivery: a record with the header fastmq-not-before (Unix
+//     milliseconds, NotBefore) is not leased before then; the records
+//     behind it go on.
+//   - Ordered groups (MemberConfig.Ordered, fixed when the group is
+//     created): records with the same fastmq-key header (Key) are never
+//     in flight to two members at once and are leased in offset order;
+//     different keys go in parallel, records without a key as in any
+//     group. A failing record is retried in place (its key waits) up to
+//     MaxDeliver, then dead-lettered, so one bad record cannot block its
+//     key forever. After a publisher restart the key queues are rebuilt
+//     by reading the pending records.
 //
 // Delivery is at least once: a record is processed again only if its
 // lease ended (timeout, nak, member gone, publisher crash) before the ack
@@ -71,9 +82,9 @@
 //
 // Request, five frames:
 //
-//	frame 0, 37 bytes: version u8 (0x81) | op u8 | id u32 | max records u32 | max bytes u32 |
+//	frame 0, 38 bytes: version u8 (0x81) | op u8 | id u32 | max records u32 | max bytes u32 |
 //	                   wait ms u32 | ack wait ms u32 | max deliver u16 | max ack pending u32 |
-//	                   start u8 | start value u64
+//	                   start u8 | start value u64 | flags u8 (1: ordered by key)
 //	frame 1: stream; frame 2: group; frame 3: member id (each 1..255 bytes)
 //	frame 4: body
 //

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -542,4 +543,79 @@ func TestCrashRedeliversOnlyInFlight(t *testing.T) {
 		}
 	}
 	testutil.WaitFor(t, "the group's floor at the end", 0, func() bool { return p2.groups.Stats()["s/g"].Floor == 100 })
+}
+
+// An ordered group: records of one key are never in flight at two members
+// at once and are processed in offset order, across a member that
+// vanishes holding leases; different keys go in parallel.
+func TestOrderedByKey(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	l, err := p.open("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const perKey = 40
+	keys := []string{"a", "b", "c"}
+	var recs []spool.Record
+	for i := 0; i < perKey; i++ {
+		for _, k := range keys {
+			recs = append(recs, spool.Record{Value: []byte(k), Headers: []spool.Header{group.Key(k)}})
+		}
+	}
+	if _, err := l.Append(context.Background(), recs...); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cfg := group.MemberConfig{Ordered: true, AckWait: 300 * time.Millisecond, Buffer: 4}
+	// The victim takes the heads of some keys and vanishes.
+	victim := member(t, cfg, p)
+	held := map[uint64]bool{}
+	for i := 0; i < 2; i++ {
+		msg, err := victim.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held[msg.Offset] = true
+	}
+	victim.Abandon()
+
+	var mu sync.Mutex
+	inFlight := map[string]bool{}
+	last := map[string]int64{"a": -1, "b": -1, "c": -1}
+	done := 0
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		m := member(t, cfg, p)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.Run(runCtx, 4, func(ctx context.Context, msg *group.Message) error {
+				k := string(msg.Value)
+				mu.Lock()
+				if inFlight[k] {
+					t.Errorf("key %s: two records in flight at once", k)
+				}
+				if int64(msg.Offset) <= last[k] {
+					t.Errorf("key %s: offset %d after %d", k, msg.Offset, last[k])
+				}
+				inFlight[k] = true
+				mu.Unlock()
+				runtime.Gosched() // let another handler of the key run, were there one
+				mu.Lock()
+				inFlight[k] = false
+				last[k] = int64(msg.Offset)
+				done++
+				mu.Unlock()
+				return nil
+			})
+		}()
+	}
+	testutil.WaitFor(t, "every record acknowledged", 0, func() bool { return p.groups.Stats()["s/g"].Floor == uint64(len(recs)) })
+	cancel()
+	wg.Wait()
+	if done != len(recs) {
+		t.Fatalf("processed %d records, want %d (each once)", done, len(recs))
+	}
 }

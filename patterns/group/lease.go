@@ -68,12 +68,13 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 			if len(out) >= n || size >= maxBytes {
 				break
 			}
+			if g.blocked(o, g.pend[o]) {
+				continue // an earlier record of its key is pending
+			}
 			r, err := readOne(l, o)
 			if err != nil {
 				// Gone (retention) or damaged: it cannot be delivered.
 				s.log.Warn("record for redelivery unreadable", "stream", g.stream, "group", g.group, "offset", o, "err", err)
-				g.avail--
-				delete(g.pend, o)
 				g.settle(o)
 				continue
 			}
@@ -108,6 +109,17 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 				g.pend[r.Offset] = p
 				g.next = r.Offset + 1
 				g.dirty = true
+				if k := keyOf(r.Headers); k != "" && g.set.Ordered {
+					p.key = k
+					q := g.keys[k]
+					g.keys[k] = append(q, r.Offset)
+					if len(q) > 0 {
+						// Behind an earlier record of its key: leased
+						// once that one is settled.
+						g.avail++
+						continue
+					}
+				}
 				if nb, ok := notBefore(r.Headers); ok && nb.After(now) {
 					// Delayed delivery: not leased before it is due,
 					// and the records behind it go on.
@@ -164,6 +176,42 @@ func (g *state) reader(l *spool.Log) (*spool.Reader, error) {
 		g.rd, g.rdLog = rd, l
 	}
 	return g.rd, nil
+}
+
+// HeaderKey holds a record's key: an ordered group never has two records
+// of one key in flight at once, and delivers them in offset order.
+const HeaderKey = "fastmq-key"
+
+// Key returns the header that gives a record its key.
+func Key(k string) spool.Header { return spool.Header{Key: HeaderKey, Value: []byte(k)} }
+
+func keyOf(hs []spool.Header) string {
+	for _, h := range hs {
+		if h.Key == HeaderKey {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// rekey rebuilds an ordered group's key queues after its state was
+// loaded (the file keeps no keys): it reads every pending record.
+func (s *Server) rekey(g *state, l *spool.Log) {
+	offs := make([]uint64, 0, len(g.pend))
+	for o := range g.pend {
+		offs = append(offs, o)
+	}
+	sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
+	for _, o := range offs {
+		r, err := readOne(l, o)
+		if err != nil {
+			continue // settled as unreadable when it is due
+		}
+		if k := keyOf(r.Headers); k != "" {
+			g.pend[o].key = k
+			g.keys[k] = append(g.keys[k], o)
+		}
+	}
 }
 
 func readOne(l *spool.Log, o uint64) (spool.Record, error) {

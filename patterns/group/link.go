@@ -208,6 +208,9 @@ func (ln *link) fetchLoop() {
 			WaitMillis: uint32(m.cfg.MaxWait / time.Millisecond), AckWaitMillis: uint32(m.cfg.AckWait / time.Millisecond),
 			MaxDeliver: uint16(min(m.cfg.MaxDeliver, 65535)), MaxAckPending: uint32(m.cfg.MaxAckPending),
 			Start: m.cfg.Start, StartValue: m.cfg.StartValue, Backoff: m.cfg.Backoff}
+		if m.cfg.Ordered {
+			req.Flags = FlagOrdered
+		}
 		rep, err := ln.call(ln.ctx, req, m.cfg.MaxWait+5*time.Second)
 		used := 0
 		if err == nil {

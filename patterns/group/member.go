@@ -55,6 +55,12 @@ type MemberConfig struct {
 	// StartLatest, StartOffset, StartTime). Default earliest.
 	Start      uint8
 	StartValue uint64
+	// Ordered makes a new group ordered by key (the fastmq-key header,
+	// see Key): records of one key are never in flight to two members at
+	// once and are delivered in offset order; different keys go in
+	// parallel. A failing record is retried in place, up to MaxDeliver,
+	// then dead-lettered. Fixed when the group is created.
+	Ordered bool
 	// MaxWait is how long a fetch waits at a publisher for records.
 	// Default 5 s.
 	MaxWait time.Duration

@@ -54,9 +54,13 @@ const (
 	StartTime     uint8 = 3 // start value is Unix nanoseconds
 )
 
+// FlagOrdered in a fetch makes the group ordered by key (see the package
+// doc).
+const FlagOrdered uint8 = 1
+
 // Wire limits. Decoders check them before allocating.
 const (
-	headerLen     = 37
+	headerLen     = 38
 	replyHdrLen   = 10
 	maxNameLen    = 255
 	maxBackoff    = 32
@@ -67,9 +71,9 @@ const (
 
 // Request is a decoded group request.
 //
-// Frames: 0 header (37 bytes): version u8 | op u8 | id u32 | max records
+// Frames: 0 header (38 bytes): version u8 | op u8 | id u32 | max records
 // u32 | max bytes u32 | wait ms u32 | ack wait ms u32 | max deliver u16 |
-// max ack pending u32 | start u8 | start value u64; 1 stream; 2 group; 3
+// max ack pending u32 | start u8 | start value u64 | flags u8; 1 stream; 2 group; 3
 // member id; 4 body (fetch: backoff, n x u32 ms; other ops: entries).
 type Request struct {
 	Op            Op
@@ -82,6 +86,7 @@ type Request struct {
 	MaxAckPending uint32
 	Start         uint8
 	StartValue    uint64
+	Flags         uint8 // FlagOrdered
 	Stream        string
 	Group         string
 	Member        string
@@ -116,6 +121,7 @@ func EncodeRequest(r *Request) [][]byte {
 	binary.BigEndian.PutUint32(h[24:], r.MaxAckPending)
 	h[28] = r.Start
 	binary.BigEndian.PutUint64(h[29:], r.StartValue)
+	h[37] = r.Flags
 	var body []byte
 	if r.Op == OpFetch {
 		for _, d := range r.Backoff {
@@ -171,6 +177,10 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 	r.MaxAckPending = binary.BigEndian.Uint32(h[24:])
 	r.Start = h[28]
 	r.StartValue = binary.BigEndian.Uint64(h[29:])
+	r.Flags = h[37]
+	if r.Flags&^FlagOrdered != 0 {
+		return r, malformed("unknown flags %#x", r.Flags)
+	}
 	if r.Start > StartTime {
 		return r, malformed("unknown start %d", r.Start)
 	}

@@ -249,6 +249,9 @@ func (s *Server) groupLocked(req Request, l *spool.Log) (*state, error) {
 		g.dirty = true
 		s.log.Info("new group", "stream", req.Stream, "group", req.Group, "offset", start)
 	}
+	if g.set.Ordered {
+		s.rekey(g, l)
+	}
 	if req.Op == OpFetch {
 		g.set = settingsOf(req, g.set)
 	}
@@ -262,7 +265,10 @@ func (s *Server) groupLocked(req Request, l *spool.Log) (*state, error) {
 
 func settingsOf(req Request, old settings) settings {
 	set := settings{AckWait: time.Duration(req.AckWaitMillis) * time.Millisecond, MaxDeliver: int(req.MaxDeliver),
-		MaxAckPending: int(req.MaxAckPending), Backoff: req.Backoff}
+		MaxAckPending: int(req.MaxAckPending), Backoff: req.Backoff, Ordered: old.Ordered}
+	if old.AckWait == 0 { // a new group: ordered or not for good
+		set.Ordered = req.Flags&FlagOrdered != 0
+	}
 	if set.AckWait <= 0 {
 		set.AckWait = DefaultAckWait
 	}

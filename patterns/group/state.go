@@ -47,6 +47,7 @@ func (s *spanSet) add(o uint64) {
 // acknowledged nor dead-lettered: leased to a member, or available again
 // from notBefore.
 type pending struct {
+	key        string // ordered groups: the record's key ("" for none)
 	deliveries uint32
 	member     string // "" when available
 	deadline   time.Time
@@ -59,6 +60,7 @@ type settings struct {
 	MaxDeliver    int             `json:"max_deliver"`
 	MaxAckPending int             `json:"max_ack_pending"`
 	Backoff       []time.Duration `json:"backoff,omitempty"`
+	Ordered       bool            `json:"ordered,omitempty"`
 }
 
 // backoff returns the redelivery delay after the n-th delivery failed.
@@ -96,8 +98,9 @@ type state struct {
 	next          uint64 // the cursor: offsets from here were never leased
 	done          spanSet
 	pend          map[uint64]*pending
-	held          map[string]int // leases per member
-	avail         int            // pending entries with no member
+	held          map[string]int      // leases per member
+	avail         int                 // pending entries with no member
+	keys          map[string][]uint64 // ordered groups: pending offsets per key, ascending
 	dirty         bool
 	cnt           Counters
 	parked        []*parkedFetch
@@ -107,12 +110,15 @@ type state struct {
 
 func newState(stream, group string, set settings, start uint64) *state {
 	return &state{stream: stream, group: group, set: set, floor: start, next: start,
-		pend: make(map[uint64]*pending), held: make(map[string]int)}
+		pend: make(map[uint64]*pending), held: make(map[string]int), keys: make(map[string][]uint64)}
 }
 
 // settle marks o acknowledged (or dead-lettered) and advances the floor.
 func (g *state) settle(o uint64) {
 	if p := g.pend[o]; p != nil {
+		if p.key != "" {
+			g.unqueue(p.key, o)
+		}
 		if p.member != "" {
 			g.release(p.member)
 		} else {
@@ -131,6 +137,28 @@ func (g *state) settle(o uint64) {
 		g.next = g.floor
 	}
 	g.dirty = true
+}
+
+// unqueue removes o from key's queue.
+func (g *state) unqueue(key string, o uint64) {
+	q := g.keys[key]
+	for i, x := range q {
+		if x == o {
+			q = append(q[:i], q[i+1:]...)
+			break
+		}
+	}
+	if len(q) == 0 {
+		delete(g.keys, key)
+	} else {
+		g.keys[key] = q
+	}
+}
+
+// blocked reports whether an ordered group's record waits for an earlier
+// record of its key.
+func (g *state) blocked(o uint64, p *pending) bool {
+	return p.key != "" && g.keys[p.key][0] != o
 }
 
 func (g *state) release(member string) {
