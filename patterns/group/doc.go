@@ -41,7 +41,7 @@
 //     publisher leases the record to the member (the member buffers
 //     little: MemberConfig.Buffer, default 16 records in all, so leased
 //     records do not wait long unprocessed). InProgress extends it by
-//     AckWait.
+//     AckWait, up to MaxLeaseFactor (10) AckWaits from the lease's start.
 //   - MaxDeliver (default 5, unlimited with -1): a record that ran out
 //     its lease or was naked after its MaxDeliver-th delivery is
 //     dead-lettered.

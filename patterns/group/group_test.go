@@ -619,3 +619,30 @@ func TestOrderedByKey(t *testing.T) {
 		t.Fatalf("processed %d records, want %d (each once)", done, len(recs))
 	}
 }
+
+// InProgress keeps a record leased past AckWait.
+func TestInProgressExtends(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	p.publish(t, "s", 1)
+	ctx := context.Background()
+	m := member(t, group.MemberConfig{AckWait: 200 * time.Millisecond, Buffer: 1}, p)
+	msg, err := m.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A heartbeat every 60 ms for three AckWaits (pacing, as a worker's
+	// heartbeat is, not synchronisation).
+	tick := time.NewTicker(60 * time.Millisecond)
+	defer tick.Stop()
+	for end := time.Now().Add(600 * time.Millisecond); time.Now().Before(end); <-tick.C {
+		if err := msg.InProgress(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := msg.Ack(ctx); err != nil {
+		t.Fatalf("ack after %v of InProgress with a 200ms AckWait: %v", 600*time.Millisecond, err)
+	}
+	if st := p.groups.Stats()["s/g"]; st.Expired != 0 || st.Acked != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}

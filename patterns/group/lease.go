@@ -47,7 +47,7 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 	size := 0
 	take := func(o uint64, p *pending, r spool.Record) {
 		p.deliveries++
-		p.member, p.deadline = req.Member, now.Add(g.set.AckWait)
+		p.member, p.leased, p.deadline = req.Member, now, now.Add(g.set.AckWait)
 		g.held[req.Member]++
 		g.cnt.Delivered++
 		if p.deliveries > 1 {

@@ -25,6 +25,9 @@ const (
 	DefaultAckWait       = 30 * time.Second
 	DefaultMaxDeliver    = 5
 	DefaultMaxAckPending = 1000
+	// MaxLeaseFactor caps InProgress: a lease never lasts beyond this
+	// many AckWaits from when it began.
+	MaxLeaseFactor = 10
 	// DefaultMemberCheck is how often a server looks at gossip for
 	// members that failed or left.
 	DefaultMemberCheck = 200 * time.Millisecond
@@ -305,7 +308,13 @@ func (s *Server) settleLocked(g *state, req Request) *Reply {
 			g.cnt.Acked++
 			g.settle(e.Offset)
 		case OpProgress:
+			// Extended by AckWait, up to MaxLeaseFactor x AckWait from
+			// the lease's start: a stuck member cannot hold a record
+			// for ever.
 			p.deadline = now.Add(g.set.AckWait)
+			if limit := p.leased.Add(MaxLeaseFactor * g.set.AckWait); p.deadline.After(limit) {
+				p.deadline = limit
+			}
 		case OpNak:
 			g.cnt.Naked++
 			delay := e.Delay

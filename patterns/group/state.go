@@ -49,7 +49,8 @@ func (s *spanSet) add(o uint64) {
 type pending struct {
 	key        string // ordered groups: the record's key ("" for none)
 	deliveries uint32
-	member     string // "" when available
+	member     string    // "" when available
+	leased     time.Time // when the lease began
 	deadline   time.Time
 	notBefore  time.Time
 }
