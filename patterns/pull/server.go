@@ -107,6 +107,9 @@ type Server struct {
 	requests, bad, replies, bytes, records, sendFails, oor, unknown, gaps, damaged atomic.Uint64
 
 	pos positionCounters // fetches the position check refused (position.go)
+
+	extMu sync.Mutex
+	ext   map[uint8]Extension // by version byte (HandleVersion)
 }
 
 type parkedFetch struct {
@@ -240,6 +243,15 @@ func (s *Server) Close() error {
 	s.cancel()
 	err := s.sock.Close()
 	s.wg.Wait()
+	s.extMu.Lock()
+	exts := s.ext
+	s.ext = nil
+	s.extMu.Unlock()
+	for _, e := range exts {
+		if cerr := e.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
 	return err
 }
 
@@ -260,6 +272,10 @@ func (s *Server) recvLoop() {
 			continue
 		}
 		env := m.Frames[:1]
+		if ext := s.extension(m.Frames[1:]); ext != nil {
+			ext.Handle(env, m.Frames[1:])
+			continue
+		}
 		req, err := DecodeRequest(m.Frames[1:])
 		if err != nil {
 			s.bad.Add(1)
@@ -400,7 +416,12 @@ func replyVersion(frames [][]byte) uint8 {
 }
 
 func (s *Server) reply(env [][]byte, r *Reply) {
-	frames := EncodeReply(r)
+	if s.send(env, EncodeReply(r)) == nil {
+		s.replies.Add(1)
+	}
+}
+
+func (s *Server) send(env [][]byte, frames [][]byte) error {
 	msg := socket.Msg{Frames: make([][]byte, 0, len(env)+len(frames))}
 	msg.Frames = append(msg.Frames, env...)
 	msg.Frames = append(msg.Frames, frames...)
@@ -421,9 +442,9 @@ func (s *Server) reply(env [][]byte, r *Reply) {
 		if s.log.Enabled(context.Background(), slog.LevelDebug) {
 			s.log.Debug("send reply failed", "err", err)
 		}
-		return
+		return err
 	}
-	s.replies.Add(1)
+	return nil
 }
 
 func (s *Server) park(l *spool.Log, env [][]byte, req Request, deadline time.Time) {

@@ -1,0 +1,158 @@
+package fastmq
+
+import (
+	"fmt"
+	"path/filepath"
+	"sync"
+
+	"github.com/fastmq/fastmq/patterns/group"
+)
+
+// GroupConfig configures a consumer group member made by a Node.
+type GroupConfig struct {
+	// Stream to consume. Required.
+	Stream string
+	// Group names the consumer group: members that share it split the
+	// stream's records (each record goes to one of them); every group
+	// gets every record. Required.
+	Group string
+	// Member configures the member: AckWait, MaxDeliver, Backoff,
+	// MaxAckPending, Buffer, Start and the others keep their meaning and
+	// defaults from package group. The node sets Stream, Group, Name (its
+	// own name: publishers release the member's leases at once when
+	// gossip says this node failed or left), Discovery, Socket and
+	// Logger, whatever they hold here.
+	Member group.MemberConfig
+}
+
+// groupHosts holds, per node, the group server that answers group
+// requests on the node's spool server, and the members the node made.
+// It lives here, not in Node, to keep consumer groups in one file; the
+// node's spool server closes the host (it is a pull.Extension).
+var groupHosts = struct {
+	sync.Mutex
+	m map[*Node]*groupHost
+}{m: make(map[*Node]*groupHost)}
+
+// groupHost is a node's group server and its members.
+type groupHost struct {
+	n   *Node
+	srv *group.Server
+
+	mu      sync.Mutex
+	members map[*group.Member]struct{}
+	closed  bool
+}
+
+// Group starts a member of a consumer group of stream: it leases records
+// from every publisher of the stream in the mesh (this node included),
+// each record to one member of the group at a time; see package group.
+// The node closes it on Close (without a leave: the node leaves the mesh,
+// and gossip tells the publishers); closing it earlier is fine and
+// releases its leases at once.
+func (n *Node) Group(cfg GroupConfig) (*group.Member, error) {
+	if !streamNameRE.MatchString(cfg.Stream) {
+		return nil, fmt.Errorf("%w: %q", ErrBadStreamName, cfg.Stream)
+	}
+	if !streamNameRE.MatchString(cfg.Group) {
+		return nil, fmt.Errorf("fastmq: bad group name %q", cfg.Group)
+	}
+	h, err := n.groupHost()
+	if err != nil {
+		return nil, err
+	}
+	mcfg := cfg.Member
+	mcfg.Stream, mcfg.Group, mcfg.Name = cfg.Stream, cfg.Group, n.cfg.Name
+	mcfg.Discovery, mcfg.Socket, mcfg.Logger = n.members, n.cfg.Socket, n.cfg.Logger
+	mcfg.Publishers = nil
+	m, err := group.NewMember(mcfg)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		m.Abandon()
+		return nil, ErrClosed
+	}
+	h.members[m] = struct{}{}
+	h.mu.Unlock()
+	return m, nil
+}
+
+// GroupStats returns the state of every consumer group of this node's
+// streams, by "stream/group" (nil before any group asked this node).
+func (n *Node) GroupStats() map[string]group.GroupStats {
+	groupHosts.Lock()
+	h := groupHosts.m[n]
+	groupHosts.Unlock()
+	if h == nil {
+		return nil
+	}
+	return h.srv.Stats()
+}
+
+// groupHost returns the node's group host, starting it on first use: the
+// group server serves every stream of the node from then on. Members on
+// other nodes reach a node only after it has served a group, so every
+// node starts its group host when the first group request could come:
+// see ServeGroups.
+func (n *Node) groupHost() (*groupHost, error) {
+	groupHosts.Lock()
+	defer groupHosts.Unlock()
+	if h := groupHosts.m[n]; h != nil {
+		return h, nil
+	}
+	n.mu.Lock()
+	closed := n.closed
+	n.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	srv, err := group.NewServer(group.ServerConfig{
+		Dir:     filepath.Join(n.cfg.DataDir, "groups"),
+		Lookup:  n.lookupStream,
+		Open:    n.Stream,
+		Send:    n.server,
+		Members: n.members,
+		Logger:  n.cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	h := &groupHost{n: n, srv: srv, members: make(map[*group.Member]struct{})}
+	if err := n.server.HandleVersion(group.Version, h); err != nil {
+		srv.Close()
+		return nil, fmt.Errorf("fastmq: serve groups: %w", err)
+	}
+	groupHosts.m[n] = h
+	return h, nil
+}
+
+// ServeGroups makes the node answer consumer group requests for its
+// streams. A publisher must call it (or Group) before members elsewhere
+// can lease its records. It is safe to call more than once.
+func (n *Node) ServeGroups() error {
+	_, err := n.groupHost()
+	return err
+}
+
+// Handle hands a group request to the group server (pull.Extension).
+func (h *groupHost) Handle(env [][]byte, frames [][]byte) { h.srv.Handle(env, frames) }
+
+// Close stops the node's members and its group server; the node's spool
+// server calls it as it closes.
+func (h *groupHost) Close() error {
+	h.mu.Lock()
+	h.closed = true
+	members := h.members
+	h.members = nil
+	h.mu.Unlock()
+	for m := range members {
+		m.Abandon()
+	}
+	groupHosts.Lock()
+	delete(groupHosts.m, h.n)
+	groupHosts.Unlock()
+	return h.srv.Close()
+}

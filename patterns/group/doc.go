@@ -1,0 +1,116 @@
+// Package group is consumer groups over FastMQ's spools: the members of a
+// group share its records (a queue inside the group), every group gets
+// every record (topics across groups), with leases, acknowledgements,
+// redelivery with backoff and dead letters — and no broker.
+//
+// # Where the state lives
+//
+// Each publisher owns the group state of its own records: for every
+// (stream, group) its Server keeps the group's cursor (the first offset
+// never leased), the floor (every offset below is acknowledged or
+// dead-lettered), the offsets settled above the floor as spans, and the
+// pending records between floor and cursor: leased (member, deadline,
+// delivery count) or available again (from a not-before time, for
+// backoff and Nak delays). In Kafka share groups' terms the spans are
+// acknowledged/archived, the pending records acquired or available, and
+// the log from the cursor on available.
+//
+// Members find every publisher of the stream by gossip (as pull's
+// consumers do) and lease from each. A record is leased to one member at
+// a time.
+//
+// # Durability (the crash rule)
+//
+// A group's state is a small versioned JSON file (Dir/<stream>/<group>.state,
+// version 1: floor, cursor, settled spans, pending spans with their
+// delivery counts; leases themselves are not kept). It is written by a
+// group commit: one goroutine writes every changed group's file and only
+// then answers the acknowledgements (and naks, terms) that changed it, so
+// an ack a member was told succeeded is on disk. Dead letters are
+// appended before the state that settles them is written.
+//
+// After a publisher crash the rule is: every record whose acknowledgement
+// was confirmed to a member is never redelivered; the records redelivered
+// are exactly those that were leased and not confirmed-acknowledged at the
+// crash (pending at the last write, or leased after it); they come back at
+// once with their delivery counts.
+//
+// # Semantics and defaults
+//
+//   - AckWait (default 30 s): a lease's length, counted from when the
+//     publisher leases the record to the member (the member buffers
+//     little: MemberConfig.Buffer, default 16 records in all, so leased
+//     records do not wait long unprocessed). InProgress extends it by
+//     AckWait, up to MaxLeaseFactor (10) AckWaits from the lease's start.
+//   - MaxDeliver (default 5, unlimited with -1): a record that ran out
+//     its lease or was naked after its MaxDeliver-th delivery is
+//     dead-lettered.
+//   - Backoff: the redelivery delay after the n-th failed delivery (the
+//     last value repeats; default none). Nak(delay) overrides it.
+//   - MaxAckPending (default 1000): the leases one member holds on one
+//     publisher.
+//   - Term(reason): dead-letter now.
+//   - Dead letters are appended, on the same publisher, to the ordinary
+//     stream <stream>.<group>.dlq (DLQStream) with the record's headers
+//     and fastmq-dlq-stream, -offset, -group, -deliveries and -reason.
+//   - A member that leaves (Close) has its leases released at once; one
+//     on a node gossip reports failed or left too (the server looks every
+//     MemberCheck, 200 ms); otherwise leases run out after AckWait.
+//   - Start of a new group: earliest (default), latest, an offset, a time.
+//   - Delayed delivery: a record with the header fastmq-not-before (Unix
+//     milliseconds, NotBefore) is not leased before then; the records
+//     behind it go on.
+//   - Ordered groups (MemberConfig.Ordered, fixed when the group is
+//     created): records with the same fastmq-key header (Key) are never
+//     in flight to two members at once and are leased in offset order;
+//     different keys go in parallel, records without a key as in any
+//     group. A failing record is retried in place (its key waits) up to
+//     MaxDeliver, then dead-lettered, so one bad record cannot block its
+//     key forever. After a publisher restart the key queues are rebuilt
+//     by reading the pending records.
+//
+// Delivery is at least once: a record is processed again only if its
+// lease ended (timeout, nak, member gone, publisher crash) before the ack
+// was confirmed.
+//
+// # Protocol, version 0x81
+//
+// Group requests go to the publisher's spool server (its ROUTER socket);
+// their first byte, 0x81, is outside the pull protocol's versions, and
+// the spool server hands them to the group Server (pull.Server's
+// HandleVersion). All integers are big-endian.
+//
+// Request, five frames:
+//
+//	frame 0, 38 bytes: version u8 (0x81) | op u8 | id u32 | max records u32 | max bytes u32 |
+//	                   wait ms u32 | ack wait ms u32 | max deliver u16 | max ack pending u32 |
+//	                   start u8 | start value u64 | flags u8 (1: ordered by key)
+//	frame 1: stream; frame 2: group; frame 3: member id (each 1..255 bytes)
+//	frame 4: body
+//
+// Ops: 1 fetch (lease up to max records and about max bytes, waiting up
+// to wait ms when nothing is available; the body is the backoff list,
+// n x u32 ms, n <= 32; the semantics fields apply to the group from this
+// fetch on); 2 ack, 3 nak, 4 in progress, 5 term: the body is 1..256
+// entries, each offset u64 | delivery u32 | delay ms u32 | reason length
+// u8 | reason (a lease is named by offset and delivery); 6 leave (empty
+// body): release every lease of the member; 7 info (empty body): the
+// group's state on this publisher, as JSON GroupStats in the reply's
+// data.
+//
+// Reply, two frames:
+//
+//	frame 0, 10 bytes: version u8 (0x81) | status u8 | id u32 | count u32
+//	frame 1: data
+//
+// Statuses: 0 ok; 1 unknown stream or group (settling for a group the
+// publisher never had); 4 bad request; 5 internal (the state could not be
+// written: the change is not confirmed); 6 unavailable; 7 partial: data
+// lists the refused entries, count x (offset u64 | code u8), code 1 the
+// lease is not this member's (it ran out and moved) and 2 the offset is
+// not pending (settled, or never leased); the other entries were applied.
+// A fetch's ok data holds count records, each offset u64 | delivery u32 |
+// time ns u64 | header count u16 | per header: key length u16, key, value
+// length u32, value | value length u32 | value. An empty ok reply: the
+// wait ended. Decoders check every length before allocating.
+package group

@@ -1,0 +1,520 @@
+package group
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/fastmq/fastmq/discovery"
+	"github.com/fastmq/fastmq/spool"
+)
+
+// fetchLocked leases records to the member and replies, or parks the
+// fetch until records are available or its wait ends. It unlocks s.mu.
+func (s *Server) fetchLocked(g *state, l *spool.Log, env [][]byte, req Request) {
+	recs := s.leaseLocked(g, l, req, time.Now())
+	if len(recs) == 0 && req.WaitMillis > 0 {
+		wait := min(time.Duration(req.WaitMillis)*time.Millisecond, s.cfg.MaxWait)
+		g.parked = append(g.parked, &parkedFetch{env: env, req: req, deadline: time.Now().Add(wait)})
+		s.watchLocked(g.stream, l)
+		s.wakeAtLocked(time.Now().Add(wait))
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	s.send(env, &Reply{Status: StatusOK, ID: req.ID, Records: recs})
+}
+
+// leaseLocked leases up to the request's limits: due redeliveries first
+// (lowest offset first), then records from the cursor.
+func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time) []Record {
+	n := int(req.MaxRecords)
+	if n <= 0 {
+		n = 1
+	}
+	if room := g.set.MaxAckPending - g.held[req.Member]; n > room {
+		n = room
+	}
+	maxBytes := int(req.MaxBytes)
+	if maxBytes <= 0 {
+		maxBytes = 1 << 20
+	}
+	var out []Record
+	size := 0
+	take := func(o uint64, p *pending, r spool.Record) {
+		p.deliveries++
+		p.member, p.leased, p.deadline = req.Member, now, now.Add(g.set.AckWait)
+		g.held[req.Member]++
+		g.cnt.Delivered++
+		if p.deliveries > 1 {
+			g.cnt.Redelivered++
+		}
+		out = append(out, toWire(r, p.deliveries))
+		size += len(r.Value) + 64
+	}
+	if g.avail > 0 && n > 0 {
+		var due []uint64
+		for o, p := range g.pend {
+			if p.member == "" && !p.notBefore.After(now) {
+				due = append(due, o)
+			}
+		}
+		sort.Slice(due, func(i, j int) bool { return due[i] < due[j] })
+		for _, o := range due {
+			if len(out) >= n || size >= maxBytes {
+				break
+			}
+			if g.blocked(o, g.pend[o]) {
+				continue // an earlier record of its key is pending
+			}
+			r, err := readOne(l, o)
+			if err != nil {
+				// Gone (retention) or damaged: it cannot be delivered.
+				s.log.Warn("record for redelivery unreadable", "stream", g.stream, "group", g.group, "offset", o, "err", err)
+				g.settle(o)
+				continue
+			}
+			if nb, ok := notBefore(r.Headers); ok && nb.After(now) {
+				g.pend[o].notBefore = nb // not due (the state was reloaded)
+				continue
+			}
+			g.avail--
+			take(o, g.pend[o], r)
+		}
+	}
+	if len(out) < n && size < maxBytes && g.next < l.NextOffset() {
+		if g.next < l.OldestOffset() {
+			for o := g.next; o < l.OldestOffset(); o++ {
+				g.settle(o) // removed by retention before the group read them
+			}
+			g.next = l.OldestOffset()
+		}
+		rd, err := g.reader(l)
+		if err == nil {
+			ctx, cancel := context.WithTimeout(s.ctx, time.Second)
+			for len(out) < n && size < maxBytes && rd.Offset() < l.NextOffset() {
+				r, err := rd.Next(ctx)
+				if err != nil {
+					s.log.Warn("read for group", "stream", g.stream, "group", g.group, "offset", rd.Offset(), "err", err)
+					break
+				}
+				for o := g.next; o < r.Offset; o++ {
+					g.settle(o) // a gap in the log
+				}
+				p := &pending{}
+				g.pend[r.Offset] = p
+				g.next = r.Offset + 1
+				g.dirty = true
+				if k := keyOf(r.Headers); k != "" && g.set.Ordered {
+					p.key = k
+					q := g.keys[k]
+					g.keys[k] = append(q, r.Offset)
+					if len(q) > 0 {
+						// Behind an earlier record of its key: leased
+						// once that one is settled.
+						g.avail++
+						continue
+					}
+				}
+				if nb, ok := notBefore(r.Headers); ok && nb.After(now) {
+					// Delayed delivery: not leased before it is due,
+					// and the records behind it go on.
+					p.notBefore = nb
+					g.avail++
+					continue
+				}
+				take(r.Offset, p, r)
+			}
+			cancel()
+		}
+	}
+	if len(out) > 0 {
+		s.wakeAtLocked(now.Add(g.set.AckWait))
+	}
+	return out
+}
+
+// HeaderNotBefore holds a record's not-before time, in Unix
+// milliseconds (decimal): a group does not lease the record before then.
+const HeaderNotBefore = "fastmq-not-before"
+
+// NotBefore returns the header that delays a record's delivery to groups
+// until t (delayed delivery); plain consumers are not affected.
+func NotBefore(t time.Time) spool.Header {
+	return spool.Header{Key: HeaderNotBefore, Value: []byte(strconv.FormatInt(t.UnixMilli(), 10))}
+}
+
+func notBefore(hs []spool.Header) (time.Time, bool) {
+	for _, h := range hs {
+		if h.Key == HeaderNotBefore {
+			ms, err := strconv.ParseInt(string(h.Value), 10, 64)
+			if err != nil {
+				return time.Time{}, false
+			}
+			return time.UnixMilli(ms), true
+		}
+	}
+	return time.Time{}, false
+}
+
+// reader returns the group's reader of l at its cursor, kept between
+// fetches so that reading on costs no new seek.
+func (g *state) reader(l *spool.Log) (*spool.Reader, error) {
+	if g.rd != nil && (g.rdLog != l || g.rd.Offset() != g.next) {
+		g.rd.Close()
+		g.rd = nil
+	}
+	if g.rd == nil {
+		rd, err := l.NewReader(g.next)
+		if err != nil {
+			return nil, err
+		}
+		g.rd, g.rdLog = rd, l
+	}
+	return g.rd, nil
+}
+
+// HeaderKey holds a record's key: an ordered group never has two records
+// of one key in flight at once, and delivers them in offset order.
+const HeaderKey = "fastmq-key"
+
+// Key returns the header that gives a record its key.
+func Key(k string) spool.Header { return spool.Header{Key: HeaderKey, Value: []byte(k)} }
+
+func keyOf(hs []spool.Header) string {
+	for _, h := range hs {
+		if h.Key == HeaderKey {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// rekey rebuilds an ordered group's key queues after its state was
+// loaded (the file keeps no keys): it reads every pending record.
+func (s *Server) rekey(g *state, l *spool.Log) {
+	offs := make([]uint64, 0, len(g.pend))
+	for o := range g.pend {
+		offs = append(offs, o)
+	}
+	sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
+	for _, o := range offs {
+		r, err := readOne(l, o)
+		if err != nil {
+			continue // settled as unreadable when it is due
+		}
+		if k := keyOf(r.Headers); k != "" {
+			g.pend[o].key = k
+			g.keys[k] = append(g.keys[k], o)
+		}
+	}
+}
+
+func readOne(l *spool.Log, o uint64) (spool.Record, error) {
+	rd, err := l.NewReader(o)
+	if err != nil {
+		return spool.Record{}, err
+	}
+	defer rd.Close()
+	if o >= l.NextOffset() {
+		return spool.Record{}, errors.New("beyond the end of the log")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	r, err := rd.Next(ctx)
+	if err != nil {
+		return r, err
+	}
+	if r.Offset != o {
+		return r, errors.New("record not in the log")
+	}
+	return r, nil
+}
+
+func toWire(r spool.Record, delivery uint32) Record {
+	w := Record{Offset: r.Offset, Delivery: delivery, Time: r.Time, Value: r.Value}
+	if len(r.Headers) > 0 {
+		w.Headers = make([]Header, len(r.Headers))
+		for i, h := range r.Headers {
+			w.Headers[i] = Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return w
+}
+
+// kickLocked serves the group's parked fetches that can be served now.
+// It returns their replies, which the caller sends after it unlocks s.mu
+// (leases need not be on disk before they are sent: a lease lost in a
+// crash is a record in flight, redelivered).
+func (s *Server) kickLocked(g *state, l *spool.Log) []pendingReply {
+	if len(g.parked) == 0 {
+		return nil
+	}
+	now := time.Now()
+	var sends []pendingReply
+	keep := g.parked[:0]
+	for _, p := range g.parked {
+		recs := s.leaseLocked(g, l, p.req, now)
+		if len(recs) == 0 && p.deadline.After(now) {
+			keep = append(keep, p)
+			continue
+		}
+		sends = append(sends, pendingReply{p.env, EncodeReply(&Reply{Status: StatusOK, ID: p.req.ID, Records: recs})})
+	}
+	for i := len(keep); i < len(g.parked); i++ {
+		g.parked[i] = nil
+	}
+	g.parked = keep
+	return sends
+}
+
+func (s *Server) sendAll(rs []pendingReply) {
+	for _, r := range rs {
+		if err := s.cfg.Send.Send(r.env, r.frames); err != nil && s.log.Enabled(context.Background(), slog.LevelDebug) {
+			s.log.Debug("send reply failed", "err", err)
+		}
+	}
+}
+
+// watchLocked starts the tail watcher of a stream with parked fetches.
+func (s *Server) watchLocked(stream string, l *spool.Log) {
+	if s.watching[stream] {
+		return
+	}
+	s.watching[stream] = true
+	s.wg.Add(1)
+	go s.watch(stream, l)
+}
+
+// watch wakes the parked fetches of a stream's groups as the stream grows.
+func (s *Server) watch(stream string, l *spool.Log) {
+	defer s.wg.Done()
+	seen := l.NextOffset()
+	for {
+		var sends []pendingReply
+		s.mu.Lock()
+		for _, g := range s.groups {
+			if g.stream == stream {
+				sends = append(sends, s.kickLocked(g, l)...)
+			}
+		}
+		s.mu.Unlock()
+		s.sendAll(sends)
+		if err := l.Wait(s.ctx, seen); err != nil {
+			s.mu.Lock()
+			delete(s.watching, stream)
+			s.mu.Unlock()
+			return
+		}
+		seen = l.NextOffset()
+	}
+}
+
+// clockLoop expires leases, makes delayed redeliveries due, ends parked
+// fetches' waits and releases the leases of members gossip reports gone.
+func (s *Server) clockLoop() {
+	defer s.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	lastCheck := time.Time{}
+	for {
+		now := time.Now()
+		var gone map[string]bool
+		if s.cfg.Members != nil && now.Sub(lastCheck) >= s.cfg.MemberCheck {
+			lastCheck = now
+			gone = goneNodes(s.cfg.Members.Members())
+		}
+		earliest := now.Add(time.Hour)
+		if s.cfg.Members != nil {
+			earliest = lastCheck.Add(s.cfg.MemberCheck)
+		}
+		var sends []pendingReply
+		s.mu.Lock()
+		for _, g := range s.groups {
+			l, ok := s.cfg.Lookup(g.stream)
+			if !ok {
+				continue
+			}
+			if len(gone) > 0 {
+				s.dropParkedLocked(g, func(m string) bool { return gone[nodeOf(m)] })
+			}
+			if len(gone) > 0 && len(g.held) > 0 {
+				if n := s.releaseLocked(g, func(m string) bool { return gone[nodeOf(m)] }, now); n > 0 {
+					s.log.Info("released the leases of gone members", "stream", g.stream, "group", g.group, "leases", n)
+				}
+			}
+			for o, p := range g.pend {
+				switch {
+				case p.member != "" && !p.deadline.After(now):
+					g.cnt.Expired++
+					s.returnLocked(g, o, p, now.Add(g.set.backoff(p.deliveries)), "max deliveries")
+					if q := g.pend[o]; q != nil && q.notBefore.After(now) && q.notBefore.Before(earliest) {
+						earliest = q.notBefore
+					}
+				case p.member != "":
+					if p.deadline.Before(earliest) {
+						earliest = p.deadline
+					}
+				case p.notBefore.After(now) && p.notBefore.Before(earliest):
+					earliest = p.notBefore
+				}
+			}
+			sends = append(sends, s.kickLocked(g, l)...)
+			for _, p := range g.parked {
+				if p.deadline.Before(earliest) {
+					earliest = p.deadline
+				}
+			}
+		}
+		s.nextTick = earliest
+		s.mu.Unlock()
+		s.sendAll(sends)
+		timer.Reset(max(time.Until(earliest), time.Millisecond))
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-timer.C:
+		case <-s.wakeClock:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		}
+	}
+}
+
+// goneNodes returns the names of the nodes gossip says failed or left.
+func goneNodes(ms []discovery.Member) map[string]bool {
+	var gone map[string]bool
+	for _, m := range ms {
+		if m.Status == discovery.StatusFailed || m.Status == discovery.StatusLeft || m.Status == discovery.StatusLeaving {
+			if gone == nil {
+				gone = make(map[string]bool)
+			}
+			gone[m.Name] = true
+		}
+	}
+	return gone
+}
+
+// flushLoop is the group commit: it appends dead letters, writes the
+// state of every changed group, then sends the replies that waited for
+// it. Acknowledgements are answered only once they are on disk.
+func (s *Server) flushLoop() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.wakeFlush:
+		}
+		if err := s.flush(); err != nil {
+			s.log.Error("write group state", "err", err)
+		}
+	}
+}
+
+// flush runs one group commit; see flushLoop.
+func (s *Server) flush() error {
+	// Take the replies, the dead letters and the snapshots together: a
+	// snapshot that settles a dead letter is written only after its
+	// append, and a reply only after the snapshot that holds its change.
+	s.mu.Lock()
+	replies, dlq := s.replies, s.dlq
+	s.replies, s.dlq = nil, nil
+	var snaps []fileState
+	for _, g := range s.groups {
+		if g.dirty {
+			snaps = append(snaps, g.snapshot())
+			g.dirty = false
+		}
+	}
+	s.mu.Unlock()
+	var firstErr error
+	for _, d := range dlq {
+		if err := s.deadLetter(d); err != nil {
+			s.log.Error("append dead letter", "stream", d.stream, "group", d.group, "offset", d.offset, "err", err)
+			firstErr = cmp.Or(firstErr, err)
+		}
+	}
+	if firstErr == nil {
+		for _, f := range snaps {
+			firstErr = cmp.Or(firstErr, writeState(s.cfg.Dir, f))
+		}
+	}
+	if firstErr != nil {
+		s.mu.Lock()
+		s.dlq = append(dlq, s.dlq...) // tried again with the next commit
+		for _, f := range snaps {
+			if g := s.groups[f.Stream+"\x00"+f.Group]; g != nil {
+				g.dirty = true
+			}
+		}
+		s.mu.Unlock()
+	}
+	for _, r := range replies {
+		frames := r.frames
+		if firstErr != nil && frames[0][1] == byte(StatusOK) && !isFetchReply(frames) {
+			frames = EncodeReply(&Reply{Status: StatusInternal, ID: idOf(frames[0]), Data: []byte(firstErr.Error())})
+		}
+		if err := s.cfg.Send.Send(r.env, frames); err != nil && s.log.Enabled(context.Background(), slog.LevelDebug) {
+			s.log.Debug("send reply failed", "err", err)
+		}
+	}
+	return firstErr
+}
+
+// isFetchReply tells a fetch reply (records, sent from the flusher when a
+// parked fetch is served) from an acknowledgement's: only the latter's
+// data is empty with status ok.
+func isFetchReply(frames [][]byte) bool { return len(frames[1]) > 0 }
+
+func idOf(h []byte) uint32 {
+	if len(h) < 6 {
+		return 0
+	}
+	return uint32(h[2])<<24 | uint32(h[3])<<16 | uint32(h[4])<<8 | uint32(h[5])
+}
+
+// Dead-letter headers: the record's own headers come first.
+const (
+	HeaderDLQStream     = "fastmq-dlq-stream"
+	HeaderDLQOffset     = "fastmq-dlq-offset"
+	HeaderDLQGroup      = "fastmq-dlq-group"
+	HeaderDLQDeliveries = "fastmq-dlq-deliveries"
+	HeaderDLQReason     = "fastmq-dlq-reason"
+)
+
+// DLQStream returns the dead-letter stream of a group.
+func DLQStream(stream, group string) string { return stream + "." + group + ".dlq" }
+
+func (s *Server) deadLetter(d deadLetter) error {
+	l, ok := s.cfg.Lookup(d.stream)
+	if !ok {
+		return errors.New("stream gone")
+	}
+	r, err := readOne(l, d.offset)
+	if err != nil {
+		return err
+	}
+	dl, err := s.cfg.Open(DLQStream(d.stream, d.group))
+	if err != nil {
+		return err
+	}
+	hs := append(r.Headers[:len(r.Headers):len(r.Headers)],
+		spool.Header{Key: HeaderDLQStream, Value: []byte(d.stream)},
+		spool.Header{Key: HeaderDLQOffset, Value: []byte(strconv.FormatUint(d.offset, 10))},
+		spool.Header{Key: HeaderDLQGroup, Value: []byte(d.group)},
+		spool.Header{Key: HeaderDLQDeliveries, Value: []byte(strconv.FormatUint(uint64(d.deliveries), 10))},
+		spool.Header{Key: HeaderDLQReason, Value: []byte(d.reason)})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = dl.Append(ctx, spool.Record{Value: r.Value, Headers: hs})
+	return err
+}

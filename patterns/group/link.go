@@ -1,0 +1,393 @@
+package group
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fastmq/fastmq/socket"
+)
+
+// link is a member's connection to one publisher: a DEALER socket, a
+// receive goroutine that hands replies to their requests by id, a fetch
+// goroutine and a settle goroutine that batches acknowledgements.
+type link struct {
+	m        *Member
+	node     string
+	endpoint string
+	sock     *socket.Socket
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	nextID  uint32
+	waiting map[uint32]waiter
+
+	settles chan settleReq
+
+	gate    sync.Mutex // orders fetches before a leave
+	leaving bool
+}
+
+type waiter struct {
+	fetch bool
+	ch    chan replyOrErr
+}
+
+type replyOrErr struct {
+	rep Reply
+	err error
+}
+
+type settleReq struct {
+	op   Op
+	e    Entry
+	done func(error) // called once, from the settle goroutine
+}
+
+// maxBatch caps the entries of one settle request (the spool server's
+// socket takes requests of up to 4 KiB).
+const maxBatch = 128
+
+func (m *Member) newLink(node, ep string) (*link, error) {
+	scfg := m.cfg.Socket
+	scfg.Identity = nil
+	sock, err := socket.New(socket.Dealer, scfg)
+	if err != nil {
+		return nil, fmt.Errorf("group: create socket: %w", err)
+	}
+	if err := sock.Connect(ep); err != nil {
+		sock.Close()
+		return nil, fmt.Errorf("group: connect %s: %w", ep, err)
+	}
+	ln := &link{m: m, node: node, endpoint: ep, sock: sock, waiting: make(map[uint32]waiter), settles: make(chan settleReq, 1024)}
+	ln.ctx, ln.cancel = context.WithCancel(m.ctx)
+	ln.wg.Add(3)
+	go ln.recvLoop()
+	go ln.fetchLoop()
+	go ln.settleLoop()
+	return ln, nil
+}
+
+func (ln *link) stop() {
+	ln.cancel()
+	ln.sock.Close()
+	ln.wg.Wait()
+}
+
+func (ln *link) recvLoop() {
+	defer ln.wg.Done()
+	for {
+		msg, err := ln.sock.Recv(ln.ctx)
+		if err != nil {
+			if ln.ctx.Err() != nil || errors.Is(err, socket.ErrClosed) {
+				return
+			}
+			continue
+		}
+		if len(msg.Frames) != 2 || len(msg.Frames[0]) < 6 {
+			continue
+		}
+		id := binary.BigEndian.Uint32(msg.Frames[0][2:])
+		ln.mu.Lock()
+		w, ok := ln.waiting[id]
+		delete(ln.waiting, id)
+		ln.mu.Unlock()
+		if !ok {
+			continue // a reply to a request that gave up
+		}
+		rep, err := DecodeReply(msg.Frames, w.fetch)
+		w.ch <- replyOrErr{rep, err}
+	}
+}
+
+// call sends r and waits for its reply, at most timeout. A fetch is not
+// sent once the member leaves: the publisher must see no fetch after the
+// leave, or it would lease to a member that is gone.
+func (ln *link) call(ctx context.Context, r *Request, timeout time.Duration) (Reply, error) {
+	if r.Op == OpFetch || r.Op == OpLeave {
+		ln.gate.Lock()
+		if ln.leaving {
+			ln.gate.Unlock()
+			return Reply{}, ErrClosed
+		}
+		ln.leaving = r.Op == OpLeave
+		defer func() {
+			if r.Op == OpLeave {
+				ln.gate.Unlock()
+			}
+		}()
+	}
+	ch := make(chan replyOrErr, 1)
+	ln.mu.Lock()
+	ln.nextID++
+	r.ID = ln.nextID
+	ln.waiting[r.ID] = waiter{fetch: r.Op == OpFetch, ch: ch}
+	ln.mu.Unlock()
+	defer func() {
+		ln.mu.Lock()
+		delete(ln.waiting, r.ID)
+		ln.mu.Unlock()
+	}()
+	r.Stream, r.Group, r.Member = ln.m.cfg.Stream, ln.m.cfg.Group, ln.m.id
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := ln.sock.Send(ctx, socket.Msg{Frames: EncodeRequest(r)})
+	if r.Op == OpFetch {
+		ln.gate.Unlock()
+	}
+	if err != nil {
+		return Reply{}, err
+	}
+	select {
+	case re := <-ch:
+		if re.err != nil {
+			return re.rep, re.err
+		}
+		if re.rep.Status != StatusOK && re.rep.Status != StatusPartial {
+			return re.rep, &StatusError{Status: re.rep.Status, Msg: string(re.rep.Data)}
+		}
+		return re.rep, nil
+	case <-ctx.Done():
+		return Reply{}, ctx.Err()
+	}
+}
+
+// StatusError is an error status from a publisher.
+type StatusError struct {
+	Status Status
+	Msg    string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("group: publisher answered status %d: %s", e.Status, e.Msg)
+}
+
+// fetchLoop leases records while the member has buffer room.
+func (ln *link) fetchLoop() {
+	defer ln.wg.Done()
+	m := ln.m
+	backoff := 50 * time.Millisecond
+	for {
+		// Take one free slot (waiting), then every other free one.
+		n := 0
+		select {
+		case <-m.tokens:
+			n = 1
+		case <-ln.ctx.Done():
+			return
+		}
+		// While records wait in the buffer, gather half of it before
+		// fetching: a fast reader would otherwise make every fetch a
+		// fetch of one record. With the buffer empty, fetch at once.
+	more:
+		for n < m.cfg.Buffer {
+			select {
+			case <-m.tokens:
+				n++
+				continue
+			default:
+			}
+			if n >= (m.cfg.Buffer+1)/2 || len(m.out) == 0 {
+				break more
+			}
+			select {
+			case <-m.tokens:
+				n++
+			case <-ln.ctx.Done():
+				return
+			}
+		}
+		req := &Request{Op: OpFetch, MaxRecords: uint32(n), MaxBytes: 1 << 20,
+			WaitMillis: uint32(m.cfg.MaxWait / time.Millisecond), AckWaitMillis: uint32(m.cfg.AckWait / time.Millisecond),
+			MaxDeliver: uint16(min(m.cfg.MaxDeliver, 65535)), MaxAckPending: uint32(m.cfg.MaxAckPending),
+			Start: m.cfg.Start, StartValue: m.cfg.StartValue, Backoff: m.cfg.Backoff}
+		if m.cfg.Ordered {
+			req.Flags = FlagOrdered
+		}
+		rep, err := ln.call(ln.ctx, req, m.cfg.MaxWait+5*time.Second)
+		used := 0
+		if err == nil {
+			for _, r := range rep.Records {
+				if used >= n {
+					break // more than asked for: never
+				}
+				msg := &Message{Publisher: ln.node, Offset: r.Offset, Delivery: r.Delivery, Time: r.Time, Headers: r.Headers, Value: r.Value, m: m}
+				select {
+				case m.out <- msg:
+					used++
+				case <-ln.ctx.Done():
+					return
+				}
+			}
+			backoff = 50 * time.Millisecond
+		}
+		for i := used; i < n; i++ {
+			m.tokens <- struct{}{}
+		}
+		if err != nil {
+			if ln.ctx.Err() != nil {
+				return
+			}
+			m.log.Debug("fetch failed", "peer", ln.node, "err", err)
+			select {
+			case <-time.After(backoff):
+			case <-ln.ctx.Done():
+				return
+			}
+			backoff = min(2*backoff, 2*time.Second)
+		}
+	}
+}
+
+// settle queues one entry and waits for the publisher's answer.
+func (ln *link) settle(ctx context.Context, op Op, e Entry) error {
+	ch := make(chan error, 1)
+	if err := ln.settleAsync(ctx, op, e, func(err error) { ch <- err }); err != nil {
+		return err
+	}
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// settleAsync queues one entry; done gets the publisher's answer (or
+// ErrClosed when the link stops first). It blocks only while the queue
+// is full.
+func (ln *link) settleAsync(ctx context.Context, op Op, e Entry, done func(error)) error {
+	select {
+	case ln.settles <- settleReq{op, e, done}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-ln.ctx.Done():
+		return ErrClosed
+	}
+}
+
+// settleLoop sends queued settles in batches, one request per op.
+func (ln *link) settleLoop() {
+	defer ln.wg.Done()
+	inflight := make(chan struct{}, maxSettleCalls)
+	var calls sync.WaitGroup
+	defer calls.Wait()
+	for {
+		var batch []settleReq
+		select {
+		case s := <-ln.settles:
+			batch = append(batch, s)
+		case <-ln.ctx.Done():
+			for {
+				select {
+				case s := <-ln.settles:
+					s.done(ErrClosed)
+				default:
+					return
+				}
+			}
+		}
+	more:
+		for len(batch) < 4*maxBatch {
+			select {
+			case s := <-ln.settles:
+				batch = append(batch, s)
+			default:
+				break more
+			}
+		}
+		byOp := map[Op][]settleReq{}
+		for _, s := range batch {
+			byOp[s.op] = append(byOp[s.op], s)
+		}
+		for op, list := range byOp {
+			for len(list) > 0 {
+				k := min(len(list), maxBatch)
+				part := list[:k]
+				// Up to maxSettleCalls requests in flight, so that the
+				// publisher's next group commit takes the next batch.
+				inflight <- struct{}{}
+				calls.Add(1)
+				go func() {
+					defer calls.Done()
+					ln.sendSettles(op, part)
+					<-inflight
+				}()
+				list = list[k:]
+			}
+		}
+	}
+}
+
+// maxSettleCalls is how many settle requests a link keeps in flight.
+const maxSettleCalls = 4
+
+func (ln *link) sendSettles(op Op, list []settleReq) {
+	req := &Request{Op: op, Entries: make([]Entry, len(list))}
+	for i, s := range list {
+		req.Entries[i] = s.e
+	}
+	rep, err := ln.call(ln.ctx, req, 10*time.Second)
+	refused := map[uint64]uint8{}
+	if err == nil && rep.Status == StatusPartial {
+		for i := 0; i+9 <= len(rep.Data); i += 9 {
+			refused[binary.BigEndian.Uint64(rep.Data[i:])] = rep.Data[i+8]
+		}
+	}
+	for _, s := range list {
+		e := err
+		if code, ok := refused[s.e.Offset]; ok && e == nil {
+			e = &RefusedError{Offset: s.e.Offset, Code: code}
+		}
+		s.done(e)
+	}
+}
+
+// leave tells the publisher to release this member's leases.
+func (ln *link) leave(ctx context.Context) {
+	if _, err := ln.call(ctx, &Request{Op: OpLeave}, time.Second); err != nil {
+		ln.m.log.Debug("leave", "peer", ln.node, "err", err)
+	}
+}
+
+// Info asks the publisher at endpoint for the state of a group of stream
+// (an unknown group gives a *StatusError with StatusUnknown). It blocks
+// until the answer comes or ctx ends.
+func Info(ctx context.Context, endpoint, stream, group string, cfg socket.Config) (GroupStats, error) {
+	var st GroupStats
+	cfg.Identity = nil
+	sock, err := socket.New(socket.Dealer, cfg)
+	if err != nil {
+		return st, err
+	}
+	defer sock.Close()
+	if err := sock.Connect(endpoint); err != nil {
+		return st, err
+	}
+	if err := sock.Send(ctx, socket.Msg{Frames: EncodeRequest(&Request{Op: OpInfo, ID: 1, Stream: stream, Group: group, Member: "info"})}); err != nil {
+		return st, err
+	}
+	msg, err := sock.Recv(ctx)
+	if err != nil {
+		return st, err
+	}
+	rep, err := DecodeReply(msg.Frames, false)
+	if err != nil {
+		return st, err
+	}
+	if rep.Status != StatusOK {
+		return st, &StatusError{Status: rep.Status, Msg: string(rep.Data)}
+	}
+	if err := json.Unmarshal(rep.Data, &st); err != nil {
+		return st, fmt.Errorf("group: info reply: %w", err)
+	}
+	return st, nil
+}

@@ -1,0 +1,408 @@
+package group
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/fastmq/fastmq/discovery"
+	"github.com/fastmq/fastmq/socket"
+)
+
+// StreamWatcher finds the publishers of a stream; *discovery.Membership
+// implements it.
+type StreamWatcher interface {
+	WatchStream(ctx context.Context, stream string) (<-chan discovery.Event, error)
+}
+
+// MemberConfig configures a Member. The semantics fields are sent to the
+// publishers with every fetch: the members of one group should agree on
+// them (the last fetch's win).
+type MemberConfig struct {
+	Stream string // required
+	Group  string // required
+	// Name prefixes the member's id ("Name/random"). A publisher
+	// releases the leases of a member at once when gossip says the node
+	// called Name failed or left, so with Discovery it must be the node's
+	// gossip name.
+	Name string
+	// Discovery finds the publishers of Stream; or Publishers lists their
+	// spool endpoints (by node name). One of them is required.
+	Discovery  StreamWatcher
+	Publishers map[string]string
+	// AckWait is a lease's length, from the moment a publisher leases the
+	// record to this member. Default 30 s. InProgress extends it.
+	AckWait time.Duration
+	// MaxDeliver: a record delivered this many times and not acknowledged
+	// goes to the dead-letter stream. Default 5; -1 = unlimited.
+	MaxDeliver int
+	// Backoff is the redelivery delay after the n-th failed delivery (the
+	// last value repeats). Default none: at once.
+	Backoff []time.Duration
+	// MaxAckPending caps the leases this member holds on each publisher.
+	// Default 1000.
+	MaxAckPending int
+	// Buffer is how many leased records the member holds that Next has
+	// not returned yet, all publishers together. Default 16. Keep it
+	// small: their leases run.
+	Buffer int
+	// Start and StartValue place a new group's cursor (StartEarliest,
+	// StartLatest, StartOffset, StartTime). Default earliest.
+	Start      uint8
+	StartValue uint64
+	// Ordered makes a new group ordered by key (the fastmq-key header,
+	// see Key): records of one key are never in flight to two members at
+	// once and are delivered in offset order; different keys go in
+	// parallel. A failing record is retried in place, up to MaxDeliver,
+	// then dead-lettered. Fixed when the group is created.
+	Ordered bool
+	// MaxWait is how long a fetch waits at a publisher for records.
+	// Default 5 s.
+	MaxWait time.Duration
+	// Socket configures the DEALER sockets.
+	Socket socket.Config
+	// Logger receives the member's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Member is one member of a consumer group: it leases records from every
+// publisher of the stream. A Member is safe for concurrent use: Next and
+// the Message methods may be called from many goroutines. Next blocks
+// until a record is leased. Close is idempotent.
+type Member struct {
+	cfg MemberConfig
+	id  string
+	log *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	out    chan *Message
+	tokens chan struct{} // free buffer slots
+
+	mu     sync.Mutex
+	links  map[string]*link // by publisher node
+	closed bool
+}
+
+// NewMember starts a member.
+func NewMember(cfg MemberConfig) (*Member, error) {
+	if !nameRE.MatchString(cfg.Stream) || !nameRE.MatchString(cfg.Group) {
+		return nil, fmt.Errorf("group: bad stream %q or group %q", cfg.Stream, cfg.Group)
+	}
+	if cfg.Discovery == nil && len(cfg.Publishers) == 0 {
+		return nil, errors.New("group: member needs Discovery or Publishers")
+	}
+	if cfg.AckWait <= 0 {
+		cfg.AckWait = DefaultAckWait
+	}
+	switch {
+	case cfg.MaxDeliver == 0:
+		cfg.MaxDeliver = DefaultMaxDeliver
+	case cfg.MaxDeliver < 0:
+		cfg.MaxDeliver = 0
+	}
+	if cfg.MaxAckPending <= 0 {
+		cfg.MaxAckPending = DefaultMaxAckPending
+	}
+	if cfg.Buffer <= 0 {
+		cfg.Buffer = 16
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = 5 * time.Second
+	}
+	if len(cfg.Backoff) > maxBackoff {
+		return nil, fmt.Errorf("group: at most %d backoff values", maxBackoff)
+	}
+	cfg.Backoff = append([]time.Duration(nil), cfg.Backoff...)
+	if cfg.Name == "" {
+		cfg.Name = "member"
+	}
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	m := &Member{cfg: cfg, id: cfg.Name + "/" + hex.EncodeToString(rnd[:]),
+		out: make(chan *Message, cfg.Buffer), tokens: make(chan struct{}, cfg.Buffer), links: make(map[string]*link)}
+	m.log = lg.With("component", "group-member", "stream", cfg.Stream, "group", cfg.Group)
+	for i := 0; i < cfg.Buffer; i++ {
+		m.tokens <- struct{}{}
+	}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	for node, ep := range cfg.Publishers {
+		if err := m.startLink(node, ep); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
+	if cfg.Discovery != nil {
+		events, err := cfg.Discovery.WatchStream(m.ctx, cfg.Stream)
+		if err != nil {
+			m.Close()
+			return nil, fmt.Errorf("group: watch stream %s: %w", cfg.Stream, err)
+		}
+		m.wg.Add(1)
+		go m.discoverLoop(events)
+	}
+	return m, nil
+}
+
+// ID returns the member's id, as publishers know it.
+func (m *Member) ID() string { return m.id }
+
+func (m *Member) discoverLoop(events <-chan discovery.Event) {
+	defer m.wg.Done()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			switch ev.Type {
+			case discovery.Added, discovery.Updated:
+				if len(ev.Instance.Service.Endpoints) > 0 {
+					if err := m.startLink(ev.Instance.Node, ev.Instance.Service.Endpoints[0]); err != nil {
+						m.log.Warn("connect to publisher", "peer", ev.Instance.Node, "err", err)
+					}
+				}
+			case discovery.Removed:
+				m.stopLink(ev.Instance.Node)
+			}
+		}
+	}
+}
+
+func (m *Member) startLink(node, ep string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	if old := m.links[node]; old != nil {
+		if old.endpoint == ep {
+			return nil
+		}
+		old.stop()
+		delete(m.links, node)
+	}
+	ln, err := m.newLink(node, ep)
+	if err != nil {
+		return err
+	}
+	m.links[node] = ln
+	return nil
+}
+
+func (m *Member) stopLink(node string) {
+	m.mu.Lock()
+	ln := m.links[node]
+	delete(m.links, node)
+	m.mu.Unlock()
+	if ln != nil {
+		ln.stop()
+	}
+}
+
+func (m *Member) link(node string) *link {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.links[node]
+}
+
+// Next returns the next leased record, from any publisher. It blocks
+// until one is leased, ctx ends or the member closes (ErrClosed).
+func (m *Member) Next(ctx context.Context) (*Message, error) {
+	select {
+	case msg := <-m.out:
+		m.tokens <- struct{}{}
+		return msg, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-m.ctx.Done():
+		return nil, ErrClosed
+	}
+}
+
+// Handler processes one record for Run: nil acknowledges it, an error
+// naks it (redelivered after the group's backoff).
+type Handler func(ctx context.Context, msg *Message) error
+
+// Run calls h for every record, at most concurrency at a time (default 1),
+// until ctx ends or the member closes; it returns that error after the
+// running handlers have returned and their records are settled. A
+// handler's slot is free again as soon as it returns: its ack (or nak)
+// goes to the publisher in the background, batched with the others (at
+// most MaxAckPending in flight), even after ctx ended (within 10 s).
+func (m *Member) Run(ctx context.Context, concurrency int, h Handler) error {
+	if concurrency <= 0 {
+		concurrency = 1
+	}
+	sem := make(chan struct{}, concurrency)
+	inflight := make(chan struct{}, m.cfg.MaxAckPending)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		msg, err := m.Next(ctx)
+		if err != nil {
+			<-sem
+			return err
+		}
+		wg.Add(2) // the handler, then its settle
+		go func() {
+			defer wg.Done()
+			herr := h(ctx, msg)
+			<-sem
+			op := OpAck
+			if herr != nil {
+				m.log.Debug("handler failed", "offset", msg.Offset, "err", herr)
+				op = OpNak
+			}
+			ln := m.link(msg.Publisher)
+			if ln == nil {
+				wg.Done()
+				return // the publisher is gone; the lease ends there
+			}
+			inflight <- struct{}{}
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			err := ln.settleAsync(sctx, op, Entry{Offset: msg.Offset, Delivery: msg.Delivery}, func(err error) {
+				cancel()
+				<-inflight
+				if err != nil && !errors.Is(err, ErrClosed) {
+					m.log.Warn("settle record", "offset", msg.Offset, "peer", msg.Publisher, "err", err)
+				}
+				wg.Done()
+			})
+			if err != nil {
+				cancel()
+				<-inflight
+				wg.Done()
+			}
+		}()
+	}
+}
+
+// Close leaves the group: each publisher is told to release this
+// member's leases at once (waiting at most a second), then the member's
+// goroutines stop. Records returned by Next and not acknowledged are
+// redelivered to other members. Close is idempotent.
+func (m *Member) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	links := m.links
+	m.links = nil
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, ln := range links {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			ln.leave(ctx)
+			ln.stop()
+		}()
+	}
+	wg.Wait()
+	m.cancel()
+	m.wg.Wait()
+	return nil
+}
+
+// Abandon stops the member without telling the publishers, as a crash
+// would: its leases run until AckWait or until gossip reports its node
+// gone. For tests and fault drills.
+func (m *Member) Abandon() {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	m.closed = true
+	links := m.links
+	m.links = nil
+	m.mu.Unlock()
+	for _, ln := range links {
+		ln.stop()
+	}
+	m.cancel()
+	m.wg.Wait()
+}
+
+// Message is one leased record. Its methods are safe for concurrent use;
+// the first of Ack, Nak and Term settles the lease, later ones fail.
+type Message struct {
+	Publisher string // the node that leased it
+	Offset    uint64
+	Delivery  uint32 // 1 the first time
+	Time      time.Time
+	Headers   []Header
+	Value     []byte
+
+	m *Member
+}
+
+// Ack acknowledges the record; it returns once the publisher has written
+// the acknowledgement to disk. A refused ack (the lease ran out and moved)
+// gives a *RefusedError.
+func (msg *Message) Ack(ctx context.Context) error { return msg.settle(ctx, OpAck, 0, "") }
+
+// Nak asks for redelivery after delay (0: the group's backoff).
+func (msg *Message) Nak(ctx context.Context, delay time.Duration) error {
+	return msg.settle(ctx, OpNak, delay, "")
+}
+
+// InProgress extends the lease by AckWait.
+func (msg *Message) InProgress(ctx context.Context) error { return msg.settle(ctx, OpProgress, 0, "") }
+
+// Term gives up on the record: it goes to the dead-letter stream with
+// reason.
+func (msg *Message) Term(ctx context.Context, reason string) error {
+	return msg.settle(ctx, OpTerm, 0, reason)
+}
+
+func (msg *Message) settle(ctx context.Context, op Op, delay time.Duration, reason string) error {
+	ln := msg.m.link(msg.Publisher)
+	if ln == nil {
+		return fmt.Errorf("group: publisher %s is gone; the lease of %d will be released", msg.Publisher, msg.Offset)
+	}
+	return ln.settle(ctx, op, Entry{Offset: msg.Offset, Delivery: msg.Delivery, Delay: delay, Reason: reason})
+}
+
+// RefusedError is a settle the publisher refused: the member does not
+// hold that lease (it ran out and the record moved on, or it was settled).
+type RefusedError struct {
+	Offset uint64
+	Code   uint8
+}
+
+func (e *RefusedError) Error() string {
+	if e.Code == RefusedUnknown {
+		return fmt.Sprintf("group: offset %d is not pending in the group (already settled, or never leased)", e.Offset)
+	}
+	return fmt.Sprintf("group: the lease of offset %d is not held by this member (it ran out)", e.Offset)
+}
+
+// ErrRefused is matched by every *RefusedError.
+var ErrRefused = errors.New("group: refused")
+
+// Is makes errors.Is(err, ErrRefused) true.
+func (e *RefusedError) Is(target error) bool { return target == ErrRefused }

@@ -1,0 +1,383 @@
+package group
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Version is the group protocol's version byte, the first byte of every
+// request and reply. It lies outside the pull protocol's versions, so a
+// spool server can tell the two apart by the first byte.
+const Version uint8 = 0x81
+
+// Op is a group request's operation.
+type Op uint8
+
+// Operations.
+const (
+	OpFetch    Op = 1 // lease records (long poll)
+	OpAck      Op = 2 // the records are processed
+	OpNak      Op = 3 // redeliver, after the entry's delay (0: the backoff's)
+	OpProgress Op = 4 // extend the leases by AckWait
+	OpTerm     Op = 5 // never redeliver: dead-letter with the entry's reason
+	OpLeave    Op = 6 // the member leaves: release all its leases at once
+	OpInfo     Op = 7 // the group's state on this publisher (JSON GroupStats)
+)
+
+// Status is a reply's status.
+type Status uint8
+
+// Statuses. Error statuses carry a UTF-8 message as data.
+const (
+	StatusOK           Status = 0
+	StatusUnknown      Status = 1 // unknown stream or group
+	StatusBadRequest   Status = 4 // malformed request
+	StatusInternal     Status = 5 // the publisher failed (e.g. could not write the state)
+	StatusUnavailable  Status = 6 // server closing
+	StatusPartial      Status = 7 // some entries were refused: data lists them
+	StatusLimitReached Status = 8 // unused by fetch (an empty ok reply says so); reserved
+)
+
+// Refusal codes of StatusPartial entries.
+const (
+	RefusedNotLeased uint8 = 1 // no lease of this member on the offset with that delivery
+	RefusedUnknown   uint8 = 2 // offset outside the group's window (acknowledged or never leased)
+)
+
+// Start positions of a new group.
+const (
+	StartEarliest uint8 = 0
+	StartLatest   uint8 = 1
+	StartOffset   uint8 = 2
+	StartTime     uint8 = 3 // start value is Unix nanoseconds
+)
+
+// FlagOrdered in a fetch makes the group ordered by key (see the package
+// doc).
+const FlagOrdered uint8 = 1
+
+// Wire limits. Decoders check them before allocating.
+const (
+	headerLen     = 38
+	replyHdrLen   = 10
+	maxNameLen    = 255
+	maxBackoff    = 32
+	maxEntries    = 256
+	maxReasonLen  = 255
+	maxRecordSize = 64 << 20
+)
+
+// Request is a decoded group request.
+//
+// Frames: 0 header (38 bytes): version u8 | op u8 | id u32 | max records
+// u32 | max bytes u32 | wait ms u32 | ack wait ms u32 | max deliver u16 |
+// max ack pending u32 | start u8 | start value u64 | flags u8; 1 stream; 2 group; 3
+// member id; 4 body (fetch: backoff, n x u32 ms; other ops: entries).
+type Request struct {
+	Op            Op
+	ID            uint32
+	MaxRecords    uint32
+	MaxBytes      uint32
+	WaitMillis    uint32
+	AckWaitMillis uint32
+	MaxDeliver    uint16
+	MaxAckPending uint32
+	Start         uint8
+	StartValue    uint64
+	Flags         uint8 // FlagOrdered
+	Stream        string
+	Group         string
+	Member        string
+	Backoff       []time.Duration
+	Entries       []Entry
+}
+
+// Entry names one lease in an ack, nak, progress or term request: the
+// offset and the delivery it acknowledges (a lease is (offset, delivery):
+// an ack of an older delivery of the record is refused).
+//
+// Encoded as offset u64 | delivery u32 | delay ms u32 | reason len u8 |
+// reason.
+type Entry struct {
+	Offset   uint64
+	Delivery uint32
+	Delay    time.Duration // nak only
+	Reason   string        // term only
+}
+
+// EncodeRequest returns the frames of r.
+func EncodeRequest(r *Request) [][]byte {
+	h := make([]byte, headerLen)
+	h[0] = Version
+	h[1] = byte(r.Op)
+	binary.BigEndian.PutUint32(h[2:], r.ID)
+	binary.BigEndian.PutUint32(h[6:], r.MaxRecords)
+	binary.BigEndian.PutUint32(h[10:], r.MaxBytes)
+	binary.BigEndian.PutUint32(h[14:], r.WaitMillis)
+	binary.BigEndian.PutUint32(h[18:], r.AckWaitMillis)
+	binary.BigEndian.PutUint16(h[22:], r.MaxDeliver)
+	binary.BigEndian.PutUint32(h[24:], r.MaxAckPending)
+	h[28] = r.Start
+	binary.BigEndian.PutUint64(h[29:], r.StartValue)
+	h[37] = r.Flags
+	var body []byte
+	if r.Op == OpFetch {
+		for _, d := range r.Backoff {
+			body = binary.BigEndian.AppendUint32(body, uint32(d/time.Millisecond))
+		}
+	} else {
+		for _, e := range r.Entries {
+			body = binary.BigEndian.AppendUint64(body, e.Offset)
+			body = binary.BigEndian.AppendUint32(body, e.Delivery)
+			body = binary.BigEndian.AppendUint32(body, uint32(e.Delay/time.Millisecond))
+			reason := e.Reason
+			if len(reason) > maxReasonLen {
+				reason = reason[:maxReasonLen]
+			}
+			body = append(body, byte(len(reason)))
+			body = append(body, reason...)
+		}
+	}
+	return [][]byte{h, []byte(r.Stream), []byte(r.Group), []byte(r.Member), body}
+}
+
+// ErrMalformed is wrapped by every decoding error.
+var ErrMalformed = errors.New("group: malformed message")
+
+func malformed(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, a...)...)
+}
+
+// DecodeRequest decodes a request's frames. It checks every length before
+// it allocates.
+func DecodeRequest(frames [][]byte) (Request, error) {
+	var r Request
+	if len(frames) != 5 {
+		return r, malformed("%d frames, want 5", len(frames))
+	}
+	h := frames[0]
+	if len(h) != headerLen {
+		return r, malformed("header of %d bytes, want %d", len(h), headerLen)
+	}
+	if h[0] != Version {
+		return r, malformed("version %d, want %d", h[0], Version)
+	}
+	r.Op = Op(h[1])
+	if r.Op < OpFetch || r.Op > OpInfo {
+		return r, malformed("unknown op %d", h[1])
+	}
+	r.ID = binary.BigEndian.Uint32(h[2:])
+	r.MaxRecords = binary.BigEndian.Uint32(h[6:])
+	r.MaxBytes = binary.BigEndian.Uint32(h[10:])
+	r.WaitMillis = binary.BigEndian.Uint32(h[14:])
+	r.AckWaitMillis = binary.BigEndian.Uint32(h[18:])
+	r.MaxDeliver = binary.BigEndian.Uint16(h[22:])
+	r.MaxAckPending = binary.BigEndian.Uint32(h[24:])
+	r.Start = h[28]
+	r.StartValue = binary.BigEndian.Uint64(h[29:])
+	r.Flags = h[37]
+	if r.Flags&^FlagOrdered != 0 {
+		return r, malformed("unknown flags %#x", r.Flags)
+	}
+	if r.Start > StartTime {
+		return r, malformed("unknown start %d", r.Start)
+	}
+	for i, what := range []string{"stream", "group", "member"} {
+		if n := len(frames[1+i]); n == 0 || n > maxNameLen {
+			return r, malformed("%s name of %d bytes", what, n)
+		}
+	}
+	r.Stream, r.Group, r.Member = string(frames[1]), string(frames[2]), string(frames[3])
+	body := frames[4]
+	if r.Op == OpFetch {
+		if len(body)%4 != 0 || len(body)/4 > maxBackoff {
+			return r, malformed("backoff of %d bytes", len(body))
+		}
+		if len(body) > 0 {
+			r.Backoff = make([]time.Duration, len(body)/4)
+			for i := range r.Backoff {
+				r.Backoff[i] = time.Duration(binary.BigEndian.Uint32(body[4*i:])) * time.Millisecond
+			}
+		}
+		return r, nil
+	}
+	if r.Op == OpLeave || r.Op == OpInfo {
+		if len(body) != 0 {
+			return r, malformed("op %d with a body", r.Op)
+		}
+		return r, nil
+	}
+	// Count first, so the slice is allocated once and bounded.
+	n := 0
+	for p := 0; p < len(body); n++ {
+		if n == maxEntries {
+			return r, malformed("more than %d entries", maxEntries)
+		}
+		if len(body)-p < 17 {
+			return r, malformed("entry %d cut short", n)
+		}
+		p += 17 + int(body[p+16])
+		if p > len(body) {
+			return r, malformed("entry %d's reason cut short", n)
+		}
+	}
+	if n == 0 {
+		return r, malformed("no entries")
+	}
+	r.Entries = make([]Entry, n)
+	for i, p := 0, 0; i < n; i++ {
+		e := &r.Entries[i]
+		e.Offset = binary.BigEndian.Uint64(body[p:])
+		e.Delivery = binary.BigEndian.Uint32(body[p+8:])
+		e.Delay = time.Duration(binary.BigEndian.Uint32(body[p+12:])) * time.Millisecond
+		rl := int(body[p+16])
+		e.Reason = string(body[p+17 : p+17+rl])
+		p += 17 + rl
+	}
+	return r, nil
+}
+
+// Reply is a decoded group reply.
+//
+// Frames: 0 header (10 bytes): version u8 | status u8 | id u32 | count
+// u32; 1 data. For an ok fetch, data holds count records, each: offset
+// u64 | delivery u32 | time ns i64 | header count u16 | (key len u16 |
+// key | value len u32 | value) per header | value len u32 | value. For
+// StatusPartial, data holds count refused entries, each offset u64 |
+// code u8. Error statuses carry a message.
+type Reply struct {
+	Status  Status
+	ID      uint32
+	Count   uint32
+	Data    []byte
+	Records []Record // decoded from Data by DecodeReply for ok fetches
+}
+
+// Record is one leased record on the wire.
+type Record struct {
+	Offset   uint64
+	Delivery uint32
+	Time     time.Time
+	Headers  []Header
+	Value    []byte
+}
+
+// Header is a record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// EncodeReply returns the frames of r (Records, if any, are appended to
+// Data).
+func EncodeReply(r *Reply) [][]byte {
+	h := make([]byte, replyHdrLen)
+	h[0] = Version
+	h[1] = byte(r.Status)
+	binary.BigEndian.PutUint32(h[2:], r.ID)
+	data := r.Data
+	count := r.Count
+	if len(r.Records) > 0 {
+		count = uint32(len(r.Records))
+		for i := range r.Records {
+			data = appendRecord(data, &r.Records[i])
+		}
+	}
+	binary.BigEndian.PutUint32(h[6:], count)
+	return [][]byte{h, data}
+}
+
+func appendRecord(b []byte, rec *Record) []byte {
+	b = binary.BigEndian.AppendUint64(b, rec.Offset)
+	b = binary.BigEndian.AppendUint32(b, rec.Delivery)
+	b = binary.BigEndian.AppendUint64(b, uint64(rec.Time.UnixNano()))
+	b = binary.BigEndian.AppendUint16(b, uint16(len(rec.Headers)))
+	for _, h := range rec.Headers {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(h.Key)))
+		b = append(b, h.Key...)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(h.Value)))
+		b = append(b, h.Value...)
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(rec.Value)))
+	return append(b, rec.Value...)
+}
+
+// DecodeReply decodes a reply's frames; for an ok reply with a count it
+// decodes the records. It checks every length before it allocates.
+func DecodeReply(frames [][]byte, fetch bool) (Reply, error) {
+	var r Reply
+	if len(frames) != 2 {
+		return r, malformed("%d reply frames, want 2", len(frames))
+	}
+	h := frames[0]
+	if len(h) != replyHdrLen || h[0] != Version {
+		return r, malformed("reply header of %d bytes", len(h))
+	}
+	r.Status = Status(h[1])
+	r.ID = binary.BigEndian.Uint32(h[2:])
+	r.Count = binary.BigEndian.Uint32(h[6:])
+	r.Data = frames[1]
+	if r.Status == StatusPartial {
+		if uint64(len(r.Data)) != uint64(r.Count)*9 {
+			return r, malformed("%d refusals in %d bytes", r.Count, len(r.Data))
+		}
+	}
+	if r.Status != StatusOK || !fetch || r.Count == 0 {
+		return r, nil
+	}
+	// Each record takes at least 26 bytes: bound the count by the data.
+	if uint64(r.Count)*26 > uint64(len(r.Data)) {
+		return r, malformed("%d records in %d bytes", r.Count, len(r.Data))
+	}
+	r.Records = make([]Record, 0, r.Count)
+	b := r.Data
+	for i := uint32(0); i < r.Count; i++ {
+		if len(b) < 22 {
+			return r, malformed("record %d cut short", i)
+		}
+		rec := Record{Offset: binary.BigEndian.Uint64(b), Delivery: binary.BigEndian.Uint32(b[8:]),
+			Time: time.Unix(0, int64(binary.BigEndian.Uint64(b[12:])))}
+		nh := int(binary.BigEndian.Uint16(b[20:]))
+		b = b[22:]
+		if nh*6 > len(b) {
+			return r, malformed("record %d: %d headers in %d bytes", i, nh, len(b))
+		}
+		if nh > 0 {
+			rec.Headers = make([]Header, nh)
+		}
+		for j := 0; j < nh; j++ {
+			if len(b) < 2 {
+				return r, malformed("record %d header %d cut short", i, j)
+			}
+			kl := int(binary.BigEndian.Uint16(b))
+			if len(b) < 2+kl+4 {
+				return r, malformed("record %d header %d cut short", i, j)
+			}
+			rec.Headers[j].Key = string(b[2 : 2+kl])
+			vl := uint64(binary.BigEndian.Uint32(b[2+kl:]))
+			b = b[6+kl:]
+			if vl > uint64(len(b)) {
+				return r, malformed("record %d header %d value cut short", i, j)
+			}
+			rec.Headers[j].Value = b[:vl:vl]
+			b = b[vl:]
+		}
+		if len(b) < 4 {
+			return r, malformed("record %d value cut short", i)
+		}
+		vl := uint64(binary.BigEndian.Uint32(b))
+		b = b[4:]
+		if vl > uint64(len(b)) || vl > maxRecordSize {
+			return r, malformed("record %d value of %d bytes in %d", i, vl, len(b))
+		}
+		rec.Value = b[:vl:vl]
+		b = b[vl:]
+		r.Records = append(r.Records, rec)
+	}
+	if len(b) != 0 {
+		return r, malformed("%d bytes after the records", len(b))
+	}
+	return r, nil
+}

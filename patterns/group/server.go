@@ -1,0 +1,453 @@
+package group
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fastmq/fastmq/discovery"
+	"github.com/fastmq/fastmq/spool"
+)
+
+// ErrClosed is returned by calls on a closed Server or Member.
+var ErrClosed = errors.New("group: closed")
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
+
+// Defaults of a group's semantics (see MemberConfig).
+const (
+	DefaultAckWait       = 30 * time.Second
+	DefaultMaxDeliver    = 5
+	DefaultMaxAckPending = 1000
+	// MaxLeaseFactor caps InProgress: a lease never lasts beyond this
+	// many AckWaits from when it began.
+	MaxLeaseFactor = 10
+	// DefaultMemberCheck is how often a server looks at gossip for
+	// members that failed or left.
+	DefaultMemberCheck = 200 * time.Millisecond
+)
+
+// Sender sends a reply to the peer of a ROUTER envelope;
+// *pull.Server implements it.
+type Sender interface {
+	Send(env [][]byte, frames [][]byte) error
+}
+
+// MemberLister lists the nodes of the mesh; *discovery.Membership
+// implements it.
+type MemberLister interface {
+	Members() []discovery.Member
+}
+
+// ServerConfig configures a group Server.
+type ServerConfig struct {
+	// Dir holds the groups' state files (Dir/<stream>/<group>.state).
+	// Required.
+	Dir string
+	// Lookup returns the spool of a stream. Required.
+	Lookup func(stream string) (*spool.Log, bool)
+	// Open opens (creating) a stream's spool for the dead letters.
+	// Required.
+	Open func(stream string) (*spool.Log, error)
+	// Send sends replies; the spool server the Server extends. Required.
+	Send Sender
+	// Members, if set, is looked at every MemberCheck: the leases of
+	// members on nodes that failed or left are released at once.
+	Members     MemberLister
+	MemberCheck time.Duration
+	// MaxWait caps a fetch's wait. Default 30 s.
+	MaxWait time.Duration
+	// Logger receives the server's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server owns the state of every consumer group of a publisher's streams
+// and answers group requests (see the package doc). It is a
+// pull.Extension: register it on a pull.Server with HandleVersion. A
+// Server is safe for concurrent use; Handle never blocks on the network
+// or the disk (acknowledgements are answered by the flusher goroutine
+// once the state is written). Close is idempotent.
+type Server struct {
+	cfg ServerConfig
+	log *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	groups   map[string]*state // by stream + "\x00" + group
+	watching map[string]bool   // streams with a tail watcher
+	replies  []pendingReply    // waiting for the state to be written
+	dlq      []deadLetter      // waiting to be appended
+	closed   bool
+	nextTick time.Time // when the clock loop runs next
+
+	wakeClock chan struct{}
+	wakeFlush chan struct{}
+}
+
+type pendingReply struct {
+	env    [][]byte
+	frames [][]byte
+}
+
+type parkedFetch struct {
+	env      [][]byte
+	req      Request
+	deadline time.Time
+}
+
+type deadLetter struct {
+	stream, group string
+	offset        uint64
+	deliveries    uint32
+	reason        string
+}
+
+// NewServer starts a group server.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	if cfg.Dir == "" || cfg.Lookup == nil || cfg.Open == nil || cfg.Send == nil {
+		return nil, errors.New("group: server needs Dir, Lookup, Open and Send")
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = 30 * time.Second
+	}
+	if cfg.MemberCheck <= 0 {
+		cfg.MemberCheck = DefaultMemberCheck
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, log: lg.With("component", "group-server"),
+		groups: make(map[string]*state), watching: make(map[string]bool),
+		wakeClock: make(chan struct{}, 1), wakeFlush: make(chan struct{}, 1)}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.wg.Add(2)
+	go s.clockLoop()
+	go s.flushLoop()
+	return s, nil
+}
+
+// Close stops the server's goroutines after writing the state of every
+// group. It is idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	err := s.flush()
+	s.mu.Lock()
+	for _, g := range s.groups {
+		if g.rd != nil {
+			g.rd.Close()
+			g.rd = nil
+		}
+	}
+	s.mu.Unlock()
+	return err
+}
+
+// Handle answers one request (see pull.Extension).
+func (s *Server) Handle(env [][]byte, frames [][]byte) {
+	req, err := DecodeRequest(frames)
+	if err != nil {
+		var id uint32
+		if len(frames) > 0 && len(frames[0]) >= 6 {
+			id = uint32(frames[0][2])<<24 | uint32(frames[0][3])<<16 | uint32(frames[0][4])<<8 | uint32(frames[0][5])
+		}
+		s.send(env, &Reply{Status: StatusBadRequest, ID: id, Data: []byte(err.Error())})
+		return
+	}
+	if !nameRE.MatchString(req.Group) {
+		s.send(env, &Reply{Status: StatusBadRequest, ID: req.ID, Data: []byte(fmt.Sprintf("bad group name %q", req.Group))})
+		return
+	}
+	l, ok := s.cfg.Lookup(req.Stream)
+	if !ok {
+		s.send(env, &Reply{Status: StatusUnknown, ID: req.ID, Data: []byte("unknown stream " + req.Stream)})
+		return
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.send(env, &Reply{Status: StatusUnavailable, ID: req.ID, Data: []byte("server closing")})
+		return
+	}
+	g, err := s.groupLocked(req, l)
+	if err != nil {
+		s.mu.Unlock()
+		s.send(env, &Reply{Status: StatusInternal, ID: req.ID, Data: []byte(err.Error())})
+		return
+	}
+	if g == nil {
+		s.mu.Unlock()
+		s.send(env, &Reply{Status: StatusUnknown, ID: req.ID, Data: []byte(fmt.Sprintf("unknown group %s of stream %s", req.Group, req.Stream))})
+		return
+	}
+	switch req.Op {
+	case OpFetch:
+		s.fetchLocked(g, l, env, req)
+		return // unlocked by fetchLocked
+	case OpInfo:
+		st := g.stats(l)
+		s.mu.Unlock()
+		b, _ := json.Marshal(st)
+		s.send(env, &Reply{Status: StatusOK, ID: req.ID, Data: b})
+		return
+	}
+	rep := s.settleLocked(g, req)
+	sends := s.kickLocked(g, l)
+	s.replies = append(s.replies, pendingReply{env, EncodeReply(rep)})
+	s.mu.Unlock()
+	s.sendAll(sends)
+	select {
+	case s.wakeFlush <- struct{}{}:
+	default:
+	}
+}
+
+// groupLocked returns the group's state, loading it from disk or (for a
+// fetch) creating it; nil for an unknown group.
+func (s *Server) groupLocked(req Request, l *spool.Log) (*state, error) {
+	key := req.Stream + "\x00" + req.Group
+	if g := s.groups[key]; g != nil {
+		if req.Op == OpFetch {
+			g.set = settingsOf(req, g.set)
+		}
+		return g, nil
+	}
+	g, err := loadState(s.cfg.Dir, req.Stream, req.Group)
+	if err != nil {
+		return nil, err
+	}
+	if g == nil {
+		if req.Op != OpFetch {
+			return nil, nil
+		}
+		start := l.OldestOffset()
+		switch req.Start {
+		case StartLatest:
+			start = l.NextOffset()
+		case StartOffset:
+			start = max(req.StartValue, start)
+		case StartTime:
+			if off, err := l.SeekTime(time.Unix(0, int64(req.StartValue))); err == nil {
+				start = off
+			}
+		}
+		g = newState(req.Stream, req.Group, settings{}, start)
+		g.dirty = true
+		s.log.Info("new group", "stream", req.Stream, "group", req.Group, "offset", start)
+	}
+	if g.set.Ordered {
+		s.rekey(g, l)
+	}
+	if req.Op == OpFetch {
+		g.set = settingsOf(req, g.set)
+	}
+	if g.floor < l.OldestOffset() {
+		// Retention removed records the group never settled.
+		s.log.Warn("group behind retention", "stream", req.Stream, "group", req.Group, "offset", g.floor)
+	}
+	s.groups[key] = g
+	return g, nil
+}
+
+func settingsOf(req Request, old settings) settings {
+	set := settings{AckWait: time.Duration(req.AckWaitMillis) * time.Millisecond, MaxDeliver: int(req.MaxDeliver),
+		MaxAckPending: int(req.MaxAckPending), Backoff: req.Backoff, Ordered: old.Ordered}
+	if old.AckWait == 0 { // a new group: ordered or not for good
+		set.Ordered = req.Flags&FlagOrdered != 0
+	}
+	if set.AckWait <= 0 {
+		set.AckWait = DefaultAckWait
+	}
+	if set.MaxAckPending <= 0 {
+		set.MaxAckPending = DefaultMaxAckPending
+	}
+	return set
+}
+
+// settleLocked applies an ack, nak, progress, term or leave request.
+func (s *Server) settleLocked(g *state, req Request) *Reply {
+	now := time.Now()
+	if req.Op == OpLeave {
+		s.dropParkedLocked(g, func(m string) bool { return m == req.Member })
+		n := s.releaseLocked(g, func(m string) bool { return m == req.Member }, now)
+		return &Reply{Status: StatusOK, ID: req.ID, Count: uint32(n)}
+	}
+	var refused []byte
+	nref := uint32(0)
+	for _, e := range req.Entries {
+		p := g.pend[e.Offset]
+		if p == nil || p.member != req.Member || p.deliveries != e.Delivery {
+			code := RefusedNotLeased
+			if p == nil {
+				code = RefusedUnknown
+			}
+			refused = append(refused, byte(e.Offset>>56), byte(e.Offset>>48), byte(e.Offset>>40), byte(e.Offset>>32),
+				byte(e.Offset>>24), byte(e.Offset>>16), byte(e.Offset>>8), byte(e.Offset), code)
+			nref++
+			continue
+		}
+		switch req.Op {
+		case OpAck:
+			g.cnt.Acked++
+			g.settle(e.Offset)
+		case OpProgress:
+			// Extended by AckWait, up to MaxLeaseFactor x AckWait from
+			// the lease's start: a stuck member cannot hold a record
+			// for ever.
+			p.deadline = now.Add(g.set.AckWait)
+			if limit := p.leased.Add(MaxLeaseFactor * g.set.AckWait); p.deadline.After(limit) {
+				p.deadline = limit
+			}
+		case OpNak:
+			g.cnt.Naked++
+			delay := e.Delay
+			if delay <= 0 {
+				delay = g.set.backoff(p.deliveries)
+			}
+			s.returnLocked(g, e.Offset, p, now.Add(delay), "max deliveries")
+		case OpTerm:
+			reason := e.Reason
+			if reason == "" {
+				reason = "terminated"
+			}
+			s.deadLocked(g, e.Offset, p, reason)
+		}
+	}
+	if nref > 0 {
+		return &Reply{Status: StatusPartial, ID: req.ID, Count: nref, Data: refused}
+	}
+	return &Reply{Status: StatusOK, ID: req.ID, Count: uint32(len(req.Entries))}
+}
+
+// returnLocked makes a leased record available again from notBefore, or
+// dead-letters it when it was delivered MaxDeliver times.
+func (s *Server) returnLocked(g *state, o uint64, p *pending, notBefore time.Time, reason string) {
+	if g.set.MaxDeliver > 0 && int(p.deliveries) >= g.set.MaxDeliver {
+		s.deadLocked(g, o, p, reason)
+		return
+	}
+	g.release(p.member)
+	p.member, p.notBefore = "", notBefore
+	g.avail++
+	g.dirty = true
+	s.wakeAtLocked(notBefore)
+}
+
+func (s *Server) deadLocked(g *state, o uint64, p *pending, reason string) {
+	g.cnt.DeadLetters++
+	s.dlq = append(s.dlq, deadLetter{g.stream, g.group, o, p.deliveries, reason})
+	g.settle(o)
+	select {
+	case s.wakeFlush <- struct{}{}:
+	default:
+	}
+}
+
+// releaseLocked returns the leases of the members gone says so, at once.
+func (s *Server) releaseLocked(g *state, gone func(member string) bool, now time.Time) int {
+	n := 0
+	for o, p := range g.pend {
+		if p.member != "" && gone(p.member) {
+			g.cnt.Released++
+			s.returnLocked(g, o, p, now, "member gone")
+			n++
+		}
+	}
+	return n
+}
+
+// dropParkedLocked ends the parked fetches of members that are gone (with
+// an empty reply, through the flusher): none may lease again.
+func (s *Server) dropParkedLocked(g *state, gone func(member string) bool) {
+	keep := g.parked[:0]
+	for _, p := range g.parked {
+		if gone(p.req.Member) {
+			s.replies = append(s.replies, pendingReply{p.env, EncodeReply(&Reply{Status: StatusOK, ID: p.req.ID})})
+			continue
+		}
+		keep = append(keep, p)
+	}
+	for i := len(keep); i < len(g.parked); i++ {
+		g.parked[i] = nil
+	}
+	g.parked = keep
+}
+
+// wakeAtLocked makes the clock loop run by t.
+func (s *Server) wakeAtLocked(t time.Time) {
+	if !t.Before(s.nextTick) {
+		return
+	}
+	s.nextTick = t
+	s.signalClock()
+}
+
+func (s *Server) signalClock() {
+	select {
+	case s.wakeClock <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Server) send(env [][]byte, r *Reply) {
+	if err := s.cfg.Send.Send(env, EncodeReply(r)); err != nil && s.log.Enabled(context.Background(), slog.LevelDebug) {
+		s.log.Debug("send reply failed", "err", err)
+	}
+}
+
+// Stats returns the counters of every group this server knows, by
+// "stream/group".
+func (s *Server) Stats() map[string]GroupStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]GroupStats, len(s.groups))
+	for _, g := range s.groups {
+		l, _ := s.cfg.Lookup(g.stream)
+		out[g.stream+"/"+g.group] = g.stats(l)
+	}
+	return out
+}
+
+func (g *state) stats(l *spool.Log) GroupStats {
+	st := GroupStats{Counters: g.cnt, Floor: g.floor, Next: g.next, Pending: len(g.pend), Available: g.avail, Members: len(g.held)}
+	if l != nil {
+		st.High = l.NextOffset()
+	}
+	return st
+}
+
+// GroupStats describe one group on this publisher.
+type GroupStats struct {
+	Counters
+	Floor     uint64 // every record below is acknowledged or dead-lettered
+	Next      uint64 // the cursor: the first record never leased
+	High      uint64 // the stream's next offset (High-Next: records never delivered)
+	Pending   int    // records in flight or waiting for redelivery
+	Available int    // of those, records waiting for redelivery
+	Members   int    // members holding leases
+}
+
+// nodeOf returns the node name of a member id ("node/suffix").
+func nodeOf(member string) string {
+	if i := strings.LastIndexByte(member, '/'); i >= 0 {
+		return member[:i]
+	}
+	return member
+}
