@@ -25,15 +25,6 @@ type GroupConfig struct {
 	Member group.MemberConfig
 }
 
-// groupHosts holds, per node, the group server that answers group
-// requests on the node's spool server, and the members the node made.
-// It lives here, not in Node, to keep consumer groups in one file; the
-// node's spool server closes the host (it is a pull.Extension).
-var groupHosts = struct {
-	sync.Mutex
-	m map[*Node]*groupHost
-}{m: make(map[*Node]*groupHost)}
-
 // groupHost is a node's group server and its members.
 type groupHost struct {
 	n   *Node
@@ -83,24 +74,22 @@ func (n *Node) Group(cfg GroupConfig) (*group.Member, error) {
 // GroupStats returns the state of every consumer group of this node's
 // streams, by "stream/group" (nil before any group asked this node).
 func (n *Node) GroupStats() map[string]group.GroupStats {
-	groupHosts.Lock()
-	h := groupHosts.m[n]
-	groupHosts.Unlock()
+	n.groupsMu.Lock()
+	h := n.groups
+	n.groupsMu.Unlock()
 	if h == nil {
 		return nil
 	}
 	return h.srv.Stats()
 }
 
-// groupHost returns the node's group host, starting it on first use: the
-// group server serves every stream of the node from then on. Members on
-// other nodes reach a node only after it has served a group, so every
-// node starts its group host when the first group request could come:
-// see ServeGroups.
+// groupHost returns the node's group host, starting it on first use (New
+// does, so every node answers group requests for its streams): the group
+// server serves every stream of the node from then on.
 func (n *Node) groupHost() (*groupHost, error) {
-	groupHosts.Lock()
-	defer groupHosts.Unlock()
-	if h := groupHosts.m[n]; h != nil {
+	n.groupsMu.Lock()
+	defer n.groupsMu.Unlock()
+	if h := n.groups; h != nil {
 		return h, nil
 	}
 	n.mu.Lock()
@@ -125,13 +114,13 @@ func (n *Node) groupHost() (*groupHost, error) {
 		srv.Close()
 		return nil, fmt.Errorf("fastmq: serve groups: %w", err)
 	}
-	groupHosts.m[n] = h
+	n.groups = h
 	return h, nil
 }
 
 // ServeGroups makes the node answer consumer group requests for its
-// streams. A publisher must call it (or Group) before members elsewhere
-// can lease its records. It is safe to call more than once.
+// streams. New calls it, so every node does from the start; it is safe to
+// call more than once.
 func (n *Node) ServeGroups() error {
 	_, err := n.groupHost()
 	return err
@@ -151,8 +140,5 @@ func (h *groupHost) Close() error {
 	for m := range members {
 		m.Abandon()
 	}
-	groupHosts.Lock()
-	delete(groupHosts.m, h.n)
-	groupHosts.Unlock()
 	return h.srv.Close()
 }

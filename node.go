@@ -100,6 +100,8 @@ type Node struct {
 	streams   map[string]*spool.Log
 	failed    map[string]error // streams on disk that would not open, by name
 	rpc       *nodeClients     // Handle's servers and Call's clients (rpc.go)
+	groupsMu  sync.Mutex       // guards groups
+	groups    *groupHost       // consumer groups served and joined (group.go)
 	consumers map[*pull.Consumer]consumerKey
 	starting  map[consumerKey]struct{} // names and streams whose consumer is starting
 	offsets   map[string]*spool.OffsetStore
@@ -179,6 +181,11 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("fastmq: start discovery: %w", err)
 	}
 	n.members = m
+	// Every node answers consumer group requests for its streams.
+	if err := n.ServeGroups(); err != nil {
+		n.Close()
+		return nil, err
+	}
 	// Streams already on disk are served and advertised from the start.
 	entries, err := os.ReadDir(filepath.Join(cfg.DataDir, "streams"))
 	if err != nil {
