@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
+	"github.com/fastmq/fastmq/internal/fsutil"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -304,7 +304,9 @@ func collectedLines(dir string) uint64 {
 		var p struct {
 			Next uint64 `json:"next"`
 		}
-		if json.Unmarshal(b, &p) == nil {
+		// Position files are versioned (patterns/collect's package doc);
+		// any version this build knows has "next".
+		if _, err := fsutil.DecodeVersionedJSON(b, 1<<10, &p); err == nil {
 			n += p.Next
 		}
 	}
