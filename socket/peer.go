@@ -137,6 +137,28 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 		p.r.MaxFrames = m
 	}
 	hs := s.handshakeFor(remote)
+	if !dialed && pc.src != "" {
+		// A refused credential counts against its source before the
+		// peer hears the ERROR, so its next try already sees the count.
+		if auth := hs.Auth; auth != nil {
+			hs.Auth = func(user, pass string) bool {
+				ok := auth(user, pass)
+				if !ok {
+					s.authFailed(pc.src, time.Now())
+				}
+				return ok
+			}
+		}
+		if authz := hs.Authorize; authz != nil {
+			hs.Authorize = func(r zmtp.AuthRequest) error {
+				err := authz(r)
+				if err != nil {
+					s.authFailed(pc.src, time.Now())
+				}
+				return err
+			}
+		}
+	}
 	hsEnd := now.Add(s.cfg.HandshakeTimeout)
 	if !dialed && s.cfg.HandshakeTimeout > greetingTimeout {
 		// The greeting is due soon; the rest may take longer.
@@ -155,9 +177,6 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 		err = fmt.Errorf("%w (%w)", errEvicted, err)
 	}
 	s.mu.Unlock()
-	if err != nil && !dialed && errors.Is(err, zmtp.ErrAuth) {
-		s.authFailed(pc.src, time.Now())
-	}
 	if err == nil {
 		_ = c.SetDeadline(time.Time{})
 		p.minor = info.Greeting.Minor
