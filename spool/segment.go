@@ -75,7 +75,7 @@ func checkSpoolDir(dir string) error {
 		return fmt.Errorf("spool: read directory: %w", err)
 	}
 	for _, e := range ents {
-		if n := e.Name(); n == "LOCK" || n == "quarantine" || strings.HasSuffix(n, segSuffix) {
+		if n := e.Name(); n == "LOCK" || n == "quarantine" || n == metaFileName || strings.HasSuffix(n, segSuffix) {
 			return nil
 		}
 	}
