@@ -63,13 +63,6 @@ func SyncDir(dir string) error {
 	return nil
 }
 
-// versioned is the envelope of every small JSON state file: a format
-// version first, then the state itself.
-type versioned struct {
-	Version *int            `json:"version"`
-	Data    json.RawMessage `json:"data"`
-}
-
 // WriteVersionedJSON writes v crash-safely (as WriteFileAtomic) as the JSON
 // object {"version": version, "data": v}. Every small state file FastMQ keeps
 // (consumer offsets, collector positions, group state) goes through it, so a
@@ -79,7 +72,10 @@ func WriteVersionedJSON(name string, version int, v any, perm os.FileMode) error
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", name, err)
 	}
-	b, err := json.Marshal(versioned{Version: &version, Data: data})
+	b, err := json.Marshal(struct {
+		Version int             `json:"version"`
+		Data    json.RawMessage `json:"data"`
+	}{version, data})
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", name, err)
 	}
@@ -92,33 +88,23 @@ func WriteVersionedJSON(name string, version int, v any, perm os.FileMode) error
 // files stay readable. A version above max is refused with
 // ErrUnknownVersion, before v is touched.
 func DecodeVersionedJSON(b []byte, max int, v any) (int, error) {
-	var env versioned
-	if err := json.Unmarshal(b, &env); err == nil && env.Version != nil && env.Data != nil && isEnvelope(b) {
-		if *env.Version < 1 || *env.Version > max {
-			return *env.Version, fmt.Errorf("%w: version %d, this build reads 1 to %d", ErrUnknownVersion, *env.Version, max)
+	// An envelope is an object with exactly the keys "version" and "data"
+	// (an old unversioned map that happened to hold a key named "version"
+	// is not one).
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) == nil && len(m) == 2 && m["version"] != nil && m["data"] != nil {
+		var version int
+		if err := json.Unmarshal(m["version"], &version); err == nil {
+			if version < 1 || version > max {
+				return version, fmt.Errorf("%w: version %d, this build reads 1 to %d", ErrUnknownVersion, version, max)
+			}
+			return version, json.Unmarshal(m["data"], v)
 		}
-		if err := json.Unmarshal(env.Data, v); err != nil {
-			return *env.Version, err
-		}
-		return *env.Version, nil
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return 0, err
 	}
 	return 0, nil
-}
-
-// isEnvelope reports whether b is a JSON object with exactly the keys
-// "version" and "data" (an old unversioned map that happened to hold a key
-// named "version" is not one).
-func isEnvelope(b []byte) bool {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(b, &m) != nil || len(m) != 2 {
-		return false
-	}
-	_, hv := m["version"]
-	_, hd := m["data"]
-	return hv && hd
 }
 
 // ErrUnknownVersion reports a state file written by a newer format than

@@ -222,19 +222,50 @@ func (c *Collector) resume(publisher string) (uint64, bool) {
 	return of.next, ok && !of.fresh
 }
 
+// readPos reads an output file's position file (path without ".pos");
+// ok is false when there is none.
+func readPos(path string) (pos posFile, ok bool, err error) {
+	b, err := os.ReadFile(path + ".pos")
+	if errors.Is(err, os.ErrNotExist) {
+		return pos, false, nil
+	}
+	if err != nil {
+		return pos, false, fmt.Errorf("collect: read %s.pos: %w", path, err)
+	}
+	if _, err := fsutil.DecodeVersionedJSON(b, posVersion, &pos); errors.Is(err, fsutil.ErrUnknownVersion) {
+		return pos, false, fmt.Errorf("collect: position file %s.pos was written by a newer collector: %w", path, err)
+	} else if err != nil {
+		return pos, false, fmt.Errorf("collect: position file %s.pos is damaged: %w", path, err)
+	}
+	return pos, true, nil
+}
+
+// Collected returns the records the collector in dir has synced to its
+// output files (the sum of their recorded positions), read from the
+// position files: for watching a collector from another process.
+func Collected(dir string) (uint64, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.pos"))
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	for _, f := range files {
+		pos, ok, err := readPos(strings.TrimSuffix(f, ".pos"))
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			n += pos.Next
+		}
+	}
+	return n, nil
+}
+
 func (c *Collector) open(publisher string) (*outFile, bool, error) {
 	path := filepath.Join(c.cfg.Dir, fileName(publisher))
-	var pos posFile
-	recorded := false
-	if b, err := os.ReadFile(path + ".pos"); err == nil {
-		if _, err := fsutil.DecodeVersionedJSON(b, posVersion, &pos); errors.Is(err, fsutil.ErrUnknownVersion) {
-			return nil, false, fmt.Errorf("collect: position file %s.pos was written by a newer collector: %w", path, err)
-		} else if err != nil {
-			return nil, false, fmt.Errorf("collect: position file %s.pos is damaged: %w", path, err)
-		}
-		recorded = true
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, false, fmt.Errorf("collect: read %s.pos: %w", path, err)
+	pos, recorded, err := readPos(path)
+	if err != nil {
+		return nil, false, err
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {

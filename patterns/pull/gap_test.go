@@ -458,14 +458,7 @@ func TestConsumerFallsBackToVersion1(t *testing.T) {
 // it), and at damage an internal error, never the version 2 statuses.
 func TestServerAnswersVersion1WithoutNewStatuses(t *testing.T) {
 	srv := startServer(t, map[string]*spool.Log{"logs": damagedSpool(t, "s"), "gap": repairedSpool(t, "g")})
-	d, err := socket.New(socket.Dealer, socket.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	if err := d.Connect(srv.Endpoints()[0]); err != nil {
-		t.Fatal(err)
-	}
+	d := rawDealer(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	fetch := func(version uint8, stream string, off uint64) pull.Reply {

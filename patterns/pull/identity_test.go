@@ -344,14 +344,7 @@ func TestServerPositionCheck(t *testing.T) {
 	appendBatches(t, l2, "new", 990, 20, 10)
 	e, _ := l2.Epoch()
 	srv := startServer(t, map[string]*spool.Log{"logs": l2})
-	d, err := socket.New(socket.Dealer, socket.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	if err := d.Connect(srv.Endpoints()[0]); err != nil {
-		t.Fatal(err)
-	}
+	d := rawDealer(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	fetch := func(req pull.Request) pull.Reply {

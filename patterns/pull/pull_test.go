@@ -297,14 +297,7 @@ func TestServerSurvivesBadRequests(t *testing.T) {
 	l := openSpool(t, spool.Config{})
 	appendN(t, l, "ok", 0, 3)
 	srv := startServer(t, map[string]*spool.Log{"s": l})
-	d, err := socket.New(socket.Dealer, socket.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	if err := d.Connect(srv.Endpoints()[0]); err != nil {
-		t.Fatal(err)
-	}
+	d := rawDealer(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	roundTrip := func(frames ...[]byte) pull.Reply {
@@ -489,4 +482,19 @@ func TestSlowConsumerCostsNothingButDisk(t *testing.T) {
 	if total := l.Stats().Bytes; total < 10*bound {
 		t.Fatalf("backlog of %d bytes is too small to tell", total)
 	}
+}
+
+// rawDealer is a DEALER connected to srv, for tests that speak the wire
+// protocol themselves; it is closed at the end of the test.
+func rawDealer(t *testing.T, srv *pull.Server) *socket.Socket {
+	t.Helper()
+	d, err := socket.New(socket.Dealer, socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if err := d.Connect(srv.Endpoints()[0]); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

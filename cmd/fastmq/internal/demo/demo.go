@@ -5,7 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/fastmq/fastmq/internal/fsutil"
+	"github.com/fastmq/fastmq/patterns/collect"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -294,22 +294,7 @@ drain:
 // collectedLines sums the positions the collector recorded: the lines it
 // synced to its files.
 func collectedLines(dir string) uint64 {
-	files, _ := filepath.Glob(filepath.Join(dir, "*.log.pos"))
-	var n uint64
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		var p struct {
-			Next uint64 `json:"next"`
-		}
-		// Position files are versioned (patterns/collect's package doc);
-		// any version this build knows has "next".
-		if _, err := fsutil.DecodeVersionedJSON(b, 1<<10, &p); err == nil {
-			n += p.Next
-		}
-	}
+	n, _ := collect.Collected(dir) // a file being replaced reads on the next poll
 	return n
 }
 
