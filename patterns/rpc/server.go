@@ -313,6 +313,14 @@ func (s *Server) accept(frames [][]byte, now time.Time) {
 		if e, ok := s.cache.get(k, now); ok {
 			s.hits.Add(1)
 			if !e.done {
+				if len(e.waiters) >= maxWaiters {
+					// Copies of one call beyond a few are a peer
+					// misbehaving: they are not held.
+					s.mu.Unlock()
+					s.overloaded.Add(1)
+					s.send(env, appendReply(nil, req.id, StatusOverloaded), nil)
+					return
+				}
 				e.waiters = append(e.waiters, waiter{env: env, id: req.id})
 				s.mu.Unlock()
 				return
@@ -369,6 +377,10 @@ func (s *Server) finished() {
 	}
 }
 
+// maxWaiters bounds the copies of one keyed call (a retry that arrives
+// while the first copy runs) that wait for its reply.
+const maxWaiters = 8
+
 // run serves one request: drops it if it expired, else runs the handler
 // and replies to it and to the copies that arrived meanwhile.
 func (s *Server) run(j job) {
@@ -377,8 +389,13 @@ func (s *Server) run(j job) {
 		s.expired.Add(1)
 		if j.key != nil {
 			s.mu.Lock()
-			s.cache.abandon(*j.key)
+			ws := s.cache.abandon(*j.key)
 			s.mu.Unlock()
+			// Copies that joined it may still have time: the handler did
+			// not run, so they may try again.
+			for _, w := range ws {
+				s.send(w.env, appendReply(nil, w.id, StatusUnavailable), nil)
+			}
 		}
 		return // the caller has given up: never run it
 	}
