@@ -646,3 +646,49 @@ func TestInProgressExtends(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// TestParkedFetchesBounded: a member that keeps fetching at an empty
+// stream without waiting for the replies holds one parked fetch; each
+// newer fetch answers the one it replaces, empty, at once.
+func TestParkedFetchesBounded(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	if _, err := p.open("empty"); err != nil {
+		t.Fatal(err)
+	}
+	sock, err := socket.New(socket.Dealer, socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	if err := sock.Connect(p.srv.Endpoints()[0]); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const fetches = 5
+	for i := range fetches {
+		req := group.EncodeRequest(&group.Request{Op: group.OpFetch, ID: uint32(i + 1), Stream: "empty", Group: "g", Member: "m",
+			MaxRecords: 10, WaitMillis: 60_000})
+		if err := sock.Send(ctx, socket.Msg{Frames: req}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 1; i < fetches; i++ { // the replaced ones, answered empty, oldest first
+		m, err := sock.Recv(ctx)
+		if err != nil {
+			t.Fatalf("reply %d: %v", i, err)
+		}
+		rep, err := group.DecodeReply(m.Frames, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Status != group.StatusOK || rep.ID != uint32(i) || len(rep.Records) != 0 {
+			t.Fatalf("reply %d: status %d id %d, %d records", i, rep.Status, rep.ID, len(rep.Records))
+		}
+	}
+	short, cancel2 := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel2()
+	if m, err := sock.Recv(short); err == nil {
+		t.Fatalf("the newest fetch was answered although nothing arrived: %q", m.Frames)
+	}
+}

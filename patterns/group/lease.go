@@ -17,12 +17,26 @@ import (
 // fetch until records are available or its wait ends. It unlocks s.mu.
 func (s *Server) fetchLocked(g *state, l *spool.Log, env [][]byte, req Request) {
 	recs := s.leaseLocked(g, l, req, time.Now())
-	if len(recs) == 0 && req.WaitMillis > 0 {
+	if len(recs) == 0 && req.WaitMillis > 0 && len(g.parked) < maxParked {
+		// One parked fetch per member: a newer one replaces it, and the
+		// older is answered empty, so a member that keeps fetching
+		// without waiting for replies holds one entry, not many.
+		var old *parkedFetch
+		for i, p := range g.parked {
+			if p.req.Member == req.Member {
+				old = p
+				g.parked = append(g.parked[:i], g.parked[i+1:]...)
+				break
+			}
+		}
 		wait := min(time.Duration(req.WaitMillis)*time.Millisecond, s.cfg.MaxWait)
 		g.parked = append(g.parked, &parkedFetch{env: env, req: req, deadline: time.Now().Add(wait)})
 		s.watchLocked(g.stream, l)
 		s.wakeAtLocked(time.Now().Add(wait))
 		s.mu.Unlock()
+		if old != nil {
+			s.send(old.env, &Reply{Status: StatusOK, ID: old.req.ID})
+		}
 		return
 	}
 	s.mu.Unlock()
@@ -36,6 +50,7 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 	if n <= 0 {
 		n = 1
 	}
+	n = min(n, maxFetchRecords)
 	if room := g.set.MaxAckPending - g.held[req.Member]; n > room {
 		n = room
 	}
@@ -43,6 +58,7 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 	if maxBytes <= 0 {
 		maxBytes = 1 << 20
 	}
+	maxBytes = min(maxBytes, maxFetchBytes)
 	var out []Record
 	size := 0
 	take := func(o uint64, p *pending, r spool.Record) {

@@ -278,8 +278,25 @@ func settingsOf(req Request, old settings) settings {
 	if set.MaxAckPending <= 0 {
 		set.MaxAckPending = DefaultMaxAckPending
 	}
+	// What a member asks for is bounded here: a peer must not lease a
+	// whole stream at once or hold leases for ever.
+	set.MaxAckPending = min(set.MaxAckPending, MaxMaxAckPending)
+	set.AckWait = min(set.AckWait, MaxAckWait)
 	return set
 }
+
+// Bounds on what a member may ask for, whatever its request says.
+const (
+	// MaxMaxAckPending caps a member's MaxAckPending per publisher.
+	MaxMaxAckPending = 65536
+	// MaxAckWait caps a lease's length.
+	MaxAckWait = time.Hour
+	// maxFetchRecords and maxFetchBytes cap one fetch's reply.
+	maxFetchRecords = 4096
+	maxFetchBytes   = 8 << 20
+	// maxParked caps the fetches parked at one group (one per member).
+	maxParked = 4096
+)
 
 // settleLocked applies an ack, nak, progress, term or leave request.
 func (s *Server) settleLocked(g *state, req Request) *Reply {
