@@ -237,6 +237,9 @@ func (s *Server) groupLocked(req Request, l *spool.Log) (*state, error) {
 		if req.Op != OpFetch {
 			return nil, nil
 		}
+		if len(s.groups) >= MaxGroups {
+			return nil, fmt.Errorf("group: this publisher already serves %d groups (MaxGroups)", MaxGroups)
+		}
 		start := l.OldestOffset()
 		switch req.Start {
 		case StartLatest:
@@ -296,6 +299,9 @@ const (
 	maxFetchBytes   = 8 << 20
 	// maxParked caps the fetches parked at one group (one per member).
 	maxParked = 4096
+	// MaxGroups caps the groups one publisher keeps state for: any fetch
+	// naming a new group creates one.
+	MaxGroups = 1024
 )
 
 // settleLocked applies an ack, nak, progress, term or leave request.
