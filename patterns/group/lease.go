@@ -161,7 +161,9 @@ const HeaderNotBefore = "fastmq-not-before"
 // NotBefore returns the header that delays a record's delivery to groups
 // until t (delayed delivery); plain consumers are not affected.
 func NotBefore(t time.Time) spool.Header {
-	return spool.Header{Key: HeaderNotBefore, Value: []byte(strconv.FormatInt(t.UnixMilli(), 10))}
+	// Rounded up, so that a record is never leased before t.
+	ms := t.Add(time.Millisecond - 1).UnixMilli()
+	return spool.Header{Key: HeaderNotBefore, Value: []byte(strconv.FormatInt(ms, 10))}
 }
 
 func notBefore(hs []spool.Header) (time.Time, bool) {
