@@ -96,7 +96,7 @@ func (m *Membership) updateAd(change func(map[string]Service, **SpoolAd) bool) e
 		m.log.Warn("spool advertisement truncated to fit gossip tags", slog.Int("listed", len(sp.Streams)), slog.Int("streams", len(want.Streams)))
 	}
 	m.services, m.spool, m.spoolWant = svcs, sp, want
-	adv := advert{user: cloneMap(m.user), services: make(map[string]Service, len(svcs)), spool: want, identity: m.set.cfg.Identity} // this node knows its whole list
+	adv := advert{user: cloneMap(m.user), services: make(map[string]Service, len(svcs)), spool: want, identity: m.set.cfg.Identity, curveKey: m.set.cfg.CurveKey} // this node knows its whole list
 	for k, v := range svcs {
 		adv.services[k] = v
 	}

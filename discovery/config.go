@@ -114,6 +114,14 @@ type Config struct {
 	// the old incarnation to be found dead, as before).
 	Identity string
 
+	// CurveKey is this node's CURVE public key as 40 Z85 characters (see
+	// package socket), gossiped so that others can reach the node's
+	// CURVE servers (Member.CurveKey, Instance.CurveKey). "" advertises
+	// none. A key learnt from gossip is only as trustworthy as the gossip:
+	// without Key, anyone who reaches the gossip port can claim a node's
+	// name with a key of their own.
+	CurveKey string
+
 	// Profile selects timers and the default BindAddr. The zero value,
 	// ProfileAuto, chooses by BindAddr.
 	Profile Profile
@@ -148,6 +156,9 @@ func (c Config) validate() (settings, error) {
 		s.cfg.Identity = NewIdentity()
 	} else if err := checkIdentity(c.Identity); err != nil {
 		return s, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if c.CurveKey != "" && !validCurveKey(c.CurveKey) {
+		return s, fmt.Errorf("%w: CURVE key %q is not 40 Z85 characters", ErrInvalid, c.CurveKey)
 	}
 	switch c.Profile {
 	case ProfileAuto, ProfileLAN, ProfileLocal:

@@ -60,6 +60,7 @@
 //	"~s" + name  ->  kind "|" endpoint ("," endpoint)*     a service
 //	"~q"         ->  endpoint "|" [stream ("," stream)*]    the spool server
 //	"~i"         ->  identity                               the node's identity
+//	"~c"         ->  40 Z85 characters                      the node's CURVE public key
 //
 // Endpoints are compacted: "tcp://" is dropped, and the host is dropped too
 // when it equals the node's gossip host, so "tcp://10.0.0.5:5557" on node

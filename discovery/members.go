@@ -77,13 +77,13 @@ func (nv *nodeView) instance(node string, k watchKey) (Instance, bool) {
 		if !listed && !sp.Partial {
 			return Instance{}, false
 		}
-		return Instance{Node: node, Addr: nv.addr, Identity: nv.adv.identity, Service: Service{Name: k.name, Kind: SpoolKind, Endpoints: []string{sp.Endpoint}}, Unlisted: !listed}, true
+		return Instance{Node: node, Addr: nv.addr, Identity: nv.adv.identity, CurveKey: nv.adv.curveKey, Service: Service{Name: k.name, Kind: SpoolKind, Endpoints: []string{sp.Endpoint}}, Unlisted: !listed}, true
 	}
 	s, ok := nv.adv.services[k.name]
 	if !ok {
 		return Instance{}, false
 	}
-	return Instance{Node: node, Addr: nv.addr, Identity: nv.adv.identity, Service: cloneService(s)}, true
+	return Instance{Node: node, Addr: nv.addr, Identity: nv.adv.identity, CurveKey: nv.adv.curveKey, Service: cloneService(s)}, true
 }
 
 // setNodeLocked replaces the view of node and tells interested watchers.
@@ -237,6 +237,7 @@ type Member struct {
 	Name     string
 	Addr     string // gossip host:port
 	Identity string // the node's identity (Config.Identity); "" if it gossips none
+	CurveKey string // the node's CURVE public key in Z85 (Config.CurveKey); "" if it gossips none
 	Status   Status
 	Tags     map[string]string
 	Services []Service
@@ -271,6 +272,7 @@ func (m *Membership) Members() []Member {
 			Name:     mem.Name,
 			Addr:     net.JoinHostPort(host, strconv.Itoa(int(mem.Port))),
 			Identity: adv.identity,
+			CurveKey: adv.curveKey,
 			Status:   statusOf(mem.Status),
 			Tags:     cloneMap(adv.user),
 			Services: sortedServices(adv.services),

@@ -89,6 +89,9 @@ func New(cfg Config) (*Membership, error) {
 		view:     map[string]*nodeView{},
 		watchers: map[*watcher]struct{}{},
 	}
+	if cfg.CurveKey != "" {
+		m.base[curveKeyTag] = cfg.CurveKey
+	}
 	for k, v := range cfg.Tags {
 		m.user[k] = v
 		m.base[k] = v
@@ -119,7 +122,7 @@ func New(cfg Config) (*Membership, error) {
 	m.host = local.Addr.String()
 	m.addr = net.JoinHostPort(m.host, strconv.Itoa(int(local.Port)))
 	m.names.bound(m.addr)
-	m.self = advert{user: cloneMap(m.user), services: map[string]Service{}, identity: set.cfg.Identity}
+	m.self = advert{user: cloneMap(m.user), services: map[string]Service{}, identity: set.cfg.Identity, curveKey: cfg.CurveKey}
 	m.view[m.name] = &nodeView{addr: m.addr, status: StatusAlive, adv: m.self}
 
 	m.wg.Add(1)

@@ -17,6 +17,7 @@ const (
 	reservedPrefix = '~'
 	serviceKey     = "~s" // followed by the service name
 	spoolKey       = "~q"
+	curveKeyTag    = "~c" // the node's CURVE public key, 40 Z85 characters
 	fieldSep       = "|"
 	listSep        = ","
 	// MaxTagsSize is the budget for all of a member's tags once encoded the
@@ -115,6 +116,24 @@ func compactEndpoint(ep, host string) string {
 		}
 	}
 	return rest
+}
+
+// z85Chars is the Z85 alphabet (ZeroMQ RFC 32).
+const z85Chars = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+
+// validCurveKey reports whether s looks like a Z85 CURVE key: 40
+// characters of the Z85 alphabet (whether it decodes to a usable key is
+// for the socket that uses it to say).
+func validCurveKey(s string) bool {
+	if len(s) != 40 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !strings.ContainsRune(z85Chars, rune(s[i])) {
+			return false
+		}
+	}
+	return true
 }
 
 // expandEndpoint reverses compactEndpoint.
@@ -235,6 +254,7 @@ type advert struct {
 	services map[string]Service
 	spool    *SpoolAd
 	identity string // the node's identity; "" if it gossips none
+	curveKey string // the node's CURVE public key in Z85; "" if it gossips none
 }
 
 func decodeTags(tags map[string]string, host string) advert {
@@ -244,6 +264,10 @@ func decodeTags(tags map[string]string, host string) advert {
 		case k == identityKey:
 			if checkIdentity(v) == nil {
 				a.identity = v
+			}
+		case k == curveKeyTag:
+			if validCurveKey(v) {
+				a.curveKey = v
 			}
 		case k == spoolKey:
 			if ad, ok := decodeSpool(v, host); ok {

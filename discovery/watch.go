@@ -66,6 +66,9 @@ type Instance struct {
 	// that gossips none): it changes when another process, with another
 	// data directory, took over the name.
 	Identity string
+	// CurveKey is the node's CURVE public key in Z85 (Config.CurveKey),
+	// "" from a node that gossips none: its servers speak CURVE with it.
+	CurveKey string
 	Service  Service       // what it offers
 	RTT      time.Duration // estimated round-trip time; 0 if unknown or local
 	// Unlisted is set on a stream's instance when the node's spool
