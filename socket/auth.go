@@ -294,10 +294,14 @@ func containsIP(ps []netip.Prefix, ip netip.Addr) bool {
 }
 
 // handshakeFor returns the handshake settings for a connection to or from
-// remote.
-func (s *Socket) handshakeFor(remote string) zmtp.Config {
+// remote; d is the dialer of a connection this socket made (nil for an
+// accepted one), which brings the server key CurveServerKeyFor gave.
+func (s *Socket) handshakeFor(remote string, d *dialer) zmtp.Config {
 	hs := s.hs
 	hs.PeerAddress = remote
+	if d != nil && !d.serverKey.IsZero() {
+		hs.Curve = &zmtp.CurveConfig{SecretKey: s.cfg.CurveSecretKey, ServerKey: d.serverKey}
+	}
 	return hs
 }
 

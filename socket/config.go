@@ -100,6 +100,17 @@ type Config struct {
 	// this public key, with the long-term key pair CurveSecretKey (zero:
 	// a fresh one per socket) and CurvePublicKey (zero: derived from it).
 	CurveServerKey, CurveSecretKey, CurvePublicKey CurveKey
+	// CurveServerKeyFor, when set, gives the CURVE server key of each
+	// endpoint this socket connects to (with Connect), for a socket that
+	// connects to servers with different keys: it is called with the
+	// endpoint before every connection attempt. A key makes that
+	// connection a CURVE client of that server with CurveSecretKey
+	// (zero: a fresh one per socket); the zero key and no error connect
+	// with NULL security; an error is no attempt at all: it is reported
+	// as EventConnectRetried with the error (and logged) and asked again
+	// after the reconnect backoff. It excludes CurveServer,
+	// CurveServerKey and PLAIN, and must be safe for concurrent use.
+	CurveServerKeyFor func(endpoint string) (CurveKey, error)
 	// Authenticator decides which peers may connect (see Authenticator);
 	// nil accepts all that pass their mechanism's own checks.
 	Authenticator Authenticator

@@ -15,6 +15,11 @@ type dialer struct {
 	cancel context.CancelFunc
 	mu     sync.Mutex
 	conn   net.Conn
+	// serverKey is what CurveServerKeyFor gave for the attempt in
+	// progress; keyErr its last error text (logged when it changes).
+	// Only the dial loop touches them.
+	serverKey CurveKey
+	keyErr    string
 }
 
 // Connect starts connecting to endpoint in the background and returns at
@@ -84,11 +89,28 @@ func (s *Socket) backoff(n int) time.Duration {
 	return d
 }
 
+// dialKeyed dials d's endpoint, once CurveServerKeyFor (if set) gave a
+// server key for it; its error is that of the key or of the dial.
+func (s *Socket) dialKeyed(d *dialer, ep string) (net.Conn, error) {
+	if f := s.cfg.CurveServerKeyFor; f != nil {
+		k, err := f(ep)
+		if err != nil {
+			if msg := err.Error(); msg != d.keyErr {
+				d.keyErr = msg
+				s.log.Warn("not connecting: no CURVE server key", "endpoint", ep, "err", err)
+			}
+			return nil, err
+		}
+		d.serverKey, d.keyErr = k, ""
+	}
+	return dial(d.ctx, d.ep)
+}
+
 func (s *Socket) dialLoop(d *dialer, ep string) {
 	defer s.wg.Done()
 	failures := 0
 	for {
-		c, err := dial(d.ctx, d.ep)
+		c, err := s.dialKeyed(d, ep)
 		if err == nil {
 			d.mu.Lock()
 			if d.ctx.Err() != nil {

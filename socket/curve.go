@@ -123,7 +123,10 @@ func (c Config) curveHandshake() *zmtp.CurveConfig {
 // checkCurve validates the CURVE settings; a client without a secret key
 // gets a fresh one.
 func (c *Config) checkCurve() error {
-	curve := c.CurveServer || !c.CurveServerKey.IsZero()
+	curve := c.CurveServer || !c.CurveServerKey.IsZero() || c.CurveServerKeyFor != nil
+	if c.CurveServerKeyFor != nil && (c.CurveServer || !c.CurveServerKey.IsZero()) {
+		return fmt.Errorf("socket: CurveServerKeyFor excludes CurveServer and CurveServerKey")
+	}
 	if !curve {
 		if !c.CurveSecretKey.IsZero() || !c.CurvePublicKey.IsZero() {
 			return fmt.Errorf("socket: a CURVE key is set, but neither CurveServer nor CurveServerKey")

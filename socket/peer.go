@@ -136,7 +136,7 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 	if m := s.cfg.MaxMsgFrames; m > 0 {
 		p.r.MaxFrames = m
 	}
-	hs := s.handshakeFor(remote)
+	hs := s.handshakeFor(remote, d)
 	if !dialed && pc.src != "" {
 		// A refused credential counts against its source before the
 		// peer hears the ERROR, so its next try already sees the count.
