@@ -109,17 +109,43 @@
 // Version 2 is extended in place rather than becoming a version 3: it had
 // not been released when these fields were added.
 //
-// Version negotiation: a server answers requests of version 1 and 2, each
+// Version negotiation: a server answers requests of versions 1 to 3, each
 // in the request's version, and never sends statuses 7 or 8 in version 1:
 // a version 1 fetch in a gap gets the batches after the gap as version 1
 // servers sent them, and one at damage status 5 with the message. A
 // request of any other version gets status 4 in version 1 (without the
-// request's id). A consumer sends version 2; when a reply of status 4
-// comes in an older version, the publisher does not speak version 2, and
-// the consumer speaks version 1 to it from then on (without gap or damage
-// statuses it then stops at a gap, reporting a protocol error; without
-// log ids and epochs, nothing protects it from another log under the same
-// name or a cut tail, and it commits positions with the zero id).
+// request's id). A version 2 consumer sends version 2; when a reply of
+// status 4 comes in an older version, the publisher does not speak
+// version 2, and the consumer speaks version 1 to it from then on (without
+// gap or damage statuses it then stops at a gap, reporting a protocol
+// error; without log ids and epochs, nothing protects it from another log
+// under the same name or a cut tail, and it commits positions with the
+// zero id). Version 3 consumers step down the same way, one version at a
+// time (see Protocol, version 3).
+//
+// # Protocol, version 3
+//
+// Version 3 has the frames and fields of version 2, with version byte 3,
+// and one more status:
+//
+//   - 11 forbidden: the server's ACL (ServerConfig.ACL) does not let this
+//     client read the stream. The client is who the handshake
+//     authenticated: a CURVE client's public key, a PLAIN user. Data is
+//     ForbiddenMessage, e.g. `this client may not read stream "audit"`;
+//     next, oldest and high are 0. The reply is the same whether the
+//     stream exists or not (the check comes before the lookup), so a
+//     client cannot probe for the names of streams it may not read. The
+//     consumer stops pulling the stream from that publisher and reports
+//     a *FetchError matching ErrForbidden through Next and Err.
+//
+// A request of version 1 or 2 that the ACL refuses gets status 4 (bad
+// request) in its own version, with "forbidden: " and the same message:
+// older consumers stop on it with a protocol error that carries it.
+//
+// A consumer sends version 3. A server that does not speak it answers
+// status 4 in version 1 (see above); the consumer then steps down one
+// version at a time (3, then 2, then 1), so a version 2 server is still
+// spoken to in version 2.
 //
 // # Log identity and epochs
 //

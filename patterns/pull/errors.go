@@ -21,6 +21,9 @@ var (
 	// protocol (records that do not match the reply header, refused
 	// requests).
 	ErrProtocol = errors.New("pull: protocol error")
+	// ErrForbidden says the publisher's ACL does not let this consumer
+	// read the stream (StatusForbidden): it is not asked again.
+	ErrForbidden = errors.New("pull: forbidden")
 )
 
 // FetchError reports a publisher whose fetcher stopped for good. Next
@@ -31,7 +34,7 @@ type FetchError struct {
 	Publisher string
 	Stream    string
 	Offset    uint64 // the next offset the fetcher would have fetched
-	Err       error  // the cause; errors.Is matches ErrDamaged, ErrOutOfRange, ErrProtocol
+	Err       error  // the cause; errors.Is matches ErrDamaged, ErrOutOfRange, ErrProtocol, ErrForbidden
 }
 
 // Error names the publisher, stream and offset, then the cause.

@@ -18,7 +18,7 @@ type Extension interface {
 }
 
 // HandleVersion hands the requests of protocol version v to ext from now
-// on. Versions 1 and 2 (the pull protocol's) cannot be taken, nor a
+// on. Versions 1 to ProtocolVersion (the pull protocol's) cannot be taken, nor a
 // version already taken. The server closes ext when it closes.
 func (s *Server) HandleVersion(v uint8, ext Extension) error {
 	if v >= minProtocolVersion && v <= ProtocolVersion {

@@ -206,6 +206,9 @@ func (c *Consumer) fetch(ctx context.Context, f *fetcher) {
 		case StatusDamaged:
 			c.stop(ctx, lg, f.ps, pos, fmt.Errorf("%w: %s", ErrDamaged, message(rep.Data)))
 			return
+		case StatusForbidden:
+			c.stop(ctx, lg, f.ps, pos, forbidden(rep))
+			return
 		case StatusOutOfRange:
 			if c.cfg.OnOutOfRange == StopPublisher {
 				c.stop(ctx, lg, f.ps, pos, fmt.Errorf("%w (oldest %d, next %d): %s", ErrOutOfRange, rep.Oldest, rep.High, message(rep.Data)))
@@ -408,6 +411,9 @@ func (c *Consumer) policyStart(ctx context.Context, pc *pullConn, ps *pubState, 
 	for {
 		id := pc.send(ctx, op, arg)
 		rep, err := pc.await(ctx, id)
+		if err == nil && rep.Status == StatusForbidden {
+			return 0, forbidden(rep)
+		}
 		if err == nil && rep.Status == StatusOK {
 			if c.cfg.Start.Kind == StartEarliest {
 				return rep.Oldest, nil
@@ -438,6 +444,11 @@ func (c *Consumer) policyStart(ctx context.Context, pc *pullConn, ps *pubState, 
 			return 0, ctx.Err()
 		}
 	}
+}
+
+// forbidden is the cause of a fetcher stopped by a StatusForbidden reply.
+func forbidden(rep Reply) error {
+	return fmt.Errorf("%w: %s", ErrForbidden, message(rep.Data))
 }
 
 func (c *Consumer) countError(ps *pubState) {
@@ -510,8 +521,10 @@ func (pc *pullConn) await(ctx context.Context, id uint32) (Reply, error) {
 		if rep.Status == StatusBadRequest && rep.Version < pc.version {
 			// A publisher that does not speak our version answers in
 			// its own, without our request's id.
-			pc.lg.Warn("publisher speaks an older pull protocol, falling back", "version", rep.Version, "err", message(rep.Data))
-			pc.version = rep.Version
+			// It answers in the oldest version, which need not be its
+			// newest: step down one version at a time.
+			pc.version = max(rep.Version, pc.version-1)
+			pc.lg.Warn("publisher speaks an older pull protocol, falling back", "version", pc.version, "err", message(rep.Data))
 			return Reply{}, errFellBack
 		}
 		if rep.ID == id {

@@ -9,12 +9,14 @@ import (
 )
 
 // ProtocolVersion is the newest pull protocol version, the one a Consumer
-// speaks first. A Server answers requests of versions 1 and 2, each in the
+// speaks first. A Server answers requests of versions 1 to 3, each in the
 // request's version, and requests of any other version with
 // StatusBadRequest. Version 2 adds StatusGap, StatusDamaged,
 // StatusOtherLog and StatusDiverged, and the log identity and epoch in
 // requests and replies; a server never sends them to a version 1 request.
-const ProtocolVersion = 2
+// Version 3 adds StatusForbidden, which a server never sends to an older
+// request.
+const ProtocolVersion = 3
 
 // minProtocolVersion is the oldest version a server answers and a consumer
 // falls back to.
@@ -66,6 +68,11 @@ const (
 	// other records (or none yet). The consumer continues at Next. Data
 	// holds a message.
 	StatusDiverged Status = 10
+	// StatusForbidden (version 3) says the server's ACL does not let this
+	// client read the stream: the same reply whether the stream exists or
+	// not. Data holds ForbiddenMessage. The consumer stops pulling the
+	// stream from that publisher.
+	StatusForbidden Status = 11
 )
 
 // NoEpoch in a request's Epoch says the consumer has no position to check
@@ -75,6 +82,9 @@ const NoEpoch = ^uint32(0)
 
 // maxStatus returns the highest status of a protocol version.
 func maxStatus(version uint8) Status {
+	if version >= 3 {
+		return StatusForbidden
+	}
 	if version >= 2 {
 		return StatusDiverged
 	}
@@ -106,6 +116,8 @@ func (s Status) String() string {
 		return "another log"
 	case StatusDiverged:
 		return "diverged"
+	case StatusForbidden:
+		return "forbidden"
 	}
 	return fmt.Sprintf("status(%d)", uint8(s))
 }
@@ -114,16 +126,16 @@ func (s Status) String() string {
 //
 // Request, two frames after the ROUTER envelope:
 //
-//	frame 0 (22 bytes in version 1, 42 in version 2):
+//	frame 0 (22 bytes in version 1, 42 from version 2 on):
 //	        version u8 | op u8 | id u32 | offset u64 | maxBytes u32 | maxWaitMillis u32
-//	        version 2 only: log id [16]byte | epoch u32
+//	        from version 2: log id [16]byte | epoch u32
 //	frame 1: stream name (1..255 bytes)
 //
 // Reply, two frames:
 //
-//	frame 0 (30 bytes in version 1, 50 in version 2):
+//	frame 0 (30 bytes in version 1, 50 from version 2 on):
 //	        version u8 (the request's) | status u8 | id u32 | next u64 | oldest u64 | high u64
-//	        version 2 only: log id [16]byte | epoch u32
+//	        from version 2: log id [16]byte | epoch u32
 //	frame 1: for StatusOK with OpFetch, zero or more whole spool batches as
 //	         they lie on disk; for an error status, a UTF-8 message.
 const (

@@ -39,6 +39,11 @@ type ServerConfig struct {
 	// MaxConnsPerSource 64. RouterMandatory is refused: replies to a
 	// peer that does not read must be dropped, not wait.
 	Socket socket.Config
+	// ACL, when set, says which clients may read which streams (see ACL);
+	// a request for any other stream, existing or not, gets
+	// StatusForbidden. nil lets every client that the socket admitted
+	// read every stream. SetACL replaces it.
+	ACL *ACL
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -58,6 +63,7 @@ type ServerStats struct {
 	Damaged        uint64 `json:"damaged"`         // fetches refused because the batch holding the offset is damaged
 	OtherLog       uint64 `json:"other_log"`       // fetches refused with StatusOtherLog: the position is of another log
 	Diverged       uint64 `json:"diverged"`        // fetches answered StatusDiverged: the log lost records the consumer read
+	Forbidden      uint64 `json:"forbidden"`       // requests the ACL refused (StatusForbidden), group requests included
 }
 
 // Server serves fetch requests for local spools over a ROUTER socket.
@@ -108,6 +114,9 @@ type Server struct {
 
 	pos positionCounters // fetches the position check refused (position.go)
 
+	acl       atomic.Pointer[aclIndex] // nil: no access control (acl.go)
+	forbidden atomic.Uint64
+
 	extMu sync.Mutex
 	ext   map[uint8]Extension // by version byte (HandleVersion)
 }
@@ -139,6 +148,10 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	lg = lg.With("component", "pull-server")
+	acl, err := compileACL(cfg.ACL)
+	if err != nil {
+		return nil, err
+	}
 	scfg, err := serverSocketConfig(cfg.Socket, cfg.MaxBytes)
 	if err != nil {
 		return nil, err
@@ -160,6 +173,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		watching:  make(map[string]bool),
 		wakeExp:   make(chan struct{}, 1),
 	}
+	s.acl.Store(acl)
 	for _, ep := range cfg.Endpoints {
 		bound, err := sock.Bind(ep)
 		if err != nil {
@@ -217,7 +231,7 @@ func (s *Server) Stats() ServerStats {
 		BytesServed: s.bytes.Load(), RecordsServed: s.records.Load(), Parked: n,
 		SendsFailed: s.sendFails.Load(), OutOfRange: s.oor.Load(), UnknownStreams: s.unknown.Load(),
 		Gaps: s.gaps.Load(), Damaged: s.damaged.Load(),
-		OtherLog: s.pos.otherLog.Load(), Diverged: s.pos.diverged.Load(),
+		OtherLog: s.pos.otherLog.Load(), Diverged: s.pos.diverged.Load(), Forbidden: s.forbidden.Load(),
 	}
 }
 
@@ -291,6 +305,10 @@ func (s *Server) recvLoop() {
 
 // handle answers req now, or parks it if it waits at the tail.
 func (s *Server) handle(env [][]byte, req Request) {
+	if !s.Allowed(env, req.Stream) {
+		s.replyForbidden(env, req)
+		return
+	}
 	l, ok := s.cfg.Lookup(req.Stream)
 	if !ok {
 		s.unknown.Add(1)
