@@ -26,7 +26,7 @@ type ConsumerConfig struct {
 	// and defaults from package pull. The node sets Stream and Name from
 	// the fields above, Offsets to the name's offset store, Discovery to
 	// its gossip, Socket to the node's Config.Socket (with a fresh
-	// identity) and Logger to the node's logger, whatever they hold here.
+	// identity, and the node's CURVE keys) and Logger to the node's logger, whatever they hold here.
 	// An OnClose set here runs before the node's own.
 	Pull pull.ConsumerConfig
 }
@@ -64,7 +64,7 @@ func (n *Node) Consume(cfg ConsumerConfig) (*pull.Consumer, error) {
 	pcfg := cfg.Pull
 	pcfg.Stream, pcfg.Name = cfg.Stream, cfg.Name
 	pcfg.Offsets, pcfg.Discovery, pcfg.Logger = store, n.members, n.cfg.Logger
-	pcfg.Socket = n.cfg.Socket
+	pcfg.Socket = n.sec.clientSocket(n.cfg.Socket)
 	pcfg.Socket.Identity = nil // each consumer socket gets its own identity
 	pcfg.OnClose = func() {
 		if cfg.Pull.OnClose != nil {

@@ -54,7 +54,7 @@ func (n *Node) Group(cfg GroupConfig) (*group.Member, error) {
 	}
 	mcfg := cfg.Member
 	mcfg.Stream, mcfg.Group, mcfg.Name = cfg.Stream, cfg.Group, n.cfg.Name
-	mcfg.Discovery, mcfg.Socket, mcfg.Logger = n.members, n.cfg.Socket, n.cfg.Logger
+	mcfg.Discovery, mcfg.Socket, mcfg.Logger = n.members, n.sec.clientSocket(n.cfg.Socket), n.cfg.Logger
 	mcfg.Publishers = nil
 	m, err := group.NewMember(mcfg)
 	if err != nil {
@@ -126,8 +126,16 @@ func (n *Node) ServeGroups() error {
 	return err
 }
 
-// Handle hands a group request to the group server (pull.Extension).
-func (h *groupHost) Handle(env [][]byte, frames [][]byte) { h.srv.Handle(env, frames) }
+// Handle hands a group request to the group server (pull.Extension),
+// once the spool server's ACL lets the client read the request's stream
+// (frame 1); a refusal is answered at once, the same whether the stream
+// exists or not.
+func (h *groupHost) Handle(env [][]byte, frames [][]byte) {
+	if h.n.forbidGroup(env, frames) {
+		return
+	}
+	h.srv.Handle(env, frames)
+}
 
 // Close stops the node's members and its group server; the node's spool
 // server calls it as it closes.

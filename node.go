@@ -72,8 +72,44 @@ type Config struct {
 	// DiskGuard). The zero value refuses appends while the file system
 	// under DataDir has less than 5 % free.
 	DiskGuard DiskGuard
-	// Socket configures the spool server's and consumers' sockets.
+	// Socket configures the spool server's and consumers' sockets. With
+	// a node key (CurveKey, CurveKeyFile) it must set no PLAIN or CURVE
+	// fields: the node sets them.
 	Socket socket.Config
+	// CurveKey is the node's CURVE secret key (see socket.NewCurveKeypair
+	// and `fastmq keygen`). With it the node's spool server and the
+	// sockets it serves (Serve, Handle) are CURVE servers that accept the
+	// client keys the node trusts (see CurveTrusted); its consumers, group
+	// members, Dial and Call are CURVE clients with this key pair, each
+	// connection with the key its peer advertises; and the node gossips
+	// its public key (discovery.Config.CurveKey). A peer that advertises
+	// no key is not connected to (ErrMixedMesh, in the sockets' events
+	// and logs). The zero key: no CURVE; the node then refuses, as
+	// clearly, to connect to peers that advertise a key.
+	CurveKey socket.CurveKey
+	// CurveKeyFile is a secret key file (NAME.key, as `fastmq keygen
+	// --out NAME` writes it) to read CurveKey from, with
+	// socket.LoadCurveSecretKey: a file its group or others may read is
+	// refused.
+	CurveKeyFile string
+	// CurveTrusted are public keys the node trusts (pinned keys), as
+	// servers it connects to and as clients of its servers, besides its
+	// own. With gossip encrypted (Key) the node also trusts the keys its
+	// mesh members advertise: a key learnt there is as trusted as the
+	// mesh key. Without Key, gossip proves nothing (anyone who reaches
+	// the gossip port may claim a name and a key), so only pinned keys
+	// are trusted: a peer whose advertised key is not pinned is refused
+	// with ErrMixedMesh, and a client whose key is not pinned is denied.
+	CurveTrusted []socket.CurveKey
+	// CurveAllow is a public key file (NAME.pub) or a directory of *.pub
+	// files (read again as it changes, see socket.CurveKeyDir) of more
+	// pinned keys, as CurveTrusted.
+	CurveAllow string
+	// ACL says which clients may read which streams of the node's spool
+	// server, consumer groups included (see pull.ACL; pull.LoadACL reads
+	// an ACL file). The node's own key may always read its streams. nil:
+	// every client the server admits reads every stream.
+	ACL *pull.ACL
 	// Logger receives the node's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -109,6 +145,8 @@ type Node struct {
 	closed    bool
 
 	guard *diskGuard // set by New before the node is shared
+
+	sec *nodeSecurity // the node's CURVE keys, trust and ACL (security.go)
 }
 
 // New starts a node: opens nothing on disk until a stream is used, starts
@@ -125,11 +163,16 @@ func New(cfg Config) (*Node, error) {
 	if err := resolveNetwork(&cfg); err != nil {
 		return nil, err
 	}
+	sec, err := loadSecurity(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	lg := cfg.Logger
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	n := &Node{
+		sec:       sec,
 		cfg:       cfg,
 		log:       lg.With("component", "node", "node", cfg.Name),
 		streams:   make(map[string]*spool.Log),
@@ -153,7 +196,8 @@ func New(cfg Config) (*Node, error) {
 	srv, err := pull.NewServer(pull.ServerConfig{
 		Endpoints: cfg.SpoolEndpoints,
 		Lookup:    n.lookupStream,
-		Socket:    cfg.Socket,
+		Socket:    sec.serverSocket(cfg.Socket),
+		ACL:       sec.acl,
 		Logger:    cfg.Logger,
 	})
 	if err != nil {
@@ -174,6 +218,7 @@ func New(cfg Config) (*Node, error) {
 		Key:            cfg.Key,
 		AllowPlaintext: cfg.GossipPlaintext,
 		Profile:        cfg.Profile,
+		CurveKey:       sec.publicZ85(),
 		Logger:         cfg.Logger,
 	})
 	if err != nil {
@@ -181,6 +226,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("fastmq: start discovery: %w", err)
 	}
 	n.members = m
+	sec.members.Store(m)
 	// Every node answers consumer group requests for its streams.
 	if err := n.ServeGroups(); err != nil {
 		n.Close()
@@ -207,7 +253,7 @@ func New(cfg Config) (*Node, error) {
 		}
 	}
 	n.startDiskGuard()
-	n.log.Info("node started", "endpoint", n.spoolEP, "gossip", m.GossipAddr())
+	n.log.Info("node started", "endpoint", n.spoolEP, "gossip", m.GossipAddr(), "curve", sec.enabled)
 	return n, nil
 }
 

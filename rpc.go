@@ -39,7 +39,7 @@ func (n *Node) Handle(service string, handler rpc.Handler, opts HandleOptions) (
 	if err != nil {
 		return nil, err
 	}
-	sc := opts.Server.Socket
+	sc := n.sec.serverSocket(opts.Server.Socket)
 	if sc.Logger == nil {
 		sc.Logger = n.cfg.Logger
 	}
@@ -226,7 +226,7 @@ func (n *Node) rpcClient(service string) (*rpc.Client, error) {
 	if c, ok := nc.clients[service]; ok {
 		return c, nil
 	}
-	sc := n.cfg.Socket
+	sc := n.sec.clientSocket(n.cfg.Socket)
 	if sc.Logger == nil {
 		sc.Logger = n.cfg.Logger
 	}

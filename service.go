@@ -11,8 +11,11 @@ import (
 )
 
 // Serve makes a socket of kind, binds it to endpoint and advertises it in
-// the mesh as service. The node closes the socket on Close.
+// the mesh as service. A node with a CURVE key (Config.CurveKey) makes it
+// a CURVE server with that key, for the clients the node trusts, unless
+// cfg sets PLAIN or CURVE itself. The node closes the socket on Close.
 func (n *Node) Serve(kind socket.Kind, service, endpoint string, cfg socket.Config) (*socket.Socket, error) {
+	cfg = n.sec.serverSocket(cfg)
 	if cfg.Logger == nil {
 		cfg.Logger = n.cfg.Logger
 	}
@@ -43,8 +46,12 @@ func (n *Node) Serve(kind socket.Kind, service, endpoint string, cfg socket.Conf
 // Dial makes a socket of kind connected to every discovered instance of
 // service. It follows the gossip: it connects to instances as they appear
 // and disconnects from those that fail or leave, through a follow.Follower
-// (patterns/follow). The node closes the socket on Close.
+// (patterns/follow). A node with a CURVE key connects to each instance as
+// a CURVE client with the key the instance's node advertises (see
+// Config.CurveKey), unless cfg sets PLAIN or CURVE itself. The node
+// closes the socket on Close.
 func (n *Node) Dial(kind socket.Kind, service string, cfg socket.Config) (*socket.Socket, error) {
+	cfg = n.sec.clientSocket(cfg)
 	if cfg.Logger == nil {
 		cfg.Logger = n.cfg.Logger
 	}

@@ -84,6 +84,7 @@ var (
 	descServedBytes  = prometheus.NewDesc("fastmq_server_bytes_served_total", "Raw batch bytes served to consumers.", nil, nil)
 	descRequests     = prometheus.NewDesc("fastmq_server_requests_total", "Fetch requests received.", nil, nil)
 	descParked       = prometheus.NewDesc("fastmq_server_parked_fetches", "Fetches waiting at the tail.", nil, nil)
+	descForbidden    = prometheus.NewDesc("fastmq_server_forbidden_total", "Requests the spool server's ACL refused (status forbidden), group requests included.", nil, nil)
 	descDelivered    = prometheus.NewDesc("fastmq_consumer_delivered_total", "Records handed to the application (returned by Next).", []string{"consumer", "stream", "publisher"}, nil)
 	descFetched      = prometheus.NewDesc("fastmq_consumer_fetched_total", "Records fetched and queued for the application.", []string{"consumer", "stream", "publisher"}, nil)
 	descAcked        = prometheus.NewDesc("fastmq_consumer_acked_offset", "Next offset after the acknowledged prefix.", []string{"consumer", "stream", "publisher"}, nil)
@@ -128,7 +129,7 @@ var (
 type collector struct{ snapshot func() Snapshot }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descAppended, descOldest, descServedRecs, descServedBytes, descRequests, descParked,
+	for _, d := range []*prometheus.Desc{descAppended, descOldest, descServedRecs, descServedBytes, descRequests, descParked, descForbidden,
 		descDelivered, descAcked, descCommitted, descLagRecs, descLagSecs, descResets, descUnacked, descStuck, descFailed, descMembers,
 		descFetched, descGaps, descSkipped, descOtherLogs, descDiverged, descReplaced, descStopped, descFetchErrors, descReconnects,
 		descStreamBytes, descFsync, descRPCCalls, descRPCErrors, descRPCRetries, descRPCTimeouts, descRPCEjected, descRPCLatency,
@@ -155,6 +156,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descServedBytes, prometheus.CounterValue, float64(st.Server.BytesServed))
 	ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(st.Server.Requests))
 	ch <- prometheus.MustNewConstMetric(descParked, prometheus.GaugeValue, float64(st.Server.Parked))
+	ch <- prometheus.MustNewConstMetric(descForbidden, prometheus.CounterValue, float64(st.Server.Forbidden))
 	for _, cs := range st.Consumers {
 		for _, p := range cs.Publishers {
 			l := []string{cs.Name, cs.Stream, p.Publisher}

@@ -22,7 +22,7 @@ func TestHandler(t *testing.T) {
 		return metrics.Snapshot{
 			Streams: []metrics.Stream{{Name: "s", Oldest: 2, Next: 7, Bytes: 4096,
 				Fsyncs: spool.FsyncStats{Counts: [len(spool.FsyncBuckets) + 1]uint64{2, 1}, Count: 3, Sum: 2 * time.Millisecond}}},
-			Server: pull.ServerStats{RecordsServed: 5, Parked: 1},
+			Server: pull.ServerStats{RecordsServed: 5, Parked: 1, Forbidden: 3},
 			Consumers: []metrics.Consumer{{Name: "c", Stream: "s", Publishers: []pull.PublisherStats{
 				{Publisher: "p", Delivered: 4, LagRecords: 3, LagTime: 1500 * time.Millisecond, Committed: ^uint64(0),
 					OldestUnacked: 90 * time.Second, StuckRecords: 1, Fetched: 9, GapsSkipped: 1, RecordsSkipped: 5,
@@ -41,6 +41,7 @@ func TestHandler(t *testing.T) {
 		`fastmq_stream_oldest_offset{stream="s"} 2`,
 		`fastmq_server_records_served_total 5`,
 		`fastmq_server_parked_fetches 1`,
+		`fastmq_server_forbidden_total 3`,
 		`fastmq_consumer_delivered_total{consumer="c",publisher="p",stream="s"} 4`,
 		`fastmq_consumer_lag_records{consumer="c",publisher="p",stream="s"} 3`,
 		`fastmq_consumer_lag_seconds{consumer="c",publisher="p",stream="s"} 1.5`,
