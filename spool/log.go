@@ -48,6 +48,19 @@ type Config struct {
 	// RetentionAge or RetentionBytes is set (0 = 1 minute). It also runs after
 	// every segment roll.
 	RetentionInterval time.Duration
+	// DedupWindow is how long a record's message id (HeaderMsgID) is
+	// remembered: a record with the same id appended within it is a
+	// duplicate (0 = DefaultDedupWindow, 2 minutes; negative = ids are not
+	// looked at). See "Idempotent appends" in the package documentation.
+	DedupWindow time.Duration
+	// MaxDedupIDs caps the message ids remembered; beyond it the oldest
+	// are forgotten before their window ends (0 = DefaultMaxDedupIDs).
+	MaxDedupIDs int
+	// MaxProducers caps the producers (HeaderProducer) whose last
+	// sequence is kept; beyond it the one whose last record is oldest is
+	// forgotten (0 = DefaultMaxProducers; negative = producer sequences are
+	// not looked at).
+	MaxProducers int
 	// Logger receives lifecycle and recovery events; nil discards them.
 	Logger *slog.Logger
 }
@@ -85,6 +98,15 @@ func (c Config) normalize() (Config, error) {
 	}
 	if c.RetentionInterval <= 0 {
 		c.RetentionInterval = time.Minute
+	}
+	if c.DedupWindow == 0 {
+		c.DedupWindow = DefaultDedupWindow
+	}
+	if c.MaxDedupIDs <= 0 {
+		c.MaxDedupIDs = DefaultMaxDedupIDs
+	}
+	if c.MaxProducers == 0 {
+		c.MaxProducers = DefaultMaxProducers
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -136,6 +158,12 @@ type Log struct {
 	failErr   error // the first write or fsync failure: nothing is acknowledged after it
 	closeOnce sync.Once
 	closeErr  error
+
+	// Deduplication (dedup*.go): the writer's view, owned by the writer
+	// goroutine, and the view of the acknowledged records.
+	dd      *dedupWriter
+	ddMu    sync.Mutex // guards durable; taken before mu
+	durable durableDedup
 
 	// Owned by the writer goroutine (write.go).
 	active *segment
@@ -213,6 +241,10 @@ func open(cfg Config, ro bool) (*Log, error) {
 	// Before any offset is handed out: a new identity, a new epoch after a
 	// cut, the loss of acknowledged records, durably in meta.json.
 	if err := l.openMeta(); err != nil {
+		l.closeFiles()
+		return nil, err
+	}
+	if err := l.openDedup(); err != nil {
 		l.closeFiles()
 		return nil, err
 	}
