@@ -212,7 +212,12 @@
 // written: by age (the newest record time in the segment is older than
 // [Config.RetentionAge]) or by size (the log is larger than
 // [Config.RetentionBytes]). With a floor set by [Log.SetFloor], a segment is
-// deleted only if all its offsets are below the floor. Reading below
+// deleted only if all its offsets are below the floor. With
+// [Config.RetentionFloor] (interest retention: a node passes the least
+// floor of the stream's consumer groups), a segment whose records are all
+// below the owner's floor is deleted at the next pass whatever its age, and
+// the others are kept until the age or size limit, then the cap, deletes
+// them anyway: logged, and counted by [Log.RetentionForced]. Reading below
 // [Log.OldestOffset] gives an [*OutOfRangeError] carrying the oldest offset.
 //
 // # Recovery

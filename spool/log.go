@@ -48,6 +48,16 @@ type Config struct {
 	// RetentionAge or RetentionBytes is set (0 = 1 minute). It also runs after
 	// every segment roll.
 	RetentionInterval time.Duration
+	// RetentionFloor, when set, turns on interest retention: every
+	// retention pass asks it for the lowest offset its owner still wants
+	// (a node: the least floor of the stream's consumer groups) and
+	// whether anyone is known to want anything (ok false: age and size
+	// alone decide). A segment whose records are all below the floor is
+	// deleted at the next pass; the others are kept until RetentionAge or
+	// RetentionBytes, the caps, delete them anyway, which is logged and
+	// counted (Log.RetentionForced). It is called without the Log's locks
+	// held and must not block.
+	RetentionFloor func() (floor uint64, ok bool)
 	// DedupWindow is how long a record's message id (HeaderMsgID) is
 	// remembered: a record with the same id appended within it is a
 	// duplicate (0 = DefaultDedupWindow, 2 minutes; negative = ids are not
@@ -135,7 +145,8 @@ type Log struct {
 	closed  bool
 	closeCh chan struct{}
 
-	floor atomic.Uint64 // SetFloor; read by retention
+	floor  atomic.Uint64 // SetFloor; read by retention
+	forced atomic.Uint64 // records retention's caps removed below Config.RetentionFloor
 
 	fsyncs fsyncStats // observed by the syncer
 
@@ -273,7 +284,7 @@ func open(cfg Config, ro bool) (*Log, error) {
 	go l.writer()
 	go l.syncer()
 	go l.checkpointer()
-	if cfg.RetentionAge > 0 || cfg.RetentionBytes > 0 {
+	if cfg.RetentionAge > 0 || cfg.RetentionBytes > 0 || cfg.RetentionFloor != nil {
 		l.wg.Add(1)
 		go l.retainer()
 	}
