@@ -50,7 +50,25 @@ func (l *Log) signalCheckpoint() {
 func (l *Log) checkpoint(closed bool) error {
 	l.metaMu.Lock()
 	defer l.metaMu.Unlock()
+	// The deduplication state goes first, covering exactly the records
+	// below the checkpoint, so that Open needs to scan only after it.
+	l.ddMu.Lock()
 	n := l.NextOffset()
+	var df *dedupFile
+	if l.durable.dirty {
+		f := l.durable.snapshot(n)
+		df = &f
+		l.durable.dirty = false
+	}
+	l.ddMu.Unlock()
+	if df != nil {
+		if err := writeDedup(l.cfg.Dir, *df); err != nil {
+			l.ddMu.Lock()
+			l.durable.dirty = true
+			l.ddMu.Unlock()
+			return err
+		}
+	}
 	if n == l.meta.Acked && !closed {
 		return nil
 	}

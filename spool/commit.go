@@ -17,6 +17,11 @@ type pendingWrite struct {
 	records int
 	force   bool
 	err     error
+
+	// Deduplication events for the durable view (dedupfile.go).
+	dedup      bool
+	prodEvents []prodEvent
+	idTime     int64
 }
 
 // syncer fsyncs written groups according to the policy, publishes them to
@@ -129,7 +134,20 @@ func (l *Log) commit(batch []*pendingWrite, doSync bool) {
 		}
 	}
 	if err == nil {
-		l.publish(batch)
+		dedup := false
+		for _, pw := range batch {
+			dedup = dedup || pw.dedup
+		}
+		if dedup {
+			// The durable view and the published end move together, for
+			// the checkpointer.
+			l.ddMu.Lock()
+			l.applyDurable(batch)
+			l.publish(batch)
+			l.ddMu.Unlock()
+		} else {
+			l.publish(batch)
+		}
 		l.signalCheckpoint()
 	}
 	for _, pw := range batch {
@@ -139,6 +157,9 @@ func (l *Log) commit(batch []*pendingWrite, doSync bool) {
 		}
 		for _, r := range pw.reqs {
 			r.err = e
+			if e == nil && r.dedupErr != nil {
+				r.err = r.dedupErr
+			}
 			close(r.done)
 		}
 	}

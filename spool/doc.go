@@ -29,6 +29,8 @@
 //	LOCK                         flock(2)-ed by the one writer; holds its pid
 //	meta.json                    the log's identity, epoch history and
 //	                             recovery checkpoint (see Identity and epochs)
+//	dedup.json                   producers' last sequences (see Idempotent
+//	                             appends); absent until a producer appends
 //	<base>.seg                   segment files; <base> is the offset of the first
 //	                             record, zero-padded to 20 decimal digits, so
 //	                             sorting the names sorts the log
@@ -155,13 +157,67 @@
 //   - Close writes and syncs (per policy) every Append queued before it and,
 //     unless a write failed, cuts the active segment to its data and fsyncs it.
 //
+// # Idempotent appends
+//
+// Two headers make an append idempotent, both decided by the one writer
+// goroutine (so two concurrent appends of the same record never both
+// land) and both holding across Close, a crash and Open:
+//
+//   - [HeaderMsgID] (fastmq-msg-id, made by [MsgID]): a record whose id
+//     was appended within [Config.DedupWindow] (default 2 minutes, as
+//     JetStream's Nats-Msg-Id window) is a duplicate. The window is counted
+//     from the earlier record's time. At most [Config.MaxDedupIDs] ids are
+//     remembered (default 1 Mi); beyond that the oldest are forgotten early.
+//   - [HeaderProducer] (fastmq-producer: "<producer>:<sequence>", made by
+//     [ProducerSeq]), exact and without a window, as Kafka's idempotent
+//     producer: the Log keeps each producer's last sequence. Its first
+//     record has sequence 1; a record at or below the last sequence is a
+//     duplicate; one above last+1 fails the whole call with a
+//     [*SequenceError] (a gap), and so does a first record other than 1.
+//     At most [Config.MaxProducers] producers are kept (default 1024): a
+//     new one beyond makes the one whose last record is oldest forgotten
+//     (logged), and that producer's next record fails as from an unknown
+//     producer (never taken in silence): it starts again under a new id.
+//     A producer that cannot keep its sequence across its own restarts
+//     takes a new id at every start.
+//
+// A duplicate is not appended. When every record of a call is one, the
+// call appends nothing and returns the offset of the record the first one
+// repeats with a [*DuplicateError] (matching [ErrDuplicate]); its offset
+// is unknown only for a producer's sequence below its last one without a
+// message id in the window. In a call that mixes duplicates and new
+// records the new ones are appended, contiguous and in order, and
+// [Ack.Duplicates] lists the others. A duplicate is answered only after
+// the record it repeats is acknowledged. Records without these headers
+// cost one length check each.
+//
+// The state of the acknowledged records is kept in dedup.json, a small
+// state file (see Consumer offsets for the envelope), format version 1,
+// written by the checkpointer just before each meta.json checkpoint that
+// follows a change, so that it covers every record below the checkpoint:
+//
+//	{"version":1,"data":{"through":<offset>,"id_time":<ns>,"producers":[{"id":"<producer>","seq":<seq>,"offset":<offset>,"time":<ns>}, ...]}}
+//
+// through: the file reflects every record below it; id_time: the time of
+// the newest record with a message id below it; producers: each producer's
+// last sequence, the offset and time of that record. Open loads it, drops
+// marks of records recovery found missing, and scans the records from the
+// checkpoint to the end (and the message ids of the window, when id_time
+// says ids were used within it). A file that does not decode is moved to
+// quarantine/ (logged at Error) and the state rebuilt from the whole log.
+//
 // # Retention
 //
 // Retention deletes whole segments, oldest first, never the one being
 // written: by age (the newest record time in the segment is older than
 // [Config.RetentionAge]) or by size (the log is larger than
 // [Config.RetentionBytes]). With a floor set by [Log.SetFloor], a segment is
-// deleted only if all its offsets are below the floor. Reading below
+// deleted only if all its offsets are below the floor. With
+// [Config.RetentionFloor] (interest retention: a node passes the least
+// floor of the stream's consumer groups), a segment whose records are all
+// below the owner's floor is deleted at the next pass whatever its age, and
+// the others are kept until the age or size limit, then the cap, deletes
+// them anyway: logged, and counted by [Log.RetentionForced]. Reading below
 // [Log.OldestOffset] gives an [*OutOfRangeError] carrying the oldest offset.
 //
 // # Recovery

@@ -48,6 +48,29 @@ type Config struct {
 	// RetentionAge or RetentionBytes is set (0 = 1 minute). It also runs after
 	// every segment roll.
 	RetentionInterval time.Duration
+	// RetentionFloor, when set, turns on interest retention: every
+	// retention pass asks it for the lowest offset its owner still wants
+	// (a node: the least floor of the stream's consumer groups) and
+	// whether anyone is known to want anything (ok false: age and size
+	// alone decide). A segment whose records are all below the floor is
+	// deleted at the next pass; the others are kept until RetentionAge or
+	// RetentionBytes, the caps, delete them anyway, which is logged and
+	// counted (Log.RetentionForced). It is called without the Log's locks
+	// held and must not block.
+	RetentionFloor func() (floor uint64, ok bool)
+	// DedupWindow is how long a record's message id (HeaderMsgID) is
+	// remembered: a record with the same id appended within it is a
+	// duplicate (0 = DefaultDedupWindow, 2 minutes; negative = ids are not
+	// looked at). See "Idempotent appends" in the package documentation.
+	DedupWindow time.Duration
+	// MaxDedupIDs caps the message ids remembered; beyond it the oldest
+	// are forgotten before their window ends (0 = DefaultMaxDedupIDs).
+	MaxDedupIDs int
+	// MaxProducers caps the producers (HeaderProducer) whose last
+	// sequence is kept; beyond it the one whose last record is oldest is
+	// forgotten (0 = DefaultMaxProducers; negative = producer sequences are
+	// not looked at).
+	MaxProducers int
 	// Logger receives lifecycle and recovery events; nil discards them.
 	Logger *slog.Logger
 }
@@ -86,6 +109,15 @@ func (c Config) normalize() (Config, error) {
 	if c.RetentionInterval <= 0 {
 		c.RetentionInterval = time.Minute
 	}
+	if c.DedupWindow == 0 {
+		c.DedupWindow = DefaultDedupWindow
+	}
+	if c.MaxDedupIDs <= 0 {
+		c.MaxDedupIDs = DefaultMaxDedupIDs
+	}
+	if c.MaxProducers == 0 {
+		c.MaxProducers = DefaultMaxProducers
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -113,7 +145,8 @@ type Log struct {
 	closed  bool
 	closeCh chan struct{}
 
-	floor atomic.Uint64 // SetFloor; read by retention
+	floor  atomic.Uint64 // SetFloor; read by retention
+	forced atomic.Uint64 // records retention's caps removed below Config.RetentionFloor
 
 	fsyncs fsyncStats // observed by the syncer
 
@@ -136,6 +169,12 @@ type Log struct {
 	failErr   error // the first write or fsync failure: nothing is acknowledged after it
 	closeOnce sync.Once
 	closeErr  error
+
+	// Deduplication (dedup*.go): the writer's view, owned by the writer
+	// goroutine, and the view of the acknowledged records.
+	dd      *dedupWriter
+	ddMu    sync.Mutex // guards durable; taken before mu
+	durable durableDedup
 
 	// Owned by the writer goroutine (write.go).
 	active *segment
@@ -216,6 +255,10 @@ func open(cfg Config, ro bool) (*Log, error) {
 		l.closeFiles()
 		return nil, err
 	}
+	if err := l.openDedup(); err != nil {
+		l.closeFiles()
+		return nil, err
+	}
 	l.pre = newPreallocator(cfg.SegmentBytes, cfg.Sync != SyncNone)
 	if len(l.segs) == 0 {
 		if err := l.createSegment(0); err != nil {
@@ -241,7 +284,7 @@ func open(cfg Config, ro bool) (*Log, error) {
 	go l.writer()
 	go l.syncer()
 	go l.checkpointer()
-	if cfg.RetentionAge > 0 || cfg.RetentionBytes > 0 {
+	if cfg.RetentionAge > 0 || cfg.RetentionBytes > 0 || cfg.RetentionFloor != nil {
 		l.wg.Add(1)
 		go l.retainer()
 	}

@@ -12,5 +12,9 @@ func TestMain(m *testing.M) {
 		crashChild()
 		return
 	}
+	if os.Getenv(dedupChildEnv) != "" {
+		dedupChild()
+		return
+	}
 	goleak.VerifyTestMain(m)
 }

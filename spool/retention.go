@@ -4,8 +4,43 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"time"
 )
+
+// RetentionForced returns how many records retention's caps
+// (Config.RetentionAge, Config.RetentionBytes) removed while
+// Config.RetentionFloor still wanted them, since Open.
+func (l *Log) RetentionForced() uint64 { return l.forced.Load() }
+
+// BytesFrom returns the bytes of the stored batches from the one holding
+// offset to the end of the log (0 at or after NextOffset): about what a
+// reader at offset has left to read.
+func (l *Log) BytesFrom(offset uint64) int64 {
+	_, _ = l.catchUp(latest)
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var n int64
+	for i := len(l.segs) - 1; i >= 0; i-- {
+		s := l.segs[i]
+		if s.end <= offset {
+			break
+		}
+		if len(s.batches) == 0 {
+			continue
+		}
+		if s.batches[0].base >= offset {
+			n += s.size - s.batches[0].pos
+			continue
+		}
+		j := sort.Search(len(s.batches), func(j int) bool { return s.batches[j].end() > offset })
+		if j < len(s.batches) {
+			n += s.size - s.batches[j].pos
+		}
+		break
+	}
+	return n
+}
 
 // SetFloor sets the lowest offset the caller still needs. Retention then
 // deletes a segment only if every offset in it is below floor (the segment
@@ -14,14 +49,22 @@ func (l *Log) SetFloor(offset uint64) { l.floor.Store(offset) }
 
 // ApplyRetention deletes the oldest whole segments that Config.RetentionAge
 // or Config.RetentionBytes says to delete, never the segment being written
-// and never one holding an offset at or above the floor (SetFloor). It
-// returns the names of the deleted segment files. The Log also runs it every
+// and never one holding an offset at or above the floor (SetFloor). With
+// Config.RetentionFloor it also deletes the segments whose records are all
+// below that floor (see Config.RetentionFloor). It returns the names of
+// the deleted segment files. The Log also runs it every
 // Config.RetentionInterval and after each segment roll.
 func (l *Log) ApplyRetention() ([]string, error) {
 	if l.readOnly {
 		return nil, ErrReadOnly
 	}
 	floor := l.floor.Load()
+	// The owner's floor is asked before l.mu is taken: it may well look
+	// at this Log (NextOffset, OldestOffset) under its own locks.
+	want, interest := uint64(0), false
+	if l.cfg.RetentionFloor != nil {
+		want, interest = l.cfg.RetentionFloor()
+	}
 	now := time.Now().UnixNano()
 	l.mu.Lock()
 	if l.closed {
@@ -32,7 +75,7 @@ func (l *Log) ApplyRetention() ([]string, error) {
 	for _, s := range l.segs {
 		total += s.size
 	}
-	var victims []*segment
+	var victims, forced []*segment
 	for len(l.segs) > 1 {
 		s := l.segs[0]
 		if l.segs[1].base > l.next || s.end > floor {
@@ -40,8 +83,12 @@ func (l *Log) ApplyRetention() ([]string, error) {
 		}
 		old := l.cfg.RetentionAge > 0 && s.maxTs < now-int64(l.cfg.RetentionAge)
 		big := l.cfg.RetentionBytes > 0 && total > l.cfg.RetentionBytes
-		if !old && !big {
+		unwanted := interest && s.end <= want
+		if !old && !big && !unwanted {
 			break
+		}
+		if interest && !unwanted {
+			forced = append(forced, s)
 		}
 		victims = append(victims, s)
 		total -= s.size
@@ -58,6 +105,13 @@ func (l *Log) ApplyRetention() ([]string, error) {
 		}
 		removed = append(removed, s.name)
 		l.log.Info("segment removed by retention", "segment", s.name, "offset", s.base, "end", s.end)
+	}
+	for _, s := range forced {
+		// The cap (age or size) removed records the owner still wanted.
+		n := s.end - max(s.base, want)
+		l.forced.Add(n)
+		l.log.Warn("retention removed records not yet acknowledged by every group", "segment", s.name,
+			"offset", max(s.base, want), "end", s.end, "records", n, "floor", want)
 	}
 	if len(victims) > 0 {
 		err = errors.Join(err, fsyncDir(l.cfg.Dir))

@@ -25,6 +25,12 @@ type Ack struct {
 	err     error
 	encoded chan struct{} // closed once the writer no longer reads recs (Append's only; nil otherwise)
 	done    chan struct{} // closed once first and err are set
+
+	// Deduplication (dedupwrite.go); nil for records without its headers.
+	keys     []dedupKey
+	dups     []Duplicate
+	dedupErr error // *DuplicateError or *SequenceError, decided by the writer
+	dupFirst uint64
 }
 
 // encodedDone says the writer no longer reads the records (see encoded).
@@ -97,7 +103,17 @@ func (l *Log) appendAsync(ctx context.Context, withEncoded bool, recs []Record) 
 		return nil, ErrReadOnly
 	}
 	size := 0
+	var keys []dedupKey
 	for i := range recs {
+		if len(recs[i].Headers) > 0 {
+			k, ok, err := parseDedup(&recs[i], i, l.cfg.DedupWindow < 0, l.cfg.MaxProducers < 0)
+			if err != nil {
+				return nil, fmt.Errorf("%w: record %d: %v", ErrInvalidRecord, i, err)
+			}
+			if ok {
+				keys = append(keys, k)
+			}
+		}
 		n := recordBodyLen(&recs[i], 1<<62)
 		if n > l.cfg.MaxRecordBytes {
 			return nil, fmt.Errorf("%w: record %d is %d bytes, limit %d", ErrTooLarge, i, n, l.cfg.MaxRecordBytes)
@@ -110,7 +126,7 @@ func (l *Log) appendAsync(ctx context.Context, withEncoded bool, recs []Record) 
 			return nil, fmt.Errorf("%w: record %d has time %s, outside %s to %s", ErrInvalidRecord, i, t.UTC().Format(time.RFC3339), minRecordTime.Format(time.RFC3339), maxRecordTime.Format(time.RFC3339))
 		}
 	}
-	a := &Ack{recs: recs, bytes: size, now: time.Now().UnixNano(), done: make(chan struct{})}
+	a := &Ack{recs: recs, bytes: size, now: time.Now().UnixNano(), done: make(chan struct{}), keys: keys}
 	if withEncoded {
 		a.encoded = make(chan struct{})
 	}
@@ -229,7 +245,13 @@ func (l *Log) writeGroup(pw *pendingWrite) error {
 	l.wbuf = l.wbuf[:0]
 	off := l.wnext
 	for _, r := range pw.reqs {
+		if r.keys != nil {
+			l.dedupAppend(r, off, pw)
+		}
 		r.first = off
+		if r.dedupErr != nil {
+			r.first = r.dupFirst
+		}
 		off += uint64(len(r.recs))
 	}
 	chunk := segChunk{seg: l.active}
