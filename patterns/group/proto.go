@@ -24,6 +24,7 @@ const (
 	OpTerm     Op = 5 // never redeliver: dead-letter with the entry's reason
 	OpLeave    Op = 6 // the member leaves: release all its leases at once
 	OpInfo     Op = 7 // the group's state on this publisher (JSON GroupStats)
+	OpSeek     Op = 8 // move the group's cursor to the request's start position
 )
 
 // Status is a reply's status.
@@ -165,7 +166,7 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 		return r, malformed("version %d, want %d", h[0], Version)
 	}
 	r.Op = Op(h[1])
-	if r.Op < OpFetch || r.Op > OpInfo {
+	if r.Op < OpFetch || r.Op > OpSeek {
 		return r, malformed("unknown op %d", h[1])
 	}
 	r.ID = binary.BigEndian.Uint32(h[2:])
@@ -203,7 +204,7 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 		}
 		return r, nil
 	}
-	if r.Op == OpLeave || r.Op == OpInfo {
+	if r.Op == OpLeave || r.Op == OpInfo || r.Op == OpSeek {
 		if len(body) != 0 {
 			return r, malformed("op %d with a body", r.Op)
 		}
