@@ -307,3 +307,114 @@ func TestGoneNodeReleasedOnEvent(t *testing.T) {
 		})
 	}
 }
+
+// Dead letters are listed with their headers; a replay appends them back
+// to their stream with the original headers and without the dead-letter
+// ones, where the group gets them again; a second replay of the same
+// range appends nothing and says so. List finds the group, after a
+// restart too.
+func TestDeadLettersReplayAndList(t *testing.T) {
+	dir := t.TempDir()
+	p := newPublisher(t, dir)
+	l, err := p.open("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		if _, err := l.Append(ctx, spool.Record{Value: []byte(fmt.Sprintf("v%d", i)), Headers: []spool.Header{{Key: "k", Value: []byte(fmt.Sprint(i))}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ep := p.srv.Endpoints()[0]
+	var se *group.StatusError
+	if _, err := group.DeadLetters(ctx, ep, "s", "g", 0, 10, socket.Config{}); !errors.As(err, &se) || se.Status != group.StatusUnknown {
+		t.Fatalf("dead letters before any: %v", err)
+	}
+	m := member(t, group.MemberConfig{Name: "a", Buffer: 1}, p)
+	for i := 0; i < 3; i++ {
+		msg, err := m.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg.Offset < 2 {
+			err = msg.Term(ctx, fmt.Sprintf("bad %d", msg.Offset))
+		} else {
+			err = msg.Ack(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.WaitFor(t, "two dead letters", 0, func() bool { return p.groups.Stats()["s/g"].DeadLettered == 2 })
+	dls, err := group.DeadLetters(ctx, ep, "s", "g", 0, 10, socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dls) != 2 {
+		t.Fatalf("%d dead letters, want 2", len(dls))
+	}
+	for i, r := range dls {
+		hs := map[string]string{}
+		for _, h := range r.Headers {
+			hs[h.Key] = string(h.Value)
+		}
+		if r.Offset != uint64(i) || string(r.Value) != fmt.Sprintf("v%d", i) || hs["k"] != fmt.Sprint(i) ||
+			hs[group.HeaderDLQReason] != fmt.Sprintf("bad %d", i) || hs[group.HeaderDLQOffset] != fmt.Sprint(i) || hs[group.HeaderDLQStream] != "s" {
+			t.Fatalf("dead letter %d: offset %d %q %v", i, r.Offset, r.Value, hs)
+		}
+	}
+	if dls, err := group.DeadLetters(ctx, ep, "s", "g", 1, 10, socket.Config{}); err != nil || len(dls) != 1 || dls[0].Offset != 1 {
+		t.Fatalf("dead letters from 1: %v %v", dls, err)
+	}
+
+	res, err := group.Replay(ctx, ep, "s", "g", 0, 0, socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Replayed != 2 || res.First != 3 || res.Skipped != 0 || res.From != 0 || res.To != 2 {
+		t.Fatalf("replay: %+v", res)
+	}
+	if res, err = group.Replay(ctx, ep, "s", "g", 0, 0, socket.Config{}); err != nil || res.Replayed != 0 || res.Skipped != 2 {
+		t.Fatalf("second replay: %+v, %v", res, err)
+	}
+	if l.NextOffset() != 5 {
+		t.Fatalf("stream holds %d records after two replays, want 5", l.NextOffset())
+	}
+	for want := uint64(3); want < 5; want++ {
+		msg, err := m.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := map[string]string{}
+		for _, h := range msg.Headers {
+			hs[h.Key] = string(h.Value)
+		}
+		if msg.Offset != want || string(msg.Value) != fmt.Sprintf("v%d", want-3) || hs["k"] != fmt.Sprint(want-3) || len(hs) != 1 {
+			t.Fatalf("replayed record: offset %d %q headers %v", msg.Offset, msg.Value, hs)
+		}
+		if err := msg.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.Close()
+	// The replay note survives a restart; List finds the group on disk.
+	p.close()
+	p2 := newPublisher(t, dir)
+	p2.open("s")
+	p2.open(group.DLQStream("s", "g"))
+	ep = p2.srv.Endpoints()[0]
+	if res, err = group.Replay(ctx, ep, "s", "g", 1, 5, socket.Config{}); err != nil || res.Replayed != 0 || res.Skipped != 1 || res.To != 2 {
+		t.Fatalf("replay after the restart: %+v, %v", res, err)
+	}
+	ls, err := group.List(ctx, ep, group.AllStreams, socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != 1 || ls[0].Stream != "s" || ls[0].Group != "g" || ls[0].Floor != 5 || ls[0].DeadLettered != 2 {
+		t.Fatalf("list: %+v", ls)
+	}
+	if ls, err = group.List(ctx, ep, "other", socket.Config{}); err != nil || len(ls) != 0 {
+		t.Fatalf("list of another stream: %+v, %v", ls, err)
+	}
+}

@@ -108,7 +108,19 @@
 // data; 8 seek (empty body): move the group's cursor to the header's
 // start and start value (earliest, latest, offset, time, within what the
 // publisher holds; see Semantics), answered, empty, once the moved state
-// is written. Ops 2 to 8 never create a group.
+// is written. Ops 2 to 8 never create a group. Operators' ops (empty
+// body; member frame any name): 9 list: the groups of the stream frame's
+// stream ("*": of every stream) this publisher has state for, as JSON
+// []GroupStats; 10 dead letters: up to max records of the group's
+// dead-letter stream from start value, in a fetch reply's format (delivery
+// 0); 11 replay: append the dead letters [start value, start value + max
+// records) (0: to the end) back to the stream, with their headers minus
+// the fastmq-dlq ones, skipping those replayed before (kept per group in
+// Dir/<stream>/<group>.replayed, version 1: the replayed offsets as
+// spans; a crash between an append and that note replays its batch
+// again), answered with JSON ReplayResult; one replay at a time
+// (unavailable otherwise). Ops 10 and 11 answer unknown for a group
+// without a dead-letter stream.
 //
 // Reply, two frames:
 //

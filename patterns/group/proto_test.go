@@ -58,7 +58,8 @@ func TestDecodeRefusesMalformed(t *testing.T) {
 		"backoff bytes": {EncodeRequest(&Request{Op: OpFetch})[0], good[1], good[2], good[3], []byte{1, 2, 3}},
 		"seek body":     {EncodeRequest(&Request{Op: OpSeek})[0], good[1], good[2], good[3], good[4]},
 		"seek start":    {EncodeRequest(&Request{Op: OpSeek, Start: StartTime + 1})[0], good[1], good[2], good[3], nil},
-		"op 9":          {append([]byte{Version, 9}, good[0][2:]...), good[1], good[2], good[3], nil},
+		"op 12":         {append([]byte{Version, 12}, good[0][2:]...), good[1], good[2], good[3], nil},
+		"replay body":   {EncodeRequest(&Request{Op: OpReplay})[0], good[1], good[2], good[3], good[4]},
 	}
 	for name, frames := range cases {
 		if _, err := DecodeRequest(frames); !errors.Is(err, ErrMalformed) {
@@ -80,6 +81,9 @@ func FuzzDecodeRequest(f *testing.F) {
 		{Op: OpSeek, Stream: "s", Group: "g", Member: "m", Start: StartOffset, StartValue: 42},
 		{Op: OpSeek, Stream: "s", Group: "g", Member: "m", Start: StartTime, StartValue: 1 << 60},
 		{Op: OpInfo, Stream: "s", Group: "g", Member: "m"},
+		{Op: OpList, Stream: "*", Group: "*", Member: "m"},
+		{Op: OpDLQ, Stream: "s", Group: "g", Member: "m", StartValue: 3, MaxRecords: 10},
+		{Op: OpReplay, Stream: "s", Group: "g", Member: "m", StartValue: 0, MaxRecords: 1},
 	} {
 		fr := EncodeRequest(&r)
 		f.Add(fr[0], fr[1], fr[4])
@@ -89,7 +93,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if (r.Op == OpSeek || r.Op == OpInfo || r.Op == OpLeave) && (r.Entries != nil || r.Backoff != nil) {
+		if r.Op >= OpLeave && (r.Entries != nil || r.Backoff != nil) {
 			t.Fatalf("op %d decoded with a body: %+v", r.Op, r)
 		}
 		if r.Start > StartTime {

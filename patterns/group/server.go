@@ -97,6 +97,8 @@ type Server struct {
 
 	wakeClock chan struct{}
 	wakeFlush chan struct{}
+
+	replaying bool // a replay runs (one at a time); guarded by mu
 }
 
 type pendingReply struct {
@@ -184,6 +186,10 @@ func (s *Server) Handle(env [][]byte, frames [][]byte) {
 			id = uint32(frames[0][2])<<24 | uint32(frames[0][3])<<16 | uint32(frames[0][4])<<8 | uint32(frames[0][5])
 		}
 		s.send(env, &Reply{Status: StatusBadRequest, ID: id, Data: []byte(err.Error())})
+		return
+	}
+	if req.Op >= OpList {
+		s.handleAdmin(env, req)
 		return
 	}
 	if !nameRE.MatchString(req.Group) {
