@@ -30,9 +30,29 @@ type groupHost struct {
 	n   *Node
 	srv *group.Server
 
-	mu      sync.Mutex
-	members map[*group.Member]struct{}
-	closed  bool
+	mu         sync.Mutex
+	members    map[*group.Member]struct{}
+	closed     bool
+	advertised bool // group.MemberService
+}
+
+// advertiseMembers advertises group.MemberService once, before the
+// node's first member starts: publishers then release this node's leases
+// on gossip's event when it fails or leaves.
+func (h *groupHost) advertiseMembers() error {
+	h.mu.Lock()
+	done := h.advertised
+	h.mu.Unlock()
+	if done {
+		return nil
+	}
+	if err := h.n.members.Advertise(group.MemberServiceOf(h.n.spoolEP)); err != nil {
+		return fmt.Errorf("fastmq: advertise group members: %w", err)
+	}
+	h.mu.Lock()
+	h.advertised = true
+	h.mu.Unlock()
+	return nil
 }
 
 // Group starts a member of a consumer group of stream: it leases records
@@ -50,6 +70,9 @@ func (n *Node) Group(cfg GroupConfig) (*group.Member, error) {
 	}
 	h, err := n.groupHost()
 	if err != nil {
+		return nil, err
+	}
+	if err := h.advertiseMembers(); err != nil {
 		return nil, err
 	}
 	mcfg := cfg.Member
@@ -104,6 +127,7 @@ func (n *Node) groupHost() (*groupHost, error) {
 		Open:    n.Stream,
 		Send:    n.server,
 		Members: n.members,
+		Watch:   n.members,
 		Logger:  n.cfg.Logger,
 	})
 	if err != nil {

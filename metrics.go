@@ -29,6 +29,9 @@ type Status struct {
 	RPC RPCStatus `json:"rpc"`
 	// DiskGuard is the state of the node's disk guard (see DiskGuard).
 	DiskGuard DiskGuardStatus `json:"disk_guard"`
+	// Groups are the consumer groups of the node's streams, this node
+	// being their publisher.
+	Groups []GroupStatus `json:"groups"`
 }
 
 // StreamStatus describes one local stream. A stream on disk that would
@@ -118,6 +121,7 @@ func (n *Node) Status() Status {
 	n.hostStatus(&st)
 	st.RPC = n.RPCStatus()
 	st.DiskGuard = n.guard.status()
+	st.Groups = n.groupStatuses()
 	return st
 }
 
@@ -154,6 +158,7 @@ func (st Status) snapshot() metrics.Snapshot {
 	for _, m := range st.Members {
 		snap.Members[m.Status]++
 	}
+	snap.Groups = groupMetrics(st.Groups)
 	return snap
 }
 

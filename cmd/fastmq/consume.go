@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"time"
 
@@ -38,19 +39,40 @@ func init() {
 	var stream, name, from string
 	var count uint64
 	var asJSON bool
+	var grp groupConsume
 	consume := &cobra.Command{
-		Use:   "consume",
-		Short: "Pull a stream from every publisher in the mesh and print its records",
-		Long: "Pulls --stream from every publisher in the mesh and prints each record's value on its own line.\n\n" +
+		Use:   "consume --stream S (--name N | --group G)",
+		Short: "Pull a stream from every publisher in the mesh and print its records (or process them as a consumer group's member)",
+		Long: "Pulls --stream from every publisher in the mesh and prints each record's value on its own line. " +
+			"With --name, the consumer gets every record and keeps its own offsets (topic semantics: each name " +
+			"gets every record).\n\n" + groupConsumeHelp + "\n\n" +
 			records.JSONHelp + "\nconsume puts \"publisher\" and \"stream\" first; the rest of the line is what " +
 			"`fastmq spool read --json` prints for the same record.",
+		Example: "  fastmq consume --join 127.0.0.1:7946 --data ./c --stream orders --name audit\n" +
+			"  fastmq consume --join 127.0.0.1:7946 --data ./w1 --stream orders --group billing --exec ./bill.sh",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if stream == "" {
 				return errors.New("--stream is required")
 			}
+			if grp.group != "" {
+				if name != "" || asJSON {
+					return errors.New("--group excludes --name and --json")
+				}
+				if nf.name == "" {
+					nf.name = hostnameOr("member") + "-" + grp.group + fmt.Sprintf("-%d", os.Getpid())
+				}
+				return nf.runNode(cmd.Context(), func(ctx context.Context, n *fastmq.Node) error {
+					return grp.run(ctx, n, stream, from, count, cmd.OutOrStdout(), cmd.ErrOrStderr())
+				})
+			}
+			for _, f := range []string{"exec", "ack-wait", "max-deliver", "concurrency"} {
+				if cmd.Flags().Changed(f) {
+					return fmt.Errorf("--%s needs --group", f)
+				}
+			}
 			if name == "" {
-				return errors.New("--name is required (the consumer's name)")
+				return errors.New("--name (a consumer's name) or --group (a consumer group's) is required")
 			}
 			start, err := parseStart(from)
 			if err != nil {
@@ -138,9 +160,10 @@ func init() {
 	}
 	nf.register(consume, "node-name", "")
 	consume.Flags().StringVar(&stream, "stream", "", "stream to consume (required)")
-	consume.Flags().StringVar(&name, "name", "", "consumer name; each name gets every record and keeps its own offsets (required)")
-	consume.Flags().StringVar(&from, "from", "earliest", "start without a committed offset: earliest, latest, OFFSET or RFC3339 time")
-	consume.Flags().Uint64Var(&count, "count", 0, "exit after N records (0 = run until SIGINT)")
+	consume.Flags().StringVar(&name, "name", "", "consumer name; each name gets every record and keeps its own offsets")
+	consume.Flags().StringVar(&from, "from", "earliest", "start without a committed offset (a new group's cursor with --group): earliest, latest, OFFSET or RFC3339 time")
+	consume.Flags().Uint64Var(&count, "count", 0, "exit after N records (processed, with --group) (0 = run until SIGINT)")
+	grp.register(consume)
 	consume.Flags().BoolVar(&asJSON, "json", false, "print full records as JSON lines (shape in the help above)")
 	rootCmd.AddCommand(consume)
 }

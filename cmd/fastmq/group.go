@@ -1,165 +1,299 @@
 package main
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"os/exec"
-	"sync/atomic"
+	"sort"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/discovery"
 	"github.com/fastmq/fastmq/patterns/group"
+	"github.com/fastmq/fastmq/socket"
 )
 
 func init() {
 	grp := &cobra.Command{
 		Use:   "group",
-		Short: "Consumer groups: members share a stream's records, each record to one of them",
+		Short: "Consumer groups: list them, show one, move its cursor (members run with fastmq consume --group)",
+		Long: "The members of a consumer group share a stream's records, each record to one of them; every " +
+			"group gets every record. Members run with `fastmq consume --stream S --group G`. Each publisher " +
+			"keeps the state of the groups of its own records: these commands join the mesh, ask every " +
+			"publisher, and print one row per group and publisher.",
 	}
-	var nf nodeFlags
-	var stream, name, command string
-	var ackWait time.Duration
-	var maxDeliver, concurrency int
-	var count uint64
-	consume := &cobra.Command{
-		Use:   "consume",
-		Short: "Join a consumer group of a stream and process its records",
-		Long: "Joins --group of --stream as one member: the members of a group share the stream's records " +
-			"(each record goes to one member), every group gets every record.\n\n" +
-			"Without --exec, prints each record's value on its own line and acknowledges it once written. " +
-			"With --exec, runs the command (through sh -c) per record with the value on stdin: exit 0 " +
-			"acknowledges it, another status naks it (redelivered after the backoff; after --max-deliver " +
-			"deliveries it goes to the dead-letter stream STREAM.GROUP.dlq).",
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if stream == "" || name == "" {
-				return errors.New("--stream and --group are required")
-			}
-			if nf.name == "" {
-				nf.name = hostnameOr("member") + "-" + name + fmt.Sprintf("-%d", os.Getpid())
-			}
-			return nf.runNode(cmd.Context(), func(ctx context.Context, n *fastmq.Node) error {
-				if err := n.ServeGroups(); err != nil {
-					return err
-				}
-				m, err := n.Group(fastmq.GroupConfig{Stream: stream, Group: name, Member: group.MemberConfig{
-					AckWait: ackWait, MaxDeliver: maxDeliver, Buffer: max(concurrency, 1)}})
-				if err != nil {
-					return err
-				}
-				defer m.Close()
-				ctx, cancel := context.WithCancel(ctx)
-				defer cancel()
-				var done atomic.Uint64
-				out := cmd.OutOrStdout()
-				err = m.Run(ctx, concurrency, func(ctx context.Context, msg *group.Message) error {
-					if command == "" {
-						if _, err := out.Write(append(append([]byte(nil), msg.Value...), '\n')); err != nil {
-							return err
-						}
-					} else {
-						c := exec.CommandContext(ctx, "sh", "-c", command)
-						c.Stdin = bytes.NewReader(msg.Value)
-						c.Stdout, c.Stderr = out, cmd.ErrOrStderr()
-						c.Env = append(os.Environ(), fmt.Sprintf("FASTMQ_PUBLISHER=%s", msg.Publisher),
-							fmt.Sprintf("FASTMQ_OFFSET=%d", msg.Offset), fmt.Sprintf("FASTMQ_DELIVERY=%d", msg.Delivery))
-						if err := c.Run(); err != nil {
-							return err
-						}
-					}
-					if count > 0 && done.Add(1) >= count {
-						cancel()
-					}
-					return nil
-				})
-				if ctx.Err() != nil {
-					return nil
-				}
-				return err
-			})
-		},
-	}
-	nf.register(consume, "node-name", "")
-	fl := consume.Flags()
-	fl.StringVar(&stream, "stream", "", "stream to consume (required)")
-	fl.StringVar(&name, "group", "", "consumer group to join (required)")
-	fl.StringVar(&command, "exec", "", "run this shell command per record, value on stdin: exit 0 acks, non-zero naks")
-	fl.DurationVar(&ackWait, "ack-wait", group.DefaultAckWait, "lease length: a record not acknowledged within it is redelivered")
-	fl.IntVar(&maxDeliver, "max-deliver", group.DefaultMaxDeliver, "deliveries before a record goes to the dead-letter stream (-1: unlimited)")
-	fl.IntVar(&concurrency, "concurrency", 1, "records processed at once")
-	fl.Uint64Var(&count, "count", 0, "exit after N records processed (0 = run until SIGINT)")
-	grp.AddCommand(consume, groupInfoCmd())
+	grp.AddCommand(groupConsumeAliasCmd(), groupLsCmd(), groupInfoCmd(), groupSeekCmd())
 	rootCmd.AddCommand(grp)
 }
 
-// groupInfoCmd is `fastmq group info`: the group's state on every
-// publisher of the stream.
+// adminFlags are the flags of the commands that join the mesh to ask
+// publishers about groups.
+type adminFlags struct {
+	nf     nodeFlags
+	wait   time.Duration
+	asJSON bool
+}
+
+func (a *adminFlags) register(cmd *cobra.Command, what string) {
+	a.nf.register(cmd, "node-name", "")
+	cmd.Flags().DurationVar(&a.wait, "wait", 5*time.Second, "how long to wait for gossip to find the publishers")
+	cmd.Flags().BoolVar(&a.asJSON, "json", false, "print "+what+" as JSON")
+}
+
+// publisher is one node that serves spools, as gossip tells.
+type publisher struct {
+	Node     string `json:"publisher"`
+	Endpoint string `json:"-"`
+}
+
+// run joins the mesh as a short-lived node and calls fn.
+func (a *adminFlags) run(cmd *cobra.Command, role string, fn func(ctx context.Context, n *fastmq.Node, sock socket.Config) error) error {
+	if a.nf.name == "" {
+		a.nf.name = hostnameOr(role) + fmt.Sprintf("-%d", os.Getpid())
+	}
+	cfg, err := a.nf.config()
+	if err != nil {
+		return err
+	}
+	return a.nf.runNode(cmd.Context(), func(ctx context.Context, n *fastmq.Node) error {
+		return fn(ctx, n, cfg.Socket)
+	})
+}
+
+// publishersOf waits up to wait for gossip to name publishers: of stream,
+// or of any stream when stream is "". Sorted by node name.
+func publishersOf(ctx context.Context, n *fastmq.Node, stream, only string, wait time.Duration) ([]publisher, error) {
+	find := func() []publisher {
+		var out []publisher
+		if stream != "" {
+			for _, in := range n.Membership().LookupStream(stream) {
+				if len(in.Service.Endpoints) > 0 && in.Node != n.Name() && (only == "" || in.Node == only) {
+					out = append(out, publisher{in.Node, in.Service.Endpoints[0]})
+				}
+			}
+		} else {
+			for _, m := range n.Membership().Members() {
+				if m.Status == discovery.StatusAlive && m.Spool != nil && len(m.Spool.Streams) > 0 && m.Name != n.Name() &&
+					(only == "" || m.Name == only) {
+					out = append(out, publisher{m.Name, m.Spool.Endpoint})
+				}
+			}
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
+		return out
+	}
+	deadline := time.Now().Add(wait)
+	pubs := find()
+	for len(pubs) == 0 && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		pubs = find()
+	}
+	if len(pubs) == 0 {
+		what := "no publisher"
+		if stream != "" {
+			what = fmt.Sprintf("no publisher of %q", stream)
+		}
+		if only != "" {
+			what += " named " + only
+		}
+		return nil, errors.New(what + " found")
+	}
+	return pubs, nil
+}
+
+// groupRow is one group on one publisher, as ls, info and seek print it.
+type groupRow struct {
+	Publisher string `json:"publisher"`
+	fastmq.GroupStatus
+	Error string `json:"error,omitempty"`
+}
+
+// askEach calls fn for every publisher, at most 5 s each, and returns the
+// rows, sorted by stream, group and publisher.
+func askEach(ctx context.Context, pubs []publisher, fn func(ctx context.Context, p publisher) ([]group.GroupStats, error)) []groupRow {
+	var rows []groupRow
+	for _, p := range pubs {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		sts, err := fn(cctx, p)
+		cancel()
+		if err != nil {
+			rows = append(rows, groupRow{Publisher: p.Node, Error: err.Error()})
+			continue
+		}
+		for _, st := range sts {
+			rows = append(rows, groupRow{Publisher: p.Node, GroupStatus: fastmq.GroupStatusOf(st)})
+		}
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		if a.Stream != b.Stream {
+			return a.Stream < b.Stream
+		}
+		if a.Group != b.Group {
+			return a.Group < b.Group
+		}
+		return a.Publisher < b.Publisher
+	})
+	return rows
+}
+
+// printGroupRows writes rows as a table, or as JSON.
+func printGroupRows(w io.Writer, rows []groupRow, asJSON bool) error {
+	if asJSON {
+		if rows == nil {
+			rows = []groupRow{}
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STREAM\tGROUP\tPUBLISHER\tFLOOR\tCURSOR\tEND\tLAG\tLAG TIME\tPENDING\tIN FLIGHT\tMEMBERS\tDELIVERED\tREDELIVERED\tACKED\tNAKED\tEXPIRED\tDEAD LETTERS")
+	for _, r := range rows {
+		if r.Error != "" {
+			fmt.Fprintf(tw, "-\t-\t%s\t%s\n", r.Publisher, r.Error)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", r.Stream, r.Group, r.Publisher,
+			r.Floor, r.Cursor, r.High, r.LagRecords, durOr(r.LagTime), r.Pending, r.InFlight, r.Members,
+			r.Delivered, r.Redelivered, r.Acked, r.Naked, r.Expired, r.DeadLettered)
+	}
+	return tw.Flush()
+}
+
+// groupLsCmd is `fastmq group ls`: every group of every publisher.
+func groupLsCmd() *cobra.Command {
+	var a adminFlags
+	var stream string
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List every consumer group of every publisher in the mesh",
+		Long: "Joins the mesh, asks every publisher (every node that serves a stream) for the groups it keeps " +
+			"state for, and prints one row per group and publisher: FLOOR (every record below is settled), " +
+			"CURSOR (the first record never delivered), END (the stream's next offset), LAG (records not " +
+			"settled) and LAG TIME (the oldest one's age), PENDING (in flight or waiting for a redelivery), " +
+			"IN FLIGHT (leased to a member), MEMBERS (holding leases), the counters since the publisher " +
+			"started (DELIVERED, REDELIVERED, ACKED, NAKED, EXPIRED) and DEAD LETTERS (records in the group's " +
+			"dead-letter stream there).",
+		Example: "  fastmq group ls --join 127.0.0.1:7946 --data /tmp/ls",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.run(cmd, "group-ls", func(ctx context.Context, n *fastmq.Node, sock socket.Config) error {
+				pubs, err := publishersOf(ctx, n, stream, "", a.wait)
+				if err != nil {
+					return err
+				}
+				which := group.AllStreams
+				if stream != "" {
+					which = stream
+				}
+				rows := askEach(ctx, pubs, func(ctx context.Context, p publisher) ([]group.GroupStats, error) {
+					return group.List(ctx, p.Endpoint, which, sock)
+				})
+				return printGroupRows(cmd.OutOrStdout(), rows, a.asJSON)
+			})
+		},
+	}
+	a.register(cmd, "the rows")
+	cmd.Flags().StringVar(&stream, "stream", "", "only the groups of this stream")
+	return cmd
+}
+
+// groupInfoCmd is `fastmq group info`: one group on every publisher of
+// its stream.
 func groupInfoCmd() *cobra.Command {
-	var nf nodeFlags
+	var a adminFlags
 	var stream, name string
-	var wait time.Duration
-	info := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "info",
 		Short: "Show a consumer group's state on every publisher of its stream",
-		Long: "Joins the mesh, finds the publishers of --stream and prints, per publisher: the group's floor " +
-			"(all below settled), cursor, the stream's end, lag, records pending (leased or waiting for " +
-			"redelivery), members holding leases, and the counters since the publisher started.",
-		Args: cobra.NoArgs,
+		Long:  "Joins the mesh, finds the publishers of --stream and prints the group's row for each (columns as in fastmq group ls).",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if stream == "" || name == "" {
 				return errors.New("--stream and --group are required")
 			}
-			if nf.name == "" {
-				nf.name = hostnameOr("group-info") + fmt.Sprintf("-%d", os.Getpid())
-			}
-			ncfg, err := nf.config()
-			if err != nil {
-				return err
-			}
-			return nf.runNode(cmd.Context(), func(ctx context.Context, n *fastmq.Node) error {
-				// Gossip needs a moment to tell us the publishers.
-				deadline := time.Now().Add(wait)
-				insts := n.Membership().LookupStream(stream)
-				for len(insts) == 0 && time.Now().Before(deadline) {
-					select {
-					case <-ctx.Done():
-						return ctx.Err()
-					case <-time.After(100 * time.Millisecond):
-					}
-					insts = n.Membership().LookupStream(stream)
+			return a.run(cmd, "group-info", func(ctx context.Context, n *fastmq.Node, sock socket.Config) error {
+				pubs, err := publishersOf(ctx, n, stream, "", a.wait)
+				if err != nil {
+					return err
 				}
-				if len(insts) == 0 {
-					return fmt.Errorf("no publisher of %q found", stream)
-				}
-				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "PUBLISHER\tFLOOR\tCURSOR\tEND\tLAG\tPENDING\tMEMBERS\tDELIVERED\tREDELIVERED\tACKED\tNAKED\tEXPIRED\tDEAD")
-				for _, in := range insts {
-					if len(in.Service.Endpoints) == 0 {
-						continue
-					}
-					ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
-					st, err := group.Info(ictx, in.Service.Endpoints[0], stream, name, ncfg.Socket)
-					cancel()
-					if err != nil {
-						fmt.Fprintf(w, "%s\t%v\n", in.Node, err)
-						continue
-					}
-					fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", in.Node, st.Floor, st.Next, st.High,
-						st.High-st.Floor, st.Pending, st.Members, st.Delivered, st.Redelivered, st.Acked, st.Naked, st.Expired, st.DeadLetters)
-				}
-				return w.Flush()
+				rows := askEach(ctx, pubs, func(ctx context.Context, p publisher) ([]group.GroupStats, error) {
+					st, err := group.Info(ctx, p.Endpoint, stream, name, sock)
+					return []group.GroupStats{st}, err
+				})
+				return printGroupRows(cmd.OutOrStdout(), rows, a.asJSON)
 			})
 		},
 	}
-	nf.register(info, "node-name", "")
-	info.Flags().StringVar(&stream, "stream", "", "stream (required)")
-	info.Flags().StringVar(&name, "group", "", "consumer group (required)")
-	info.Flags().DurationVar(&wait, "wait", 5*time.Second, "how long to wait for gossip to find the publishers")
-	return info
+	a.register(cmd, "the rows")
+	cmd.Flags().StringVar(&stream, "stream", "", "stream (required)")
+	cmd.Flags().StringVar(&name, "group", "", "consumer group (required)")
+	return cmd
+}
+
+// groupSeekCmd is `fastmq group seek`: move a group's cursor on each
+// publisher.
+func groupSeekCmd() *cobra.Command {
+	var a adminFlags
+	var stream, name, to, only string
+	cmd := &cobra.Command{
+		Use:   "seek",
+		Short: "Move a consumer group's cursor on each publisher of its stream",
+		Long: "Moves the cursor of --group on every publisher of --stream (or only on --publisher) to --to: " +
+			"earliest, latest, an offset (each publisher has offsets of its own: use --publisher) or an " +
+			"RFC 3339 time. On each publisher the group's leases and pending redeliveries are dropped (a " +
+			"member's later ack of one is refused), the records before the position count as settled " +
+			"(skipped, not dead-lettered) and those from it on are delivered again. Prints the group's rows " +
+			"after the move.",
+		Example: "  fastmq group seek --join 127.0.0.1:7946 --data /tmp/s --stream orders --group billing --to 2026-01-02T15:04:05Z\n" +
+			"  fastmq group seek --join 127.0.0.1:7946 --data /tmp/s --stream orders --group billing --to 1200 --publisher web-1",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if stream == "" || name == "" || to == "" {
+				return errors.New("--stream, --group and --to are required")
+			}
+			pos, err := groupStart(to)
+			if err != nil {
+				return fmt.Errorf("--to %w", err)
+			}
+			return a.run(cmd, "group-seek", func(ctx context.Context, n *fastmq.Node, sock socket.Config) error {
+				pubs, err := publishersOf(ctx, n, stream, only, a.wait)
+				if err != nil {
+					return err
+				}
+				failed := 0
+				rows := askEach(ctx, pubs, func(ctx context.Context, p publisher) ([]group.GroupStats, error) {
+					st, err := group.Seek(ctx, p.Endpoint, stream, name, pos, sock)
+					if err != nil {
+						failed++
+					}
+					return []group.GroupStats{st}, err
+				})
+				if err := printGroupRows(cmd.OutOrStdout(), rows, a.asJSON); err != nil {
+					return err
+				}
+				if failed > 0 {
+					return fmt.Errorf("the seek failed on %d of %d publishers", failed, len(pubs))
+				}
+				return nil
+			})
+		},
+	}
+	a.register(cmd, "the rows after the move")
+	cmd.Flags().StringVar(&stream, "stream", "", "stream (required)")
+	cmd.Flags().StringVar(&name, "group", "", "consumer group (required)")
+	cmd.Flags().StringVar(&to, "to", "", "earliest, latest, OFFSET or RFC3339 time (required)")
+	cmd.Flags().StringVar(&only, "publisher", "", "only on this publisher (node name)")
+	return cmd
 }

@@ -26,6 +26,8 @@ type Snapshot struct {
 	RPCClients map[string]rpc.ClientStats
 	RPCServers map[string]rpc.ServerStats
 	Disk       Disk
+	// Groups are the consumer groups of the node's streams.
+	Groups []Group
 }
 
 // Disk is the file system under the node's data directory and the state
@@ -137,6 +139,9 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		descDiskFree, descDiskTotal, descGuardRefuse, descGuardWarn, descGuardDrops, descGuardDropB, descGuardRefuses} {
 		ch <- d
 	}
+	for _, d := range groupDescs {
+		ch <- d
+	}
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -190,6 +195,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	collectRPC(ch, st)
 	collectDisk(ch, st.Disk)
+	collectGroups(ch, st.Groups)
 }
 
 // collectDisk exports the disk and the disk guard's state.

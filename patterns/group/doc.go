@@ -54,8 +54,17 @@
 //     stream <stream>.<group>.dlq (DLQStream) with the record's headers
 //     and fastmq-dlq-stream, -offset, -group, -deliveries and -reason.
 //   - A member that leaves (Close) has its leases released at once; one
-//     on a node gossip reports failed or left too (the server looks every
-//     MemberCheck, 200 ms); otherwise leases run out after AckWait.
+//     on a node gossip reports failed or left too: a node running members
+//     advertises MemberService, and a server with ServerConfig.Watch
+//     releases on the node's Removed event (failed or left), with a slow
+//     look at the member list (every 5 s) as a safety net; a server with
+//     only ServerConfig.Members looks every MemberCheck, 200 ms.
+//     Otherwise leases run out after AckWait.
+//   - Seek (op 8) moves a group's cursor on one publisher: every lease
+//     and pending redelivery there is dropped (a later settle of one is
+//     refused, code 2), the records before the position count as
+//     settled (skipped, not dead-lettered), the records from it on are
+//     delivered anew.
 //   - Start of a new group: earliest (default), latest, an offset, a time.
 //   - Delayed delivery: a record with the header fastmq-not-before (Unix
 //     milliseconds, NotBefore) is not leased before then; the records
@@ -96,7 +105,22 @@
 // u8 | reason (a lease is named by offset and delivery); 6 leave (empty
 // body): release every lease of the member; 7 info (empty body): the
 // group's state on this publisher, as JSON GroupStats in the reply's
-// data.
+// data; 8 seek (empty body): move the group's cursor to the header's
+// start and start value (earliest, latest, offset, time, within what the
+// publisher holds; see Semantics), answered, empty, once the moved state
+// is written. Ops 2 to 8 never create a group. Operators' ops (empty
+// body; member frame any name): 9 list: the groups of the stream frame's
+// stream ("*": of every stream) this publisher has state for, as JSON
+// []GroupStats; 10 dead letters: up to max records of the group's
+// dead-letter stream from start value, in a fetch reply's format (delivery
+// 0); 11 replay: append the dead letters [start value, start value + max
+// records) (0: to the end) back to the stream, with their headers minus
+// the fastmq-dlq ones, skipping those replayed before (kept per group in
+// Dir/<stream>/<group>.replayed, version 1: the replayed offsets as
+// spans; a crash between an append and that note replays its batch
+// again), answered with JSON ReplayResult; one replay at a time
+// (unavailable otherwise). Ops 10 and 11 answer unknown for a group
+// without a dead-letter stream.
 //
 // Reply, two frames:
 //

@@ -17,13 +17,17 @@ type Op uint8
 
 // Operations.
 const (
-	OpFetch    Op = 1 // lease records (long poll)
-	OpAck      Op = 2 // the records are processed
-	OpNak      Op = 3 // redeliver, after the entry's delay (0: the backoff's)
-	OpProgress Op = 4 // extend the leases by AckWait
-	OpTerm     Op = 5 // never redeliver: dead-letter with the entry's reason
-	OpLeave    Op = 6 // the member leaves: release all its leases at once
-	OpInfo     Op = 7 // the group's state on this publisher (JSON GroupStats)
+	OpFetch    Op = 1  // lease records (long poll)
+	OpAck      Op = 2  // the records are processed
+	OpNak      Op = 3  // redeliver, after the entry's delay (0: the backoff's)
+	OpProgress Op = 4  // extend the leases by AckWait
+	OpTerm     Op = 5  // never redeliver: dead-letter with the entry's reason
+	OpLeave    Op = 6  // the member leaves: release all its leases at once
+	OpInfo     Op = 7  // the group's state on this publisher (JSON GroupStats)
+	OpSeek     Op = 8  // move the group's cursor to the request's start position
+	OpList     Op = 9  // every group on this publisher (JSON []GroupStats)
+	OpDLQ      Op = 10 // read the group's dead letters from the start value
+	OpReplay   Op = 11 // append dead letters back to their stream (JSON ReplayResult)
 )
 
 // Status is a reply's status.
@@ -165,7 +169,7 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 		return r, malformed("version %d, want %d", h[0], Version)
 	}
 	r.Op = Op(h[1])
-	if r.Op < OpFetch || r.Op > OpInfo {
+	if r.Op < OpFetch || r.Op > OpReplay {
 		return r, malformed("unknown op %d", h[1])
 	}
 	r.ID = binary.BigEndian.Uint32(h[2:])
@@ -203,7 +207,7 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 		}
 		return r, nil
 	}
-	if r.Op == OpLeave || r.Op == OpInfo {
+	if r.Op >= OpLeave {
 		if len(body) != 0 {
 			return r, malformed("op %d with a body", r.Op)
 		}

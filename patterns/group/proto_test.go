@@ -16,6 +16,8 @@ func TestRequestRoundTrip(t *testing.T) {
 		{Op: OpNak, ID: 9, Stream: "s", Group: "g", Member: "n/1", Entries: []Entry{{Offset: 5, Delivery: 2, Delay: 1500 * time.Millisecond}}},
 		{Op: OpTerm, ID: 10, Stream: "s", Group: "g", Member: "n/1", Entries: []Entry{{Offset: 5, Delivery: 2, Reason: "poison"}}},
 		{Op: OpLeave, ID: 11, Stream: "s", Group: "g", Member: "n/1"},
+		{Op: OpInfo, ID: 12, Stream: "s", Group: "g", Member: "admin"},
+		{Op: OpSeek, ID: 13, Stream: "s", Group: "g", Member: "admin", Start: StartTime, StartValue: 1 << 62},
 	} {
 		got, err := DecodeRequest(EncodeRequest(&r))
 		if err != nil {
@@ -54,6 +56,10 @@ func TestDecodeRefusesMalformed(t *testing.T) {
 		"cut reason":    {good[0], good[1], good[2], good[3], append(append([]byte{}, good[4][:16]...), 200)},
 		"too many":      {good[0], good[1], good[2], good[3], bytes.Repeat(good[4], maxEntries+1)},
 		"backoff bytes": {EncodeRequest(&Request{Op: OpFetch})[0], good[1], good[2], good[3], []byte{1, 2, 3}},
+		"seek body":     {EncodeRequest(&Request{Op: OpSeek})[0], good[1], good[2], good[3], good[4]},
+		"seek start":    {EncodeRequest(&Request{Op: OpSeek, Start: StartTime + 1})[0], good[1], good[2], good[3], nil},
+		"op 12":         {append([]byte{Version, 12}, good[0][2:]...), good[1], good[2], good[3], nil},
+		"replay body":   {EncodeRequest(&Request{Op: OpReplay})[0], good[1], good[2], good[3], good[4]},
 	}
 	for name, frames := range cases {
 		if _, err := DecodeRequest(frames); !errors.Is(err, ErrMalformed) {
@@ -72,6 +78,12 @@ func FuzzDecodeRequest(f *testing.F) {
 	for _, r := range []Request{
 		{Op: OpFetch, Stream: "s", Group: "g", Member: "m", Backoff: []time.Duration{time.Second}},
 		{Op: OpTerm, Stream: "s", Group: "g", Member: "m", Entries: []Entry{{Offset: 1, Delivery: 1, Reason: "x"}}},
+		{Op: OpSeek, Stream: "s", Group: "g", Member: "m", Start: StartOffset, StartValue: 42},
+		{Op: OpSeek, Stream: "s", Group: "g", Member: "m", Start: StartTime, StartValue: 1 << 60},
+		{Op: OpInfo, Stream: "s", Group: "g", Member: "m"},
+		{Op: OpList, Stream: "*", Group: "*", Member: "m"},
+		{Op: OpDLQ, Stream: "s", Group: "g", Member: "m", StartValue: 3, MaxRecords: 10},
+		{Op: OpReplay, Stream: "s", Group: "g", Member: "m", StartValue: 0, MaxRecords: 1},
 	} {
 		fr := EncodeRequest(&r)
 		f.Add(fr[0], fr[1], fr[4])
@@ -80,6 +92,12 @@ func FuzzDecodeRequest(f *testing.F) {
 		r, err := DecodeRequest([][]byte{h, stream, []byte("g"), []byte("m"), body})
 		if err != nil {
 			return
+		}
+		if r.Op >= OpLeave && (r.Entries != nil || r.Backoff != nil) {
+			t.Fatalf("op %d decoded with a body: %+v", r.Op, r)
+		}
+		if r.Start > StartTime {
+			t.Fatalf("start %d decoded", r.Start)
 		}
 		// What decodes re-encodes to a request that decodes the same.
 		again, err := DecodeRequest(EncodeRequest(&r))

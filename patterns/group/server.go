@@ -61,6 +61,12 @@ type ServerConfig struct {
 	// members on nodes that failed or left are released at once.
 	Members     MemberLister
 	MemberCheck time.Duration
+	// Watch, if set, is watched for MemberService: the leases of the
+	// members of a node that advertised it are released as soon as
+	// gossip reports the node failed or left (its Removed event), with
+	// no polling. Members is then a safety net only: MemberCheck
+	// defaults to DefaultMemberSafetyCheck.
+	Watch ServiceWatcher
 	// MaxWait caps a fetch's wait. Default 30 s.
 	MaxWait time.Duration
 	// Logger receives the server's logs; nil discards them.
@@ -91,6 +97,8 @@ type Server struct {
 
 	wakeClock chan struct{}
 	wakeFlush chan struct{}
+
+	replaying bool // a replay runs (one at a time); guarded by mu
 }
 
 type pendingReply struct {
@@ -121,6 +129,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	if cfg.MemberCheck <= 0 {
 		cfg.MemberCheck = DefaultMemberCheck
+		if cfg.Watch != nil {
+			cfg.MemberCheck = DefaultMemberSafetyCheck
+		}
 	}
 	lg := cfg.Logger
 	if lg == nil {
@@ -133,6 +144,12 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	s.wg.Add(2)
 	go s.clockLoop()
 	go s.flushLoop()
+	if cfg.Watch != nil {
+		if err := s.startGoneWatch(); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("group: watch members: %w", err)
+		}
+	}
 	return s, nil
 }
 
@@ -171,6 +188,10 @@ func (s *Server) Handle(env [][]byte, frames [][]byte) {
 		s.send(env, &Reply{Status: StatusBadRequest, ID: id, Data: []byte(err.Error())})
 		return
 	}
+	if req.Op >= OpList {
+		s.handleAdmin(env, req)
+		return
+	}
 	if !nameRE.MatchString(req.Group) {
 		s.send(env, &Reply{Status: StatusBadRequest, ID: req.ID, Data: []byte(fmt.Sprintf("bad group name %q", req.Group))})
 		return
@@ -204,8 +225,18 @@ func (s *Server) Handle(env [][]byte, frames [][]byte) {
 	case OpInfo:
 		st := g.stats(l)
 		s.mu.Unlock()
+		s.completeStats(&st, l)
 		b, _ := json.Marshal(st)
 		s.send(env, &Reply{Status: StatusOK, ID: req.ID, Data: b})
+		return
+	case OpSeek:
+		// Answered once the moved state is on disk, as a settle is.
+		s.seekLocked(g, l, req)
+		sends := s.kickLocked(g, l)
+		s.replies = append(s.replies, pendingReply{env, EncodeReply(&Reply{Status: StatusOK, ID: req.ID})})
+		s.mu.Unlock()
+		s.sendAll(sends)
+		s.wakeFlusher()
 		return
 	}
 	rep := s.settleLocked(g, req)
@@ -433,38 +464,6 @@ func (s *Server) send(env [][]byte, r *Reply) {
 	if err := s.cfg.Send.Send(env, EncodeReply(r)); err != nil && s.log.Enabled(context.Background(), slog.LevelDebug) {
 		s.log.Debug("send reply failed", "err", err)
 	}
-}
-
-// Stats returns the counters of every group this server knows, by
-// "stream/group".
-func (s *Server) Stats() map[string]GroupStats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[string]GroupStats, len(s.groups))
-	for _, g := range s.groups {
-		l, _ := s.cfg.Lookup(g.stream)
-		out[g.stream+"/"+g.group] = g.stats(l)
-	}
-	return out
-}
-
-func (g *state) stats(l *spool.Log) GroupStats {
-	st := GroupStats{Counters: g.cnt, Floor: g.floor, Next: g.next, Pending: len(g.pend), Available: g.avail, Members: len(g.held)}
-	if l != nil {
-		st.High = l.NextOffset()
-	}
-	return st
-}
-
-// GroupStats describe one group on this publisher.
-type GroupStats struct {
-	Counters
-	Floor     uint64 // every record below is acknowledged or dead-lettered
-	Next      uint64 // the cursor: the first record never leased
-	High      uint64 // the stream's next offset (High-Next: records never delivered)
-	Pending   int    // records in flight or waiting for redelivery
-	Available int    // of those, records waiting for redelivery
-	Members   int    // members holding leases
 }
 
 // nodeOf returns the node name of a member id ("node/suffix").

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/patterns/group"
+	"github.com/fastmq/fastmq/socket"
+)
+
+func init() {
+	dlq := &cobra.Command{
+		Use:   "dlq",
+		Short: "A consumer group's dead letters: list them, replay them into their stream",
+		Long: "A record a group's members naked or let run out --max-deliver times, or terminated, is " +
+			"appended on its publisher to the ordinary stream STREAM.GROUP.dlq, with its headers and " +
+			"fastmq-dlq-stream, -offset, -group, -deliveries and -reason.",
+	}
+	dlq.AddCommand(dlqLsCmd(), dlqReplayCmd())
+	rootCmd.AddCommand(dlq)
+}
+
+// dlqLine is one dead letter as dlq ls --json prints it.
+type dlqLine struct {
+	Publisher string            `json:"publisher"`
+	Offset    uint64            `json:"offset"` // in the dead-letter stream
+	Time      time.Time         `json:"time"`
+	Headers   map[string]string `json:"headers"`
+	Value     string            `json:"value"`
+}
+
+func dlqLsCmd() *cobra.Command {
+	var a adminFlags
+	var stream, name, only string
+	var from uint64
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List the dead letters of a consumer group on every publisher of its stream",
+		Long: "Prints, per publisher of --stream, the group's dead letters from --from (an offset of the " +
+			"dead-letter stream): the offset in the dead-letter stream, the record's offset in STREAM, its " +
+			"deliveries, the reason, its own headers and its value. --json prints one JSON object per " +
+			"dead letter with every header.",
+		Example: "  fastmq dlq ls --join 127.0.0.1:7946 --data /tmp/d --stream orders --group billing",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if stream == "" || name == "" {
+				return errors.New("--stream and --group are required")
+			}
+			return a.run(cmd, "dlq-ls", func(ctx context.Context, n *fastmq.Node, sock socket.Config) error {
+				pubs, err := publishersOf(ctx, n, stream, only, a.wait)
+				if err != nil {
+					return err
+				}
+				out := cmd.OutOrStdout()
+				enc := json.NewEncoder(out)
+				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+				if !a.asJSON {
+					fmt.Fprintln(tw, "PUBLISHER\tDLQ OFFSET\tOFFSET\tDELIVERIES\tREASON\tHEADERS\tVALUE")
+				}
+				for _, p := range pubs {
+					next, left := from, limit
+					for left > 0 {
+						cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+						recs, err := group.DeadLetters(cctx, p.Endpoint, stream, name, next, min(left, 1000), sock)
+						cancel()
+						var se *group.StatusError
+						if errors.As(err, &se) && se.Status == group.StatusUnknown {
+							break // no dead letters there
+						}
+						if err != nil {
+							return fmt.Errorf("publisher %s: %w", p.Node, err)
+						}
+						for _, r := range recs {
+							hs := map[string]string{}
+							var own []string
+							for _, h := range r.Headers {
+								hs[h.Key] = string(h.Value)
+								if !strings.HasPrefix(h.Key, "fastmq-dlq-") {
+									own = append(own, h.Key+"="+string(h.Value))
+								}
+							}
+							if a.asJSON {
+								if err := enc.Encode(dlqLine{p.Node, r.Offset, r.Time.UTC(), hs, printable(r.Value)}); err != nil {
+									return err
+								}
+								continue
+							}
+							fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Node, r.Offset, hs[group.HeaderDLQOffset],
+								hs[group.HeaderDLQDeliveries], orDash(hs[group.HeaderDLQReason]), orDash(strings.Join(own, " ")), printable(r.Value))
+						}
+						left -= len(recs)
+						if len(recs) == 0 {
+							break
+						}
+						next = recs[len(recs)-1].Offset + 1
+					}
+				}
+				if a.asJSON {
+					return nil
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	a.register(cmd, "one dead letter per line")
+	cmd.Flags().StringVar(&stream, "stream", "", "stream (required)")
+	cmd.Flags().StringVar(&name, "group", "", "consumer group (required)")
+	cmd.Flags().StringVar(&only, "publisher", "", "only on this publisher (node name)")
+	cmd.Flags().Uint64Var(&from, "from", 0, "first offset of the dead-letter stream to list")
+	cmd.Flags().IntVar(&limit, "limit", 1000, "at most this many dead letters per publisher")
+	return cmd
+}
+
+// printable is a value as text when it is UTF-8 (up to 200 bytes), else
+// its size.
+func printable(v []byte) string {
+	if !utf8.Valid(v) {
+		return fmt.Sprintf("(%d bytes, binary)", len(v))
+	}
+	if len(v) > 200 {
+		return string(v[:200]) + "…"
+	}
+	return string(v)
+}
+
+func dlqReplayCmd() *cobra.Command {
+	var a adminFlags
+	var stream, name, only string
+	var from uint64
+	var count uint32
+	cmd := &cobra.Command{
+		Use:   "replay",
+		Short: "Append a group's dead letters back to their stream, on each publisher",
+		Long: "On every publisher of --stream (or only --publisher), appends the group's dead letters at " +
+			"offsets [--from, --from+--count) of its dead-letter stream (--count 0: to its end) back to " +
+			"--stream, with their own headers and without the fastmq-dlq ones: every group of the stream " +
+			"gets them again, as new records. Each publisher notes which dead letters it replayed: a second " +
+			"replay of the same range appends nothing and says how many it skipped.",
+		Example: "  fastmq dlq replay --join 127.0.0.1:7946 --data /tmp/r --stream orders --group billing\n" +
+			"  fastmq dlq replay --join 127.0.0.1:7946 --data /tmp/r --stream orders --group billing --publisher web-1 --from 10 --count 5",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if stream == "" || name == "" {
+				return errors.New("--stream and --group are required")
+			}
+			return a.run(cmd, "dlq-replay", func(ctx context.Context, n *fastmq.Node, sock socket.Config) error {
+				pubs, err := publishersOf(ctx, n, stream, only, a.wait)
+				if err != nil {
+					return err
+				}
+				type line struct {
+					Publisher string `json:"publisher"`
+					group.ReplayResult
+					Error string `json:"error,omitempty"`
+				}
+				var lines []line
+				failed := 0
+				for _, p := range pubs {
+					cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+					res, err := group.Replay(cctx, p.Endpoint, stream, name, from, count, sock)
+					cancel()
+					var se *group.StatusError
+					switch {
+					case errors.As(err, &se) && se.Status == group.StatusUnknown:
+						lines = append(lines, line{Publisher: p.Node, Error: "no dead letters"})
+					case err != nil:
+						failed++
+						lines = append(lines, line{Publisher: p.Node, Error: err.Error()})
+					default:
+						lines = append(lines, line{Publisher: p.Node, ReplayResult: res})
+					}
+				}
+				out := cmd.OutOrStdout()
+				if a.asJSON {
+					enc := json.NewEncoder(out)
+					enc.SetIndent("", "  ")
+					if err := enc.Encode(lines); err != nil {
+						return err
+					}
+				} else {
+					for _, l := range lines {
+						switch {
+						case l.Error != "":
+							fmt.Fprintf(out, "%s: %s\n", l.Publisher, l.Error)
+						case l.Replayed > 0:
+							fmt.Fprintf(out, "%s: replayed %d dead letters [%d, %d) to %s at offsets %d..%d; skipped %d (replayed before)\n",
+								l.Publisher, l.Replayed, l.From, l.To, stream, l.First, l.First+uint64(l.Replayed)-1, l.Skipped)
+						default:
+							fmt.Fprintf(out, "%s: replayed 0 dead letters [%d, %d); skipped %d (replayed before)\n", l.Publisher, l.From, l.To, l.Skipped)
+						}
+					}
+				}
+				if failed > 0 {
+					return fmt.Errorf("the replay failed on %d of %d publishers", failed, len(pubs))
+				}
+				return nil
+			})
+		},
+	}
+	a.register(cmd, "the results")
+	cmd.Flags().StringVar(&stream, "stream", "", "stream (required)")
+	cmd.Flags().StringVar(&name, "group", "", "consumer group (required)")
+	cmd.Flags().StringVar(&only, "publisher", "", "only on this publisher (node name)")
+	cmd.Flags().Uint64Var(&from, "from", 0, "first offset of the dead-letter stream to replay")
+	cmd.Flags().Uint32Var(&count, "count", 0, "how many dead letters from --from (0: to the end)")
+	return cmd
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"testing"
+	"time"
+
+	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/internal/testutil"
+	"github.com/fastmq/fastmq/spool"
+)
+
+// twoPublishers starts two in-process publishers of "jobs" in one mesh,
+// each with n records "pubI-J", and returns them and the gossip address
+// to join.
+func twoPublishers(t *testing.T, dir string, n int) ([]*fastmq.Node, string) {
+	t.Helper()
+	gossip := freePort(t)
+	var pubs []*fastmq.Node
+	for i := 0; i < 2; i++ {
+		cfg := fastmq.Config{Name: fmt.Sprintf("pub%d", i), DataDir: filepath.Join(dir, fmt.Sprintf("pub%d", i))}
+		if i == 0 {
+			cfg.GossipAddr = gossip
+		} else {
+			cfg.Seeds = []string{gossip}
+		}
+		node, err := fastmq.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { node.Close() })
+		recs := make([]spool.Record, n)
+		for j := range recs {
+			recs[j].Value = fmt.Appendf(nil, "pub%d-%d", i, j)
+		}
+		if _, err := node.Append(context.Background(), "jobs", recs...); err != nil {
+			t.Fatal(err)
+		}
+		pubs = append(pubs, node)
+	}
+	return pubs, gossip
+}
+
+// rowsOf parses the table group ls, info and seek print: a map from
+// "stream/group/publisher" to the row's fields by column name.
+func rowsOf(t *testing.T, lines []string) map[string]map[string]string {
+	t.Helper()
+	if len(lines) == 0 || !strings.HasPrefix(lines[0], "STREAM") {
+		t.Fatalf("no table: %q", lines)
+	}
+	cols := []string{"stream", "group", "publisher", "floor", "cursor", "end", "lag", "lag_time", "pending", "in_flight",
+		"members", "delivered", "redelivered", "acked", "naked", "expired", "dead"}
+	out := map[string]map[string]string{}
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) != len(cols) {
+			t.Fatalf("row %q: %d fields, want %d", l, len(f), len(cols))
+		}
+		row := map[string]string{}
+		for i, c := range cols {
+			row[c] = f[i]
+		}
+		out[f[0]+"/"+f[1]+"/"+f[2]] = row
+	}
+	return out
+}
+
+// TestCLIGroupAdmin runs a group's life from the command line against two
+// publishers: `consume --group --exec` acknowledges what the command
+// accepts and dead-letters what it keeps failing; `group ls` shows the
+// group on both publishers with its counts; `dlq ls` lists the dead
+// letters with their headers; `dlq replay` appends them back once (a
+// second replay appends nothing and says so); `group seek --to earliest`
+// makes the group read the stream again, replayed records included.
+func TestCLIGroupAdmin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	const n = 10
+	dir := t.TempDir()
+	pubs, gossip := twoPublishers(t, dir, n)
+	cli := func(name string, args ...string) *cliProc {
+		return startCLI(t, append(args, "--data", filepath.Join(dir, name), "--join", gossip)...)
+	}
+	stat := func(i int) fastmq.GroupStatus {
+		for _, g := range pubs[i].Status().Groups {
+			if g.Stream == "jobs" && g.Group == "workers" {
+				return g
+			}
+		}
+		return fastmq.GroupStatus{}
+	}
+
+	// Records ending in 3 or 7 fail every time: after two deliveries
+	// they are dead letters.
+	w := cli("w1", "consume", "--stream", "jobs", "--group", "workers", "--max-deliver", "2",
+		"--exec", `v=$(cat); case "$v" in *3|*7) exit 1;; esac; echo "done $v"`)
+	testutil.WaitFor(t, "8 acknowledged and 2 dead-lettered on each publisher", 60*time.Second, func() bool {
+		for i := range pubs {
+			if st := stat(i); st.Floor != n || st.Acked != n-2 || st.DeadLettered != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	w.kill9()
+
+	rows := rowsOf(t, cli("ls", "group", "ls").mustSucceed())
+	for i := range pubs {
+		r := rows[fmt.Sprintf("jobs/workers/pub%d", i)]
+		if r == nil || r["floor"] != "10" || r["acked"] != "8" || r["dead"] != "2" || r["lag"] != "0" || r["naked"] != "4" || r["redelivered"] != "2" {
+			t.Fatalf("group ls row of pub%d: %v (all: %v)", i, r, rows)
+		}
+	}
+	if len(rows) != 2 {
+		t.Fatalf("group ls: %d rows, want 2: %v", len(rows), rows)
+	}
+
+	lines := cli("dl", "dlq", "ls", "--stream", "jobs", "--group", "workers").mustSucceed()
+	if len(lines) != 5 || !strings.HasPrefix(lines[0], "PUBLISHER") {
+		t.Fatalf("dlq ls: %q", lines)
+	}
+	var got []string
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		// PUBLISHER DLQ-OFFSET OFFSET DELIVERIES REASON(2 words) HEADERS VALUE
+		if len(f) != 8 || f[3] != "2" || f[4]+" "+f[5] != "max deliveries" {
+			t.Fatalf("dlq ls line %q", l)
+		}
+		got = append(got, f[0]+":"+f[2]+":"+f[7])
+	}
+	sort.Strings(got)
+	if want := "pub0:3:pub0-3 pub0:7:pub0-7 pub1:3:pub1-3 pub1:7:pub1-7"; strings.Join(got, " ") != want {
+		t.Fatalf("dead letters %v, want %s", got, want)
+	}
+
+	out := strings.Join(cli("r1", "dlq", "replay", "--stream", "jobs", "--group", "workers").mustSucceed(), "\n")
+	for i := range pubs {
+		if want := fmt.Sprintf("pub%d: replayed 2 dead letters [0, 2) to jobs at offsets 10..11; skipped 0", i); !strings.Contains(out, want) {
+			t.Fatalf("dlq replay printed:\n%s\nwant %q", out, want)
+		}
+	}
+	out = strings.Join(cli("r2", "dlq", "replay", "--stream", "jobs", "--group", "workers").mustSucceed(), "\n")
+	for i := range pubs {
+		if want := fmt.Sprintf("pub%d: replayed 0 dead letters [0, 2); skipped 2 (replayed before)", i); !strings.Contains(out, want) {
+			t.Fatalf("second dlq replay printed:\n%s\nwant %q", out, want)
+		}
+		if next := pubs[i].Status().Streams[0].Next; next != n+2 {
+			t.Fatalf("pub%d's jobs ends at %d after two replays, want %d", i, next, n+2)
+		}
+	}
+
+	rows = rowsOf(t, cli("s", "group", "seek", "--stream", "jobs", "--group", "workers", "--to", "earliest").mustSucceed())
+	for i := range pubs {
+		if r := rows[fmt.Sprintf("jobs/workers/pub%d", i)]; r == nil || r["floor"] != "0" || r["lag"] != "12" || r["pending"] != "0" {
+			t.Fatalf("group seek row of pub%d: %v", i, r)
+		}
+	}
+	// The group reads everything again: the 10 records of each
+	// publisher, and the 2 replayed ones.
+	c := cli("w2", "consume", "--stream", "jobs", "--group", "workers", "--count", "24")
+	seen := map[string]int{}
+	for _, l := range c.mustSucceed() {
+		seen[l]++
+	}
+	for i := range pubs {
+		for j := 0; j < n; j++ {
+			want := 1
+			if j == 3 || j == 7 {
+				want = 2 // the original and its replay
+			}
+			if v := fmt.Sprintf("pub%d-%d", i, j); seen[v] != want {
+				t.Errorf("%s read %d times after the seek, want %d", v, seen[v], want)
+			}
+		}
+	}
+	rows = rowsOf(t, cli("i", "group", "info", "--stream", "jobs", "--group", "workers").mustSucceed())
+	for i := range pubs {
+		if r := rows[fmt.Sprintf("jobs/workers/pub%d", i)]; r == nil || r["floor"] != "12" || r["lag"] != "0" {
+			t.Fatalf("group info row of pub%d: %v", i, r)
+		}
+	}
+}

@@ -1,0 +1,420 @@
+package group_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fastmq/fastmq/discovery/discoverytest"
+	"github.com/fastmq/fastmq/internal/testutil"
+	"github.com/fastmq/fastmq/patterns/group"
+	"github.com/fastmq/fastmq/patterns/pull"
+	"github.com/fastmq/fastmq/socket"
+	"github.com/fastmq/fastmq/spool"
+)
+
+// newPublisherWith is newPublisher with a say in the group server's
+// configuration.
+func newPublisherWith(t testing.TB, dir string, edit func(*group.ServerConfig)) *publisher {
+	t.Helper()
+	p := &publisher{dir: dir, logs: map[string]*spool.Log{}}
+	lookup := func(s string) (*spool.Log, bool) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		l, ok := p.logs[s]
+		return l, ok
+	}
+	srv, err := pull.NewServer(pull.ServerConfig{Lookup: lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := group.ServerConfig{Dir: filepath.Join(dir, "groups"), Lookup: lookup, Open: p.open, Send: srv}
+	edit(&cfg)
+	gs, err := group.NewServer(cfg)
+	if err != nil {
+		srv.Close()
+		t.Fatal(err)
+	}
+	if err := srv.HandleVersion(group.Version, gs); err != nil {
+		t.Fatal(err)
+	}
+	p.srv, p.groups = srv, gs
+	t.Cleanup(p.close)
+	return p
+}
+
+// rawCaller sends group requests on a DEALER of its own.
+func rawCaller(t *testing.T, p *publisher) func(r *group.Request) group.Reply {
+	t.Helper()
+	sock, err := socket.New(socket.Dealer, socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sock.Close() })
+	if err := sock.Connect(p.srv.Endpoints()[0]); err != nil {
+		t.Fatal(err)
+	}
+	return func(r *group.Request) group.Reply {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := sock.Send(ctx, socket.Msg{Frames: group.EncodeRequest(r)}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := sock.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := group.DecodeReply(m.Frames, r.Op == group.OpFetch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+}
+
+// A publisher keeps at most MaxGroups groups: a fetch naming one more is
+// refused with an error that says so, and neither the server's state nor
+// its directory grows.
+func TestMaxGroups(t *testing.T) {
+	if testing.Short() {
+		t.Skip("creates 1024 groups")
+	}
+	dir := t.TempDir()
+	p := newPublisher(t, dir)
+	p.publish(t, "s", 1)
+	call := rawCaller(t, p)
+	for i := 0; i < group.MaxGroups; i++ {
+		rep := call(&group.Request{Op: group.OpFetch, ID: uint32(i), MaxRecords: 1, Stream: "s", Group: fmt.Sprintf("g%d", i), Member: "m/1"})
+		if rep.Status != group.StatusOK || len(rep.Records) != 1 {
+			t.Fatalf("group %d: status %d, %d records: %s", i, rep.Status, len(rep.Records), rep.Data)
+		}
+	}
+	rep := call(&group.Request{Op: group.OpFetch, ID: 9999, MaxRecords: 1, Stream: "s", Group: "one-too-many", Member: "m/1"})
+	if rep.Status == group.StatusOK || !strings.Contains(string(rep.Data), "MaxGroups") || !strings.Contains(string(rep.Data), "1024") {
+		t.Fatalf("group %d: status %d %q, want a refusal naming MaxGroups", group.MaxGroups+1, rep.Status, rep.Data)
+	}
+	if n := len(p.groups.Stats()); n != group.MaxGroups {
+		t.Fatalf("%d groups kept, want %d", n, group.MaxGroups)
+	}
+	if _, ok := p.groups.Stats()["s/one-too-many"]; ok {
+		t.Fatal("the refused group is kept")
+	}
+	// An existing group is still served.
+	if rep := call(&group.Request{Op: group.OpInfo, ID: 1, Stream: "s", Group: "g7", Member: "m/1"}); rep.Status != group.StatusOK {
+		t.Fatalf("info of an existing group: status %d %s", rep.Status, rep.Data)
+	}
+	p.close()
+	if _, err := os.Stat(filepath.Join(dir, "groups", "s", "one-too-many.state")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused group has a state file: %v", err)
+	}
+	ents, err := os.ReadDir(filepath.Join(dir, "groups", "s"))
+	if err != nil || len(ents) != group.MaxGroups {
+		t.Fatalf("%d entries in the groups' directory (%v), want %d", len(ents), err, group.MaxGroups)
+	}
+}
+
+// Seek moves a group's cursor: back, and the records are delivered anew
+// (first deliveries; an ack of a lease from before is refused); forward,
+// and the records before count as settled; by time; an unknown group is
+// refused and not created.
+func TestSeek(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	p.publish(t, "s", 10)
+	ctx := context.Background()
+	ep := p.srv.Endpoints()[0]
+	a := member(t, group.MemberConfig{Name: "a", Buffer: 1, MaxAckPending: 1}, p)
+	var last *group.Message
+	for i := 0; i < 5; i++ {
+		msg, err := a.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i < 4 {
+			if err := msg.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		last = msg // offset 4: leased, not acknowledged
+	}
+	testutil.WaitFor(t, "floor 4", 0, func() bool { return p.groups.Stats()["s/g"].Floor == 4 })
+	a.Close()
+
+	st, err := group.Seek(ctx, ep, "s", "g", group.AtOffset(2), socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Floor != 2 || st.Next != 2 || st.Pending != 0 || st.InFlight != 0 || st.Lag != 8 {
+		t.Fatalf("after seek to 2: %+v", st)
+	}
+	// A lease from before the seek is gone: its ack is refused.
+	call := rawCaller(t, p)
+	rep := call(&group.Request{Op: group.OpAck, Stream: "s", Group: "g", Member: a.ID(), Entries: []group.Entry{{Offset: last.Offset, Delivery: last.Delivery}}})
+	if rep.Status != group.StatusPartial || rep.Data[8] != group.RefusedUnknown {
+		t.Fatalf("ack of a lease from before the seek: status %d %x", rep.Status, rep.Data)
+	}
+	b := member(t, group.MemberConfig{Name: "b", Buffer: 1}, p)
+	for want := uint64(2); want < 5; want++ {
+		msg, err := b.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg.Offset != want || msg.Delivery != 1 {
+			t.Fatalf("after seek: offset %d delivery %d, want %d, 1", msg.Offset, msg.Delivery, want)
+		}
+		if err := msg.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.Close()
+
+	// Forward: 5..7 skipped, not dead-lettered.
+	st, err = group.Seek(ctx, ep, "s", "g", group.AtOffset(8), socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Floor != 8 || st.Lag != 2 || st.DeadLetters != 0 || st.DeadLettered != 0 {
+		t.Fatalf("after seek to 8: %+v", st)
+	}
+	// Beyond the end: held at the end.
+	if st, err = group.Seek(ctx, ep, "s", "g", group.AtOffset(1<<40), socket.Config{}); err != nil || st.Floor != 10 || st.Lag != 0 {
+		t.Fatalf("seek beyond the end: %+v, %v", st, err)
+	}
+	// By time: long ago is the earliest record; the future is the end.
+	if st, err = group.Seek(ctx, ep, "s", "g", group.AtTime(time.Unix(1, 0)), socket.Config{}); err != nil || st.Floor != 0 || st.Lag != 10 {
+		t.Fatalf("seek to 1970: %+v, %v", st, err)
+	}
+	if st, err = group.Seek(ctx, ep, "s", "g", group.AtTime(time.Now().Add(time.Hour)), socket.Config{}); err != nil || st.Floor != 10 {
+		t.Fatalf("seek to the future: %+v, %v", st, err)
+	}
+	if st, err = group.Seek(ctx, ep, "s", "g", group.Earliest(), socket.Config{}); err != nil || st.Floor != 0 {
+		t.Fatalf("seek to earliest: %+v, %v", st, err)
+	}
+	if st, err = group.Seek(ctx, ep, "s", "g", group.Latest(), socket.Config{}); err != nil || st.Floor != 10 {
+		t.Fatalf("seek to latest: %+v, %v", st, err)
+	}
+	// The moved cursor survives a restart (the seek was answered once
+	// written).
+	dir := p.dir
+	p.close()
+	p2 := newPublisher(t, dir)
+	p2.open("s")
+	p2.publish(t, "s", 1) // offset 10
+	c := member(t, group.MemberConfig{Name: "c", Buffer: 1}, p2)
+	msg, err := c.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Offset != 10 {
+		t.Fatalf("after the restart: offset %d, want 10", msg.Offset)
+	}
+	var se *group.StatusError
+	if _, err := group.Seek(ctx, p2.srv.Endpoints()[0], "s", "nosuch", group.Earliest(), socket.Config{}); !errors.As(err, &se) || se.Status != group.StatusUnknown {
+		t.Fatalf("seek of an unknown group: %v", err)
+	}
+	if _, ok := p2.groups.Stats()["s/nosuch"]; ok {
+		t.Fatal("a seek created a group")
+	}
+}
+
+// Stats count per group: in flight, lag in records and time, and the
+// dead letters kept in the dead-letter stream.
+func TestStatsLagAndDeadLetters(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	p.publish(t, "s", 5)
+	ctx := context.Background()
+	m := member(t, group.MemberConfig{Name: "a", Buffer: 1, MaxAckPending: 2}, p)
+	msg, err := m.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := msg.Term(ctx, "poison"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the dead letter", 0, func() bool { return p.groups.Stats()["s/g"].DeadLettered == 1 })
+	st := p.groups.Stats()["s/g"]
+	if st.Stream != "s" || st.Group != "g" || st.Lag != 4 || st.DeadLetters != 1 || st.LagTime <= 0 || st.InFlight < 1 || st.InFlight != st.Pending {
+		t.Fatalf("stats: %+v", st)
+	}
+	if l := p.groups.List(); len(l) != 1 || l[0].Group != "g" {
+		t.Fatalf("list: %+v", l)
+	}
+}
+
+// A node running members advertises group.MemberService; when gossip
+// reports it failed (or left), the publisher releases its members' leases
+// on the event, without polling (MemberCheck is an hour here) and without
+// waiting for AckWait (an hour too).
+func TestGoneNodeReleasedOnEvent(t *testing.T) {
+	for _, how := range []string{"failed", "left"} {
+		t.Run(how, func(t *testing.T) {
+			mesh := discoverytest.NewMesh()
+			defer mesh.Close()
+			pubNode, err := mesh.Join("pub")
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := newPublisherWith(t, t.TempDir(), func(c *group.ServerConfig) {
+				c.Watch, c.Members, c.MemberCheck = pubNode, pubNode, time.Hour
+			})
+			p.publish(t, "s", 6)
+			victim, err := mesh.Join("victim")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := victim.Advertise(group.MemberServiceOf("tcp://127.0.0.1:1")); err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			cfg := group.MemberConfig{Name: "victim", AckWait: time.Hour, Buffer: 2, MaxAckPending: 3}
+			a := member(t, cfg, p)
+			if _, err := a.Next(ctx); err != nil {
+				t.Fatal(err)
+			}
+			testutil.WaitFor(t, "the victim holding 3 leases", 0, func() bool { return p.groups.Stats()["s/g"].InFlight == 3 })
+			a.Abandon()
+			if how == "failed" {
+				victim.Close()
+			} else {
+				victim.Leave(ctx)
+			}
+			testutil.WaitFor(t, "the victim's leases released", 30*time.Second, func() bool {
+				st := p.groups.Stats()["s/g"]
+				return st.InFlight == 0 && st.Released == 3
+			})
+			b := member(t, group.MemberConfig{Name: "b", Buffer: 1}, p)
+			redelivered := 0
+			for i := 0; i < 6; i++ {
+				msg, err := b.Next(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if msg.Delivery == 2 {
+					redelivered++
+				}
+				if err := msg.Ack(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if redelivered != 3 {
+				t.Fatalf("%d redelivered, want the victim's 3", redelivered)
+			}
+		})
+	}
+}
+
+// Dead letters are listed with their headers; a replay appends them back
+// to their stream with the original headers and without the dead-letter
+// ones, where the group gets them again; a second replay of the same
+// range appends nothing and says so. List finds the group, after a
+// restart too.
+func TestDeadLettersReplayAndList(t *testing.T) {
+	dir := t.TempDir()
+	p := newPublisher(t, dir)
+	l, err := p.open("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		if _, err := l.Append(ctx, spool.Record{Value: []byte(fmt.Sprintf("v%d", i)), Headers: []spool.Header{{Key: "k", Value: []byte(fmt.Sprint(i))}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ep := p.srv.Endpoints()[0]
+	var se *group.StatusError
+	if _, err := group.DeadLetters(ctx, ep, "s", "g", 0, 10, socket.Config{}); !errors.As(err, &se) || se.Status != group.StatusUnknown {
+		t.Fatalf("dead letters before any: %v", err)
+	}
+	m := member(t, group.MemberConfig{Name: "a", Buffer: 1}, p)
+	for i := 0; i < 3; i++ {
+		msg, err := m.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg.Offset < 2 {
+			err = msg.Term(ctx, fmt.Sprintf("bad %d", msg.Offset))
+		} else {
+			err = msg.Ack(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.WaitFor(t, "two dead letters", 0, func() bool { return p.groups.Stats()["s/g"].DeadLettered == 2 })
+	dls, err := group.DeadLetters(ctx, ep, "s", "g", 0, 10, socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dls) != 2 {
+		t.Fatalf("%d dead letters, want 2", len(dls))
+	}
+	for i, r := range dls {
+		hs := map[string]string{}
+		for _, h := range r.Headers {
+			hs[h.Key] = string(h.Value)
+		}
+		if r.Offset != uint64(i) || string(r.Value) != fmt.Sprintf("v%d", i) || hs["k"] != fmt.Sprint(i) ||
+			hs[group.HeaderDLQReason] != fmt.Sprintf("bad %d", i) || hs[group.HeaderDLQOffset] != fmt.Sprint(i) || hs[group.HeaderDLQStream] != "s" {
+			t.Fatalf("dead letter %d: offset %d %q %v", i, r.Offset, r.Value, hs)
+		}
+	}
+	if dls, err := group.DeadLetters(ctx, ep, "s", "g", 1, 10, socket.Config{}); err != nil || len(dls) != 1 || dls[0].Offset != 1 {
+		t.Fatalf("dead letters from 1: %v %v", dls, err)
+	}
+
+	res, err := group.Replay(ctx, ep, "s", "g", 0, 0, socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Replayed != 2 || res.First != 3 || res.Skipped != 0 || res.From != 0 || res.To != 2 {
+		t.Fatalf("replay: %+v", res)
+	}
+	if res, err = group.Replay(ctx, ep, "s", "g", 0, 0, socket.Config{}); err != nil || res.Replayed != 0 || res.Skipped != 2 {
+		t.Fatalf("second replay: %+v, %v", res, err)
+	}
+	if l.NextOffset() != 5 {
+		t.Fatalf("stream holds %d records after two replays, want 5", l.NextOffset())
+	}
+	for want := uint64(3); want < 5; want++ {
+		msg, err := m.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := map[string]string{}
+		for _, h := range msg.Headers {
+			hs[h.Key] = string(h.Value)
+		}
+		if msg.Offset != want || string(msg.Value) != fmt.Sprintf("v%d", want-3) || hs["k"] != fmt.Sprint(want-3) || len(hs) != 1 {
+			t.Fatalf("replayed record: offset %d %q headers %v", msg.Offset, msg.Value, hs)
+		}
+		if err := msg.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.Close()
+	// The replay note survives a restart; List finds the group on disk.
+	p.close()
+	p2 := newPublisher(t, dir)
+	p2.open("s")
+	p2.open(group.DLQStream("s", "g"))
+	ep = p2.srv.Endpoints()[0]
+	if res, err = group.Replay(ctx, ep, "s", "g", 1, 5, socket.Config{}); err != nil || res.Replayed != 0 || res.Skipped != 1 || res.To != 2 {
+		t.Fatalf("replay after the restart: %+v, %v", res, err)
+	}
+	ls, err := group.List(ctx, ep, group.AllStreams, socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != 1 || ls[0].Stream != "s" || ls[0].Group != "g" || ls[0].Floor != 5 || ls[0].DeadLettered != 2 {
+		t.Fatalf("list: %+v", ls)
+	}
+	if ls, err = group.List(ctx, ep, "other", socket.Config{}); err != nil || len(ls) != 0 {
+		t.Fatalf("list of another stream: %+v, %v", ls, err)
+	}
+}

@@ -1,0 +1,53 @@
+package group
+
+import (
+	"time"
+
+	"github.com/fastmq/fastmq/spool"
+)
+
+// seekLocked moves g's cursor to the request's start position on l (op
+// seek, see the package doc): every lease and pending redelivery is
+// dropped (a member's later settle of one is refused: the record is not
+// pending any more), the records before the position count as settled
+// (skipped: neither acknowledged nor dead-lettered) and the records from
+// it on are delivered anew, first deliveries. The parked fetches stay
+// and are served from the new cursor. It returns the new cursor.
+func (s *Server) seekLocked(g *state, l *spool.Log, req Request) uint64 {
+	target := seekTarget(l, req.Start, req.StartValue)
+	dropped := len(g.pend)
+	g.pend = make(map[uint64]*pending)
+	g.held = make(map[string]int)
+	g.keys = make(map[string][]uint64)
+	g.avail = 0
+	g.done = nil
+	g.floor, g.next = target, target
+	g.dirty = true
+	s.log.Info("group seek", "stream", g.stream, "group", g.group, "offset", target, "dropped", dropped)
+	return target
+}
+
+// seekTarget resolves a start position on l, within what l holds.
+func seekTarget(l *spool.Log, start uint8, value uint64) uint64 {
+	oldest, next := l.OldestOffset(), l.NextOffset()
+	switch start {
+	case StartLatest:
+		return next
+	case StartOffset:
+		return min(max(value, oldest), next)
+	case StartTime:
+		if off, err := l.SeekTime(time.Unix(0, int64(value))); err == nil {
+			return min(max(off, oldest), next)
+		}
+		return next // after every record: nothing that recent
+	}
+	return oldest
+}
+
+// wakeFlusher asks the flusher for a group commit.
+func (s *Server) wakeFlusher() {
+	select {
+	case s.wakeFlush <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,111 @@
+package group
+
+import (
+	"sort"
+	"time"
+
+	"github.com/fastmq/fastmq/spool"
+)
+
+// GroupStats describe one group on this publisher. Counters count since
+// the server started; the rest is the group's state now.
+type GroupStats struct {
+	Counters
+	Stream    string
+	Group     string
+	Floor     uint64 // every record below is acknowledged or dead-lettered
+	Next      uint64 // the cursor: the first record never leased
+	High      uint64 // the stream's next offset (High-Next: records never delivered)
+	Pending   int    // records in flight or waiting for redelivery
+	Available int    // of those, records waiting for redelivery
+	InFlight  int    // of those, records leased to a member
+	Members   int    // members holding leases
+	// Lag is the records not settled (acknowledged or dead-lettered):
+	// those never delivered (High-Next) and the pending ones.
+	Lag uint64
+	// LagTime is the age of the oldest record not settled (the one at
+	// Floor); 0 when none is.
+	LagTime time.Duration
+	// DeadLettered is the records in the group's dead-letter stream on
+	// this publisher (DLQStream), over its whole life: unlike the
+	// DeadLetters counter it survives restarts.
+	DeadLettered uint64
+	// The group's settings, as its members last asked for them.
+	AckWait    time.Duration
+	MaxDeliver int
+	Ordered    bool
+}
+
+// Stats returns the state and counters of every group this server
+// knows, by "stream/group". A group is known once a member fetched from
+// it, or once an ack, info or seek named it, since the server started.
+func (s *Server) Stats() map[string]GroupStats {
+	type item struct {
+		st GroupStats
+		l  *spool.Log
+	}
+	s.mu.Lock()
+	items := make([]item, 0, len(s.groups))
+	for _, g := range s.groups {
+		l, _ := s.cfg.Lookup(g.stream)
+		items = append(items, item{g.stats(l), l})
+	}
+	s.mu.Unlock()
+	// The reads for the lag times happen outside the lock: a fetch or an
+	// ack never waits for a status.
+	out := make(map[string]GroupStats, len(items))
+	for _, it := range items {
+		s.completeStats(&it.st, it.l)
+		out[it.st.Stream+"/"+it.st.Group] = it.st
+	}
+	return out
+}
+
+// List returns Stats as a slice sorted by stream and group.
+func (s *Server) List() []GroupStats {
+	m := s.Stats()
+	out := make([]GroupStats, 0, len(m))
+	for _, st := range m {
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Stream != out[j].Stream {
+			return out[i].Stream < out[j].Stream
+		}
+		return out[i].Group < out[j].Group
+	})
+	return out
+}
+
+// stats is g's state; s.mu held. completeStats adds what needs reads.
+func (g *state) stats(l *spool.Log) GroupStats {
+	st := GroupStats{Counters: g.cnt, Stream: g.stream, Group: g.group, Floor: g.floor, Next: g.next,
+		Pending: len(g.pend), Available: g.avail, InFlight: len(g.pend) - g.avail, Members: len(g.held),
+		AckWait: g.set.AckWait, MaxDeliver: g.set.MaxDeliver, Ordered: g.set.Ordered}
+	if l != nil {
+		st.High = l.NextOffset()
+		if st.High > g.next {
+			st.Lag = st.High - g.next
+		}
+		st.Lag += uint64(len(g.pend))
+	}
+	return st
+}
+
+// completeStats fills the parts of st that read a spool: the lag time
+// and the dead letters. s.mu is not held.
+func (s *Server) completeStats(st *GroupStats, l *spool.Log) {
+	if dl, ok := s.cfg.Lookup(DLQStream(st.Stream, st.Group)); ok {
+		st.DeadLettered = dl.NextOffset()
+	}
+	if l == nil || st.Lag == 0 {
+		return
+	}
+	o := max(st.Floor, l.OldestOffset())
+	if o >= st.High {
+		return
+	}
+	if r, err := readOne(l, o); err == nil && !r.Time.IsZero() {
+		st.LagTime = max(time.Since(r.Time), 0)
+	}
+}
