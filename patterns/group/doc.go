@@ -21,13 +21,34 @@
 //
 // # Durability (the crash rule)
 //
-// A group's state is a small versioned JSON file (Dir/<stream>/<group>.state,
-// version 1: floor, cursor, settled spans, pending spans with their
-// delivery counts; leases themselves are not kept). It is written by a
-// group commit: one goroutine writes every changed group's file and only
+// A group's state is a snapshot and a journal. The snapshot is a small
+// versioned JSON file (Dir/<stream>/<group>.state; version 1: floor,
+// cursor, settled spans, pending spans with their delivery counts;
+// version 2 adds "journal", the generation of the journal that holds the
+// changes since; leases themselves are not kept). The journal,
+// Dir/<stream>/<group>.<generation, 16 hex digits>.journal, is
+// append-only: a 24-byte header (magic "FMQJ", version u16 (1), reserved
+// u16, generation u64, CRC32C of the 16 bytes before u32, reserved u32),
+// then one entry per group commit: payload length u32 | CRC32C of the
+// length and the payload u32 | payload: cursor u64 | settled span count
+// u32 | delivery run count u32 | settled spans, each from u64 | to u64 |
+// delivery runs, each from u64 | to u64 | deliveries u32 (pending
+// records whose delivery count changed). Spans are ascending and below
+// the cursor; the records from the previous cursor on that no span
+// settles are pending.
+//
+// One goroutine does the group commit: it appends the dead letters,
+// writes one journal entry per changed group with one fdatasync, and only
 // then answers the acknowledgements (and naks, terms) that changed it, so
-// an ack a member was told succeeded is on disk. Dead letters are
-// appended before the state that settles them is written.
+// an ack a member was told succeeded is on disk. A new or reloaded group,
+// a change of settings or a journal past 8 MiB gets a compaction instead:
+// a new empty journal, then the snapshot naming it (written atomically),
+// then the old journal is removed; a crash between leaves the old pair in
+// force. Recovery reads the snapshot, then replays its journal. A damaged
+// last entry with nothing valid after it is a torn write: it is copied
+// aside (<journal>.torn), cut off and logged as a warning; damage
+// followed by a valid entry, a journal of another generation or a
+// missing one is an error (ErrJournalDamaged), never read as clean.
 //
 // After a publisher crash the rule is: every record whose acknowledgement
 // was confirmed to a member is never redelivered; the records redelivered

@@ -22,7 +22,12 @@ import (
 	"github.com/fastmq/fastmq/spool"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(crashChildEnv); dir != "" {
+		os.Exit(runCrashChild(dir))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // publisher is a spool server with a group server, as a node runs them.
 type publisher struct {

@@ -1,7 +1,6 @@
 package group
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -64,6 +63,7 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 	take := func(o uint64, p *pending, r spool.Record) {
 		p.deliveries++
 		p.member, p.leased, p.deadline = req.Member, now, now.Add(g.set.AckWait)
+		g.delivered(o)
 		g.held[req.Member]++
 		g.cnt.Delivered++
 		if p.deliveries > 1 {
@@ -436,56 +436,6 @@ func (s *Server) flushLoop() {
 			s.log.Error("write group state", "err", err)
 		}
 	}
-}
-
-// flush runs one group commit; see flushLoop.
-func (s *Server) flush() error {
-	// Take the replies, the dead letters and the snapshots together: a
-	// snapshot that settles a dead letter is written only after its
-	// append, and a reply only after the snapshot that holds its change.
-	s.mu.Lock()
-	replies, dlq := s.replies, s.dlq
-	s.replies, s.dlq = nil, nil
-	var snaps []fileState
-	for _, g := range s.groups {
-		if g.dirty {
-			snaps = append(snaps, g.snapshot())
-			g.dirty = false
-		}
-	}
-	s.mu.Unlock()
-	var firstErr error
-	for _, d := range dlq {
-		if err := s.deadLetter(d); err != nil {
-			s.log.Error("append dead letter", "stream", d.stream, "group", d.group, "offset", d.offset, "err", err)
-			firstErr = cmp.Or(firstErr, err)
-		}
-	}
-	if firstErr == nil {
-		for _, f := range snaps {
-			firstErr = cmp.Or(firstErr, writeState(s.cfg.Dir, f))
-		}
-	}
-	if firstErr != nil {
-		s.mu.Lock()
-		s.dlq = append(dlq, s.dlq...) // tried again with the next commit
-		for _, f := range snaps {
-			if g := s.groups[f.Stream+"\x00"+f.Group]; g != nil {
-				g.dirty = true
-			}
-		}
-		s.mu.Unlock()
-	}
-	for _, r := range replies {
-		frames := r.frames
-		if firstErr != nil && frames[0][1] == byte(StatusOK) && !isFetchReply(frames) {
-			frames = EncodeReply(&Reply{Status: StatusInternal, ID: idOf(frames[0]), Data: []byte(firstErr.Error())})
-		}
-		if err := s.cfg.Send.Send(r.env, frames); err != nil && s.log.Enabled(context.Background(), slog.LevelDebug) {
-			s.log.Debug("send reply failed", "err", err)
-		}
-	}
-	return firstErr
 }
 
 // isFetchReply tells a fetch reply (records, sent from the flusher when a

@@ -95,6 +95,8 @@ type Server struct {
 	closed   bool
 	nextTick time.Time // when the clock loop runs next
 
+	journals map[string]*journal // by group key; the flusher's own
+
 	wakeClock chan struct{}
 	wakeFlush chan struct{}
 
@@ -138,7 +140,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, log: lg.With("component", "group-server"),
-		groups: make(map[string]*state), watching: make(map[string]bool),
+		groups: make(map[string]*state), watching: make(map[string]bool), journals: make(map[string]*journal),
 		wakeClock: make(chan struct{}, 1), wakeFlush: make(chan struct{}, 1)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(2)
@@ -166,6 +168,9 @@ func (s *Server) Close() error {
 	s.cancel()
 	s.wg.Wait()
 	err := s.flush()
+	for _, j := range s.journals {
+		j.close()
+	}
 	s.mu.Lock()
 	for _, g := range s.groups {
 		if g.rd != nil {
@@ -260,9 +265,13 @@ func (s *Server) groupLocked(req Request, l *spool.Log) (*state, error) {
 		}
 		return g, nil
 	}
-	g, err := loadState(s.cfg.Dir, req.Stream, req.Group)
+	g, rec, err := loadState(s.cfg.Dir, req.Stream, req.Group)
 	if err != nil {
 		return nil, err
+	}
+	if rec.TornBytes > 0 {
+		s.log.Warn("torn journal tail cut", "stream", req.Stream, "group", req.Group,
+			"offset", rec.TornAt, "bytes", rec.TornBytes, "err", rec.TornErr)
 	}
 	if g == nil {
 		if req.Op != OpFetch {

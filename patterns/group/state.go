@@ -11,8 +11,10 @@ import (
 	"github.com/fastmq/fastmq/spool"
 )
 
-// stateVersion is the version of a group's state file.
-const stateVersion = 1
+// stateVersion is the version of a group's state file: 1 holds the
+// whole state; 2 adds the generation of the journal that holds the
+// changes since (version 1 files are read as generation 0: no journal).
+const stateVersion = 2
 
 // span is the offsets [From, To).
 type span struct{ From, To uint64 }
@@ -40,6 +42,28 @@ func (s *spanSet) add(o uint64) {
 		copy(v[i+1:], v[i:])
 		v[i] = span{o, o + 1}
 	}
+	*s = v
+}
+
+// addRange inserts [from, to), merging with what it overlaps or touches.
+func (s *spanSet) addRange(from, to uint64) {
+	if from >= to {
+		return
+	}
+	v := *s
+	i := sort.Search(len(v), func(i int) bool { return v[i].To >= from })
+	j := i
+	for j < len(v) && v[j].From <= to {
+		from, to = min(from, v[j].From), max(to, v[j].To)
+		j++
+	}
+	if i == j {
+		v = append(v, span{})
+		copy(v[i+1:], v[i:])
+	} else {
+		v = append(v[:i+1], v[j:]...)
+	}
+	v[i] = span{from, to}
 	*s = v
 }
 
@@ -103,10 +127,18 @@ type state struct {
 	avail         int                 // pending entries with no member
 	keys          map[string][]uint64 // ordered groups: pending offsets per key, ascending
 	dirty         bool
-	cnt           Counters
-	parked        []*parkedFetch
-	rd            *spool.Reader // at next, kept between fetches
-	rdLog         *spool.Log
+	// The journal (see journal.go): the generation of the last
+	// snapshot, and what changed since the last commit.
+	gen      uint64
+	needSnap bool     // the next commit writes a snapshot
+	written  settings // the settings of the last snapshot
+	jNext    uint64   // the cursor at the last commit
+	jDone    spanSet  // settled since the last commit
+	jDeliv   spanSet  // offsets whose delivery count changed since
+	cnt      Counters
+	parked   []*parkedFetch
+	rd       *spool.Reader // at next, kept between fetches
+	rdLog    *spool.Log
 }
 
 func newState(stream, group string, set settings, start uint64) *state {
@@ -117,17 +149,28 @@ func newState(stream, group string, set settings, start uint64) *state {
 // settle marks o acknowledged (or dead-lettered) and advances the floor.
 func (g *state) settle(o uint64) {
 	if p := g.pend[o]; p != nil {
-		if p.key != "" {
-			g.unqueue(p.key, o)
-		}
-		if p.member != "" {
-			g.release(p.member)
-		} else {
-			g.avail--
-		}
-		delete(g.pend, o)
+		g.unpend(o, p)
 	}
 	g.done.add(o)
+	g.jDone.add(o)
+	g.advance()
+}
+
+// unpend removes o from the pending records.
+func (g *state) unpend(o uint64, p *pending) {
+	if p.key != "" {
+		g.unqueue(p.key, o)
+	}
+	if p.member != "" {
+		g.release(p.member)
+	} else {
+		g.avail--
+	}
+	delete(g.pend, o)
+}
+
+// advance moves the floor over the settled spans that reach it.
+func (g *state) advance() {
 	for len(g.done) > 0 && g.done[0].From <= g.floor {
 		if g.done[0].To > g.floor {
 			g.floor = g.done[0].To
@@ -138,6 +181,113 @@ func (g *state) settle(o uint64) {
 		g.next = g.floor
 	}
 	g.dirty = true
+}
+
+// delivered notes that o's delivery count changed, for the journal.
+func (g *state) delivered(o uint64) {
+	g.jDeliv.add(o)
+	g.dirty = true
+}
+
+// entry returns the changes since the last commit as a journal entry
+// and forgets them; ok is false when nothing durable changed.
+func (g *state) entry() (e jentry, ok bool) {
+	e.next = g.next
+	e.done = append([]span(nil), g.jDone...)
+	for _, sp := range g.jDeliv {
+		for o := sp.From; o < sp.To; o++ {
+			p := g.pend[o]
+			if p == nil {
+				continue // settled since
+			}
+			if n := len(e.deliv); n > 0 && e.deliv[n-1].To == o && e.deliv[n-1].D == p.deliveries {
+				e.deliv[n-1].To++
+				continue
+			}
+			e.deliv = append(e.deliv, dspan{o, o + 1, p.deliveries})
+		}
+	}
+	ok = g.next != g.jNext || len(e.done) > 0 || len(e.deliv) > 0
+	g.forget()
+	return e, ok
+}
+
+// forget drops the changes noted since the last commit (a snapshot
+// holds them).
+func (g *state) forget() {
+	g.jNext = g.next
+	g.jDone = g.jDone[:0]
+	g.jDeliv = g.jDeliv[:0]
+}
+
+// apply replays a journal entry onto a state loaded from its snapshot.
+func (g *state) apply(e *jentry, now time.Time) error {
+	if e.next < g.next {
+		return fmt.Errorf("%w: cursor %d behind %d", ErrJournalDamaged, e.next, g.next)
+	}
+	// The records read from the cursor on are pending (available, as
+	// after any restart) unless the entry settles them.
+	created := uint64(0)
+	o, di := g.next, 0
+	for o < e.next {
+		for di < len(e.done) && e.done[di].To <= o {
+			di++
+		}
+		end := e.next
+		if di < len(e.done) {
+			if e.done[di].From <= o {
+				o = e.done[di].To
+				continue
+			}
+			end = e.done[di].From
+		}
+		if created += end - o; created > maxReplayPending {
+			return fmt.Errorf("%w: an entry makes more than %d records pending", ErrJournalDamaged, maxReplayPending)
+		}
+		for ; o < end; o++ {
+			g.pend[o] = &pending{notBefore: now}
+			g.avail++
+		}
+	}
+	g.next = e.next
+	for _, sp := range e.done {
+		g.settleRange(sp.From, sp.To)
+	}
+	runs := uint64(0)
+	for _, d := range e.deliv {
+		if runs += d.To - d.From; runs > maxReplayPending {
+			return fmt.Errorf("%w: delivery runs over more than %d records", ErrJournalDamaged, maxReplayPending)
+		}
+		for o := max(d.From, g.floor); o < d.To; o++ {
+			if p := g.pend[o]; p != nil {
+				p.deliveries = d.D
+			}
+		}
+	}
+	return nil
+}
+
+// settleRange settles [from, to) (replay: no leases are held).
+func (g *state) settleRange(from, to uint64) {
+	from = max(from, g.floor)
+	if from >= to {
+		return
+	}
+	if to-from <= uint64(len(g.pend)) {
+		for o := from; o < to; o++ {
+			if p := g.pend[o]; p != nil {
+				g.unpend(o, p)
+			}
+		}
+	} else {
+		for o, p := range g.pend {
+			if o >= from && o < to {
+				g.unpend(o, p)
+			}
+		}
+	}
+	g.done.addRange(from, to)
+	g.advance()
 }
 
 // unqueue removes o from key's queue.
@@ -168,11 +318,14 @@ func (g *state) release(member string) {
 	}
 }
 
-// fileState is a group's state file (version 1): the floor, the cursor,
-// the settled spans above the floor and the pending records as spans of
-// equal delivery counts. Leases are not kept: after a restart every
-// pending record is available at once, with its delivery count.
+// fileState is a group's state file (the snapshot): the floor, the
+// cursor, the settled spans above the floor and the pending records as
+// spans of equal delivery counts; from version 2, the generation of the
+// journal that holds the changes since. Leases are not kept: after a
+// restart every pending record is available at once, with its delivery
+// count.
 type fileState struct {
+	Journal  uint64      `json:"journal,omitempty"`
 	Stream   string      `json:"stream"`
 	Group    string      `json:"group"`
 	Settings settings    `json:"settings"`
@@ -183,7 +336,7 @@ type fileState struct {
 }
 
 func (g *state) snapshot() fileState {
-	f := fileState{Stream: g.stream, Group: g.group, Settings: g.set, Floor: g.floor, Next: g.next, Done: append([]span(nil), g.done...)}
+	f := fileState{Journal: g.gen, Stream: g.stream, Group: g.group, Settings: g.set, Floor: g.floor, Next: g.next, Done: append([]span(nil), g.done...)}
 	offs := make([]uint64, 0, len(g.pend))
 	for o := range g.pend {
 		offs = append(offs, o)
@@ -213,24 +366,56 @@ func writeState(dir string, f fileState) error {
 	return fsutil.WriteVersionedJSON(p, stateVersion, f, 0o644)
 }
 
-// loadState reads a group's state; (nil, nil) when there is none.
-func loadState(dir, stream, group string) (*state, error) {
+// loadState reads a group's state, its snapshot and then its journal;
+// (nil, nil) when there is none. The Recovery says what the journal
+// held, and whether its last entry was torn (cut off).
+func loadState(dir, stream, group string) (*state, Recovery, error) {
+	var rec Recovery
 	b, err := os.ReadFile(statePath(dir, stream, group))
 	if os.IsNotExist(err) {
-		return nil, nil
+		return nil, rec, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, rec, err
 	}
 	var f fileState
 	if _, err := fsutil.DecodeVersionedJSON(b, stateVersion, &f); err != nil {
-		return nil, fmt.Errorf("group: state of %s/%s: %w", stream, group, err)
+		return nil, rec, fmt.Errorf("group: state of %s/%s: %w", stream, group, err)
 	}
+	g, err := fromSnapshot(stream, group, &f)
+	if err != nil {
+		return nil, rec, err
+	}
+	g.gen, g.written, g.needSnap = f.Journal, g.set, true
+	if f.Journal == 0 {
+		return g, rec, nil // version 1: no journal
+	}
+	entries, rec, err := readJournal(journalPath(dir, stream, group, f.Journal), f.Journal)
+	if err != nil {
+		return nil, rec, fmt.Errorf("group: state of %s/%s: %w", stream, group, err)
+	}
+	now := time.Now()
+	for i := range entries {
+		if err := g.apply(&entries[i], now); err != nil {
+			return nil, rec, fmt.Errorf("group: state of %s/%s: journal entry %d: %w", stream, group, i, err)
+		}
+	}
+	g.forget()
+	return g, rec, nil
+}
+
+// fromSnapshot makes a state from its snapshot.
+func fromSnapshot(stream, group string, f *fileState) (*state, error) {
 	if f.Next < f.Floor {
 		return nil, fmt.Errorf("group: state of %s/%s: cursor %d below floor %d", stream, group, f.Next, f.Floor)
 	}
 	g := newState(stream, group, f.Settings, f.Floor)
 	g.next = f.Next
+	for i, sp := range f.Done {
+		if sp.From >= sp.To || sp.From < f.Floor || sp.To > f.Next || (i > 0 && sp.From <= f.Done[i-1].To) {
+			return nil, fmt.Errorf("group: state of %s/%s: bad settled span %v", stream, group, sp)
+		}
+	}
 	g.done = spanSet(f.Done)
 	now := time.Now()
 	for _, p := range f.Pending {

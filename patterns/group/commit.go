@@ -1,0 +1,142 @@
+package group
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"slices"
+)
+
+// A group commit (flush) writes, for every group that changed, one
+// journal entry, or a snapshot and a new journal when the group is new,
+// was loaded, changed its settings or its journal passed journalLimit.
+
+// entryWrite is one journal entry for the flusher to write.
+type entryWrite struct {
+	key string
+	j   *journal
+	b   []byte
+}
+
+// snapWrite is one snapshot for the flusher to write, with a new journal.
+type snapWrite struct {
+	key string
+	f   fileState
+}
+
+func (a *settings) equal(b *settings) bool {
+	return a.AckWait == b.AckWait && a.MaxDeliver == b.MaxDeliver && a.MaxAckPending == b.MaxAckPending &&
+		a.Ordered == b.Ordered && slices.Equal(a.Backoff, b.Backoff)
+}
+
+// flush runs one group commit; see flushLoop.
+func (s *Server) flush() error {
+	// Take the replies, the dead letters and the changes together: a
+	// change that settles a dead letter is written only after its
+	// append, and a reply only after the write that holds its change.
+	s.mu.Lock()
+	replies, dlq := s.replies, s.dlq
+	s.replies, s.dlq = nil, nil
+	var writes []entryWrite
+	var snaps []snapWrite
+	for key, g := range s.groups {
+		if !g.dirty {
+			continue
+		}
+		g.dirty = false
+		j := s.journals[key]
+		if j != nil && !g.needSnap && j.gen == g.gen && g.set.equal(&g.written) && j.size < journalLimit {
+			e, ok := g.entry()
+			if !ok {
+				continue
+			}
+			if b := appendEntry(nil, &e); len(b) <= entryHdrLen+maxEntryLen {
+				writes = append(writes, entryWrite{key, j, b})
+				continue
+			}
+		}
+		g.gen++
+		g.needSnap = false
+		g.written = g.set
+		g.written.Backoff = slices.Clone(g.set.Backoff)
+		g.forget()
+		snaps = append(snaps, snapWrite{key, g.snapshot()})
+	}
+	s.mu.Unlock()
+	var firstErr error
+	for _, d := range dlq {
+		if err := s.deadLetter(d); err != nil {
+			s.log.Error("append dead letter", "stream", d.stream, "group", d.group, "offset", d.offset, "err", err)
+			firstErr = cmp.Or(firstErr, err)
+		}
+	}
+	var failed []string
+	if firstErr == nil {
+		for _, w := range writes {
+			if err := w.j.append(w.b); err != nil {
+				firstErr = cmp.Or(firstErr, err)
+				failed = append(failed, w.key)
+				w.j.close()
+				delete(s.journals, w.key)
+			}
+		}
+		for _, sn := range snaps {
+			if err := s.compact(sn.key, sn.f); err != nil {
+				firstErr = cmp.Or(firstErr, err)
+				failed = append(failed, sn.key)
+			}
+		}
+	} else {
+		for _, w := range writes {
+			failed = append(failed, w.key)
+		}
+		for _, sn := range snaps {
+			failed = append(failed, sn.key)
+		}
+	}
+	if firstErr != nil {
+		s.mu.Lock()
+		s.dlq = append(dlq, s.dlq...) // tried again with the next commit
+		for _, key := range failed {
+			if g := s.groups[key]; g != nil {
+				// The changes were taken: the next commit writes them
+				// all, as a snapshot.
+				g.needSnap, g.dirty = true, true
+			}
+		}
+		s.mu.Unlock()
+	}
+	for _, r := range replies {
+		frames := r.frames
+		if firstErr != nil && frames[0][1] == byte(StatusOK) && !isFetchReply(frames) {
+			frames = EncodeReply(&Reply{Status: StatusInternal, ID: idOf(frames[0]), Data: []byte(firstErr.Error())})
+		}
+		if err := s.cfg.Send.Send(r.env, frames); err != nil && s.log.Enabled(context.Background(), slog.LevelDebug) {
+			s.log.Debug("send reply failed", "err", err)
+		}
+	}
+	return firstErr
+}
+
+// compact writes a group's snapshot and starts its new journal: the
+// journal first (empty), then the snapshot that names it, then the old
+// journal goes. A crash between leaves the old snapshot and its journal
+// in force.
+func (s *Server) compact(key string, f fileState) error {
+	j, err := createJournal(s.cfg.Dir, f.Stream, f.Group, f.Journal)
+	if err != nil {
+		return err
+	}
+	if err := writeState(s.cfg.Dir, f); err != nil {
+		j.close()
+		return err
+	}
+	if old := s.journals[key]; old != nil {
+		old.close()
+	}
+	s.journals[key] = j
+	if err := removeOtherJournals(s.cfg.Dir, f.Stream, f.Group, f.Journal); err != nil {
+		s.log.Warn("remove old journals", "stream", f.Stream, "group", f.Group, "err", err)
+	}
+	return nil
+}

@@ -1,0 +1,235 @@
+package group
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/fastmq/fastmq/internal/fsutil"
+)
+
+func TestJournalEntryRoundTrip(t *testing.T) {
+	for _, e := range []jentry{
+		{next: 7},
+		{next: 100, done: []span{{0, 3}, {5, 9}}, deliv: []dspan{{3, 5, 1}, {9, 20, 2}}},
+	} {
+		b := appendEntry([]byte("xx"), &e)
+		got, n, err := decodeEntry(b[2:])
+		if err != nil || n != len(b)-2 || !reflect.DeepEqual(got, e) {
+			t.Fatalf("%+v: decoded %+v, %d of %d bytes, %v", e, got, n, len(b)-2, err)
+		}
+	}
+}
+
+// writeJournal writes a version 2 snapshot (empty group at offset 0,
+// journal generation 1) and a journal holding entries; it returns the
+// journal's path and each entry's end in it.
+func writeJournal(t *testing.T, dir string, entries []jentry) (string, []int) {
+	t.Helper()
+	f := fileState{Journal: 1, Stream: "s", Group: "g", Settings: settings{AckWait: DefaultAckWait}}
+	if err := writeState(dir, f); err != nil {
+		t.Fatal(err)
+	}
+	j, err := createJournal(dir, "s", "g", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.close()
+	var ends []int
+	for i := range entries {
+		if err := j.append(appendEntry(nil, &entries[i])); err != nil {
+			t.Fatal(err)
+		}
+		ends = append(ends, int(j.size))
+	}
+	return j.path, ends
+}
+
+// summary is what a loaded state says: floor, cursor, settled spans and
+// pending records with their delivery counts.
+type summary struct {
+	floor, next uint64
+	done        []span
+	pend        map[uint64]uint32
+}
+
+func summarize(g *state) summary {
+	s := summary{floor: g.floor, next: g.next, done: append([]span(nil), g.done...), pend: map[uint64]uint32{}}
+	for o, p := range g.pend {
+		s.pend[o] = p.deliveries
+	}
+	return s
+}
+
+var testEntries = []jentry{
+	{next: 10, done: []span{{0, 3}}, deliv: []dspan{{3, 10, 1}}},
+	{next: 20, done: []span{{3, 5}, {10, 12}}, deliv: []dspan{{12, 14, 1}}},
+	{next: 30, done: []span{{5, 10}}, deliv: []dspan{{14, 16, 2}}},
+}
+
+// Replay gives the state the entries describe.
+func TestJournalReplay(t *testing.T) {
+	dir := t.TempDir()
+	writeJournal(t, dir, testEntries)
+	g, rec, err := loadState(dir, "s", "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Entries != 3 || rec.TornBytes != 0 {
+		t.Fatalf("recovery %+v", rec)
+	}
+	want := summary{floor: 12, next: 30, pend: map[uint64]uint32{}}
+	for o := uint64(12); o < 30; o++ {
+		want.pend[o] = 0
+	}
+	want.pend[12], want.pend[13], want.pend[14], want.pend[15] = 1, 1, 2, 2
+	if got := summarize(g); !reflect.DeepEqual(got, want) {
+		t.Fatalf("replayed %+v\nwant %+v", got, want)
+	}
+	if g.avail != len(g.pend) {
+		t.Fatalf("%d available of %d pending", g.avail, len(g.pend))
+	}
+}
+
+// A torn last entry, cut at any byte or with any byte damaged, is
+// reported and copied aside, and the entries before it hold; damage
+// followed by a valid entry is an error, never a clean journal.
+func TestJournalTornTail(t *testing.T) {
+	ref := t.TempDir()
+	writeJournal(t, ref, testEntries[:2])
+	g, _, err := loadState(ref, "s", "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := summarize(g)
+
+	dir := t.TempDir()
+	path, ends := writeJournal(t, dir, testEntries)
+	full, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func(b []byte) (*state, Recovery, error) {
+		t.Helper()
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(path + ".torn")
+		return loadState(dir, "s", "g")
+	}
+	check := func(what string, b []byte) {
+		t.Helper()
+		g, rec, err := load(b)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if rec.Entries != 2 || rec.TornAt != int64(ends[1]) || rec.TornBytes != int64(len(b)-ends[1]) {
+			t.Fatalf("%s: recovery %+v, want 2 entries and the tail torn at %d", what, rec, ends[1])
+		}
+		if got := summarize(g); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: state %+v, want %+v", what, got, want)
+		}
+		aside, err := os.ReadFile(path + ".torn")
+		if err != nil || !bytes.Equal(aside, b[ends[1]:]) {
+			t.Fatalf("%s: torn bytes not copied aside: %v", what, err)
+		}
+		if fi, err := os.Stat(path); err != nil || fi.Size() != int64(ends[1]) {
+			t.Fatalf("%s: journal not cut at %d: %v", what, ends[1], err)
+		}
+	}
+	for cut := ends[1] + 1; cut < ends[2]; cut++ {
+		check("cut", full[:cut])
+	}
+	for i := ends[1]; i < ends[2]; i++ {
+		b := bytes.Clone(full)
+		b[i] ^= 0x5a
+		check("damaged byte", b)
+	}
+	zeroed := bytes.Clone(full)
+	clear(zeroed[ends[1]:])
+	check("zeroed tail", zeroed)
+
+	// Damage in the middle: a valid entry follows.
+	for _, i := range []int{journalHdrLen, journalHdrLen + 5, journalHdrLen + 12, ends[0] + 9} {
+		b := bytes.Clone(full)
+		b[i] ^= 0x5a
+		if _, _, err := load(b); !errors.Is(err, ErrJournalDamaged) {
+			t.Fatalf("damage at byte %d before a valid entry: %v, want ErrJournalDamaged", i, err)
+		}
+	}
+	// A damaged header, a journal of another generation, a missing one.
+	b := bytes.Clone(full)
+	b[9] ^= 1
+	if _, _, err := load(b); !errors.Is(err, ErrJournalDamaged) {
+		t.Fatalf("damaged header: %v", err)
+	}
+	os.Remove(path)
+	if _, _, err := loadState(dir, "s", "g"); err == nil {
+		t.Fatal("a snapshot whose journal is missing loaded")
+	}
+}
+
+// Entries that contradict the snapshot are damage.
+func TestJournalEntryBeyondSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	writeJournal(t, dir, []jentry{{next: 10}, {next: 5}})
+	if _, _, err := loadState(dir, "s", "g"); !errors.Is(err, ErrJournalDamaged) {
+		t.Fatalf("a cursor going back: %v", err)
+	}
+	dir = t.TempDir()
+	writeJournal(t, dir, []jentry{{next: 1 << 40}})
+	if _, _, err := loadState(dir, "s", "g"); !errors.Is(err, ErrJournalDamaged) {
+		t.Fatalf("an entry making 2^40 records pending: %v", err)
+	}
+}
+
+// A version 1 state file (no journal) stays readable.
+func TestStateVersion1(t *testing.T) {
+	dir := t.TempDir()
+	v1 := map[string]any{"stream": "s", "group": "g", "settings": map[string]any{"ack_wait": int64(DefaultAckWait)},
+		"floor": 2, "next": 9, "done": []span{{4, 6}}, "pending": [][3]uint64{{2, 4, 1}, {6, 9, 3}}}
+	if err := os.MkdirAll(filepath.Join(dir, "s"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsutil.WriteVersionedJSON(statePath(dir, "s", "g"), 1, v1, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, _, err := loadState(dir, "s", "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := summary{floor: 2, next: 9, done: []span{{4, 6}}, pend: map[uint64]uint32{2: 1, 3: 1, 6: 3, 7: 3, 8: 3}}
+	if got := summarize(g); !reflect.DeepEqual(got, want) || g.gen != 0 || !g.needSnap {
+		t.Fatalf("version 1 state %+v (gen %d), want %+v", got, g.gen, want)
+	}
+}
+
+func FuzzJournalEntry(f *testing.F) {
+	for i := range testEntries {
+		f.Add(appendEntry(nil, &testEntries[i]))
+	}
+	f.Add([]byte{0, 0, 0, 16, 1, 2, 3, 4})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, n, err := decodeEntry(b)
+		if err != nil {
+			if !errors.Is(err, ErrJournalDamaged) {
+				t.Fatalf("error %v does not wrap ErrJournalDamaged", err)
+			}
+			return
+		}
+		if again := appendEntry(nil, &e); !bytes.Equal(again, b[:n]) {
+			t.Fatalf("re-encoded %x, decoded from %x", again, b[:n])
+		}
+		if e.next > 1<<16 {
+			return // TestJournalEntryBeyondSnapshot covers the bound
+		}
+		g := newState("s", "g", settings{}, 0)
+		if err := g.apply(&e, time.Time{}); err != nil && !errors.Is(err, ErrJournalDamaged) {
+			t.Fatalf("apply: %v", err)
+		}
+	})
+}
