@@ -26,8 +26,8 @@ type peer struct {
 	// wmu is held by whoever writes to w: the writer goroutine, or a
 	// sender writing directly (direct.go).
 	wmu    sync.Mutex
-	direct bool // REQ, REP: senders may write directly (direct.go)
-	cred     PeerCredentials // what the handshake authenticated
+	direct bool            // REQ, REP: senders may write directly (direct.go)
+	cred   PeerCredentials // what the handshake authenticated
 
 	// lingerDL is the read deadline Close's linger set (Unix ns; 0 = none).
 	// alive restores it if it overwrote it, so a peer cannot keep Close
