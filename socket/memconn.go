@@ -125,6 +125,34 @@ func (c *memConn) Write(p []byte) (int, error) {
 	}
 }
 
+// tryWrite writes what fits in the buffer now, without waiting for room.
+func (c *memConn) tryWrite(p []byte) (int, error) {
+	h := c.tx
+	h.mu.Lock()
+	if h.wclosed {
+		h.mu.Unlock()
+		return 0, net.ErrClosed
+	}
+	if h.rclosed {
+		h.mu.Unlock()
+		return 0, io.ErrClosedPipe
+	}
+	if h.buf == nil {
+		h.buf = make([]byte, memBuf)
+	}
+	if h.w == len(h.buf) && h.r > 0 {
+		h.w = copy(h.buf, h.buf[h.r:h.w])
+		h.r = 0
+	}
+	n := copy(h.buf[h.w:], p)
+	h.w += n
+	h.mu.Unlock()
+	if n > 0 {
+		signal(h.data)
+	}
+	return n, nil
+}
+
 // CloseWrite half-closes: the peer reads what is buffered, then EOF.
 func (c *memConn) CloseWrite() error {
 	c.tx.mu.Lock()

@@ -156,6 +156,14 @@ func (q *outQueue) take(dst []Msg, written int64) ([]Msg, int64) {
 // message bigger than that is taken alone).
 const maxTakeBytes = 256 << 10
 
+// idle reports whether the queue is empty and the writer holds nothing
+// taken from it that it has not written.
+func (q *outQueue) idle() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.ring.n == 0 && q.bytes == 0 && !q.gone
+}
+
 // len returns the number of queued messages.
 func (q *outQueue) len() int {
 	q.mu.Lock()

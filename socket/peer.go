@@ -21,8 +21,13 @@ type peer struct {
 	id       string // ROUTER routing identity
 	minor    uint8  // peer's ZMTP minor version
 	r        *zmtp.Reader
-	w        *zmtp.Writer
-	cred     PeerCredentials // what the handshake authenticated
+	w        *zmtp.Writer // held by wmu's holder once the handshake is done
+	cw       *connWriter  // what w writes to
+	// wmu is held by whoever writes to w: the writer goroutine, or a
+	// sender writing directly (direct.go).
+	wmu    sync.Mutex
+	direct bool            // REQ, REP: senders may write directly (direct.go)
+	cred   PeerCredentials // what the handshake authenticated
 
 	// lingerDL is the read deadline Close's linger set (Unix ns; 0 = none).
 	// alive restores it if it overwrote it, so a peer cannot keep Close
@@ -112,13 +117,16 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 	s.addPendingLocked(pc)
 	s.mu.Unlock()
 
+	cw := newConnWriter(c)
 	p := &peer{
 		s:           s,
 		conn:        c,
 		endpoint:    ep,
 		remote:      remote,
 		r:           zmtp.NewReader(c, 0),
-		w:           zmtp.NewWriter(c, 0),
+		w:           zmtp.NewWriter(cw, 0),
+		cw:          cw,
+		direct:      (s.kind == Req || s.kind == Rep) && cw.try != nil,
 		outq:        newOutQueue(s.cfg.SendHWM, s.cfg.SendHWMBytes, &s.queuedBytes, s.cfg.SendHWMBytesTotal),
 		inq:         newInQueue(s.cfg.RecvHWM, s.cfg.RecvHWMBytes),
 		inRoom:      s.cfg.RecvHWM,

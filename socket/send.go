@@ -93,7 +93,7 @@ func (s *Socket) drop(p *peer) {
 // that goes away swallows the message.
 func (s *Socket) sendTo(ctx context.Context, p *peer, m Msg) error {
 	n := msgBytes(m)
-	if p.outq.push(m, n) {
+	if p.writeDirect(m, n) || p.outq.push(m, n) {
 		return nil
 	}
 	ctx, cancel := ctxFor(ctx, s.cfg.SendTimeout)

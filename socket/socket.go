@@ -77,6 +77,9 @@ type Socket struct {
 
 	st struct {
 		sent, received, dropped, eventsDropped, hsFail, disconnects, retries, tooLarge atomic.Uint64
+		// Direct writes (direct.go), and those that left a rest to the
+		// writer goroutine: for tests and benchmarks, not in Stats.
+		direct, directRest atomic.Uint64
 	}
 
 	wg sync.WaitGroup

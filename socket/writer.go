@@ -1,6 +1,7 @@
 package socket
 
 import (
+	"runtime"
 	"time"
 
 	"github.com/fastmq/fastmq/internal/zmtp"
@@ -20,12 +21,24 @@ func (p *peer) writeLoop() {
 		var err error
 		select {
 		case <-p.outq.ready:
-			// Subscription changes made before these messages go first,
-			// as they would down libzmq's single pipe.
-			select {
-			case <-p.subctl.note:
-				err = p.writeSubs()
-			default:
+			// Let the goroutines that are ready to run queue their
+			// messages before we take ours: a sender that woke us is
+			// often one of several (callers answered by one batch of
+			// replies, say), and one write for all of them costs far
+			// less than a write each. With nothing else to run, this
+			// returns at once.
+			runtime.Gosched()
+			p.wmu.Lock()
+			// What a direct write left goes first; then subscription
+			// changes made before these messages, as they would go down
+			// libzmq's single pipe.
+			err = p.cw.flushRest()
+			if err == nil {
+				select {
+				case <-p.subctl.note:
+					err = p.writeSubs()
+				default:
+				}
 			}
 			if err == nil {
 				err = p.writeQueued(batch, maxWriteRounds)
@@ -33,24 +46,33 @@ func (p *peer) writeLoop() {
 			if err == nil {
 				err = p.w.Flush()
 			}
+			p.wmu.Unlock()
 		case <-p.subctl.note:
+			p.wmu.Lock()
 			if err = p.writeSubs(); err == nil {
 				err = p.w.Flush()
 			}
+			p.wmu.Unlock()
 		case c := <-p.ctrl:
+			p.wmu.Lock()
 			if err = p.w.WriteCommand(c.Name, c.Body); err == nil {
 				err = p.w.Flush()
 			}
+			p.wmu.Unlock()
 		case <-tick:
 			ttl := uint16(s.cfg.HeartbeatTTL / (100 * time.Millisecond))
 			pingBuf = zmtp.AppendPing(pingBuf[:0], ttl, nil)
+			p.wmu.Lock()
 			if err = p.w.WriteCommand(zmtp.CmdPing, pingBuf); err == nil {
 				err = p.w.Flush()
 			}
+			p.wmu.Unlock()
 		case <-p.quit:
 			return
 		case <-s.closing:
+			p.wmu.Lock()
 			p.linger()
+			p.wmu.Unlock()
 			return
 		}
 		if err != nil {
@@ -100,7 +122,7 @@ func (p *peer) write(m Msg) error {
 	return p.w.WriteMessage(m.Frames)
 }
 
-// linger flushes what is queued (subscription changes, then messages)
+// linger (called with p.wmu held) flushes what is queued (subscription changes, then messages)
 // before s.lingerEnd (Config.Linger after Close or Shutdown began, or
 // Shutdown's ctx deadline if sooner), then half-closes the connection so
 // the peer reads everything before EOF. The reader ends the connection
@@ -114,7 +136,10 @@ func (p *peer) linger() {
 	}
 	deadline := s.lingerEnd
 	_ = p.conn.SetWriteDeadline(deadline)
-	err := p.writeSubs() // subscription changes not yet sent go first
+	err := p.cw.flushRest() // what a direct write left
+	if err == nil {
+		err = p.writeSubs() // subscription changes not yet sent go first
+	}
 	if err == nil {
 		err = p.writeQueued(make([]Msg, 0, maxBatch), 0)
 	}

@@ -1,9 +1,12 @@
 package rpc_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -38,6 +41,7 @@ func BenchmarkRPCCall(b *testing.B) {
 			var next sync.Mutex
 			left := b.N
 			b.ResetTimer()
+			r0, w0 := syscalls()
 			start := time.Now()
 			var wg sync.WaitGroup
 			for w := range bc.callers {
@@ -62,6 +66,10 @@ func BenchmarkRPCCall(b *testing.B) {
 			wg.Wait()
 			d := time.Since(start)
 			b.StopTimer()
+			if r1, w1 := syscalls(); r1 > 0 {
+				b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/call")
+				b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/call")
+			}
 			all := slices.Concat(lat...)
 			slices.Sort(all)
 			if len(all) > 0 {
@@ -71,4 +79,27 @@ func BenchmarkRPCCall(b *testing.B) {
 			}
 		})
 	}
+}
+
+// syscalls returns the read and write system calls this process made so
+// far (Linux's /proc/self/io), or zeros where that is not available.
+func syscalls() (reads, writes uint64) {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		k, v, ok := bytes.Cut(line, []byte(": "))
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseUint(string(v), 10, 64)
+		switch string(k) {
+		case "syscr":
+			reads = n
+		case "syscw":
+			writes = n
+		}
+	}
+	return reads, writes
 }
