@@ -22,7 +22,9 @@ func (s *Server) seekLocked(g *state, l *spool.Log, req Request) uint64 {
 	g.avail = 0
 	g.done = nil
 	g.floor, g.next = target, target
-	g.dirty = true
+	// The journal records changes that only move forward: a seek is
+	// written as a snapshot.
+	g.dirty, g.needSnap = true, true
 	s.log.Info("group seek", "stream", g.stream, "group", g.group, "offset", target, "dropped", dropped)
 	return target
 }
