@@ -72,6 +72,10 @@ type Config struct {
 	// DiskGuard). The zero value refuses appends while the file system
 	// under DataDir has less than 5 % free.
 	DiskGuard DiskGuard
+	// Interest configures interest retention (keep records until every
+	// consumer group acknowledged them) and the report of groups far
+	// behind; see InterestConfig.
+	Interest InterestConfig
 	// Socket configures the spool server's and consumers' sockets.
 	Socket socket.Config
 	// Logger receives the node's logs; nil discards them.
@@ -108,7 +112,8 @@ type Node struct {
 	sockets   map[*socket.Socket]*follow.Follower // nil for served sockets
 	closed    bool
 
-	guard *diskGuard // set by New before the node is shared
+	guard    *diskGuard     // set by New before the node is shared
+	interest *interestWatch // groups far behind (interest.go); set by New
 }
 
 // New starts a node: opens nothing on disk until a stream is used, starts
@@ -207,6 +212,7 @@ func New(cfg Config) (*Node, error) {
 		}
 	}
 	n.startDiskGuard()
+	n.startInterest()
 	n.log.Info("node started", "endpoint", n.spoolEP, "gossip", m.GossipAddr())
 	return n, nil
 }
@@ -286,6 +292,7 @@ func (n *Node) close(ctx context.Context) error {
 	if n.guard != nil {
 		n.guard.close()
 	}
+	n.interest.close()
 	n.closeRPC() // servers stop (their sockets are closed below), clients too
 	var errs []error
 	for s, f := range socks {

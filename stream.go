@@ -63,6 +63,9 @@ func (n *Node) Stream(name string) (*spool.Log, error) {
 	if scfg.Logger == nil {
 		scfg.Logger = n.cfg.Logger
 	}
+	if n.cfg.Interest.Retain {
+		scfg.RetentionFloor = n.interestFloor(name)
+	}
 	l, err := spool.Open(scfg)
 	if err != nil {
 		err = fmt.Errorf("fastmq: open stream %q: %w", name, err)
