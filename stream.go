@@ -112,6 +112,13 @@ func (n *Node) Streams() []string {
 // Publish appends one record with value to the local spool of stream and
 // returns its offset once it is durable under the spool's sync policy.
 // Consumers anywhere in the mesh pull it from here.
+//
+// Publish is idempotent with a deduplication header among headers:
+// spool.MsgID(id) (a repeat within the stream's window appends nothing)
+// or spool.ProducerSeq(producer, seq) (exact, per numbered producer). A
+// repeat returns the first record's offset and an error matching
+// spool.ErrDuplicate; a producer's gap one matching spool.ErrSequence. The
+// same holds for PublishAsync (through Ack.Wait) and Append.
 func (n *Node) Publish(ctx context.Context, stream string, value []byte, headers ...spool.Header) (uint64, error) {
 	return n.Append(ctx, stream, spool.Record{Value: value, Headers: headers})
 }

@@ -349,3 +349,32 @@ func FuzzDedupFile(f *testing.F) {
 		}
 	})
 }
+
+func FuzzDedupHeaders(f *testing.F) {
+	f.Add("fastmq-producer", []byte("p:1"))
+	f.Add("fastmq-producer", []byte("a:b:18446744073709551615"))
+	f.Add("fastmq-producer", []byte(":1"))
+	f.Add("fastmq-msg-id", []byte("order-1"))
+	f.Add("fastmq-msg-id", []byte(""))
+	f.Fuzz(func(t *testing.T, key string, v []byte) {
+		r := Record{Headers: []Header{{Key: key, Value: v}}}
+		k, ok, err := parseDedup(&r, 0, false, false)
+		if err != nil {
+			return
+		}
+		if ok && k.seq != 0 {
+			if k.producer == "" || len(k.producer) > MaxProducerIDLen {
+				t.Fatalf("producer %q accepted", k.producer)
+			}
+			// What parses is what ProducerSeq makes.
+			if h := ProducerSeq(k.producer, k.seq); key == HeaderProducer && string(h.Value) != string(v) {
+				if k2, _, _ := parseDedup(&Record{Headers: []Header{h}}, 0, false, false); k2 != k {
+					t.Fatalf("%q parses to %+v, its rendering %q to %+v", v, k, h.Value, k2)
+				}
+			}
+		}
+		if ok && k.msgID != "" && (len(k.msgID) > MaxMsgIDLen || k.msgID != string(v)) {
+			t.Fatalf("message id %q from %q", k.msgID, v)
+		}
+	})
+}
