@@ -206,7 +206,7 @@ func (l *Log) writer() {
 				break drain
 			}
 		}
-		pw := &pendingWrite{reqs: append([]*Ack(nil), group...), records: n}
+		pw := &pendingWrite{reqs: append([]*Ack(nil), group...), records: int32(n)}
 		if err := l.failure(); err != nil {
 			pw.err = err
 		} else if err := l.writeGroup(pw); err != nil {
