@@ -190,3 +190,81 @@ func TestInterestRetention(t *testing.T) {
 		t.Error("the cap's removal was not logged")
 	}
 }
+
+// TestInterestRetentionAfterRestart: after a publisher restart, a group
+// whose members have not come back yet still holds its records: the
+// publisher knows it from its state file.
+func TestInterestRetentionAfterRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := filepath.Join(t.TempDir(), "n")
+	start := func() *Node {
+		n, err := New(Config{Name: "restart", DataDir: dir,
+			Spool:    spool.Config{SegmentBytes: 4 << 10, RetentionInterval: time.Hour},
+			Interest: InterestConfig{Retain: true, CheckInterval: time.Hour}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	n := start()
+	recs := make([]spool.Record, 10)
+	for i := range recs {
+		recs[i].Value = bytes.Repeat([]byte{'x'}, 100)
+	}
+	for i := 0; i < 20; i++ {
+		if _, err := n.Append(ctx, "s", recs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := group.MemberConfig{AckWait: time.Hour, Buffer: 4}
+	settleAll := func(n *Node, g string) {
+		m, err := n.Group(GroupConfig{Stream: "s", Group: g, Member: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n.GroupStats()["s/"+g].Floor < 200 {
+			msg, err := m.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := msg.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m.Close()
+	}
+	settleAll(n, "a")
+	mb, err := n.Group(GroupConfig{Stream: "s", Group: "b", Member: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mb.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n = start()
+	defer n.Close()
+	// a's member comes back (its floor is all), b's does not.
+	ma, err := n.Group(GroupConfig{Stream: "s", Group: "a", Member: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ma.Close()
+	testutil.WaitFor(t, "a served again", 0, func() bool { st, ok := n.GroupStats()["s/a"]; return ok && st.Floor == 200 })
+	if _, ok := n.GroupStats()["s/b"]; ok {
+		t.Fatal("b loaded without a request")
+	}
+	l, _ := n.Stream("s")
+	if _, err := l.ApplyRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if l.OldestOffset() != 0 {
+		t.Fatalf("b's records removed while its members were away: oldest %d", l.OldestOffset())
+	}
+	if b := n.GroupsBehind(); len(b) != 0 {
+		t.Fatalf("behind with default thresholds: %+v", b)
+	}
+}
