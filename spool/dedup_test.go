@@ -378,3 +378,22 @@ func FuzzDedupHeaders(f *testing.F) {
 		}
 	})
 }
+
+// TestDedupBothHeaders: a record with a producer sequence and a message
+// id is decided by its sequence; the id names the original of an older
+// repeat.
+func TestDedupBothHeaders(t *testing.T) {
+	ctx := context.Background()
+	l := openT(t, Config{Dir: t.TempDir()})
+	if _, err := l.Append(ctx, Record{Headers: []Header{MsgID("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	// Sequence 1 is new although its id was seen: stored, and sequence 2 follows.
+	for seq := uint64(1); seq <= 2; seq++ {
+		if off, err := l.Append(ctx, Record{Headers: []Header{ProducerSeq("p", seq), MsgID([]string{"", "x", "y"}[seq])}}); err != nil || off != seq {
+			t.Fatalf("seq %d: %d %v", seq, off, err)
+		}
+	}
+	_, err := l.Append(ctx, Record{Headers: []Header{ProducerSeq("p", 1), MsgID("x")}})
+	dupOf(t, err, 1)
+}

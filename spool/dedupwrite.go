@@ -195,7 +195,10 @@ func (l *Log) dedupAppend(ack *Ack, off uint64, pw *pendingWrite) {
 				return
 			}
 		}
-		if !v.dup && k.msgID != "" {
+		// With a producer, its sequence alone decides (the id only finds
+		// the original): what decides must be in the record's own header,
+		// so that a restart rebuilds the same marks.
+		if k.seq == 0 && k.msgID != "" {
 			for i := len(d.callIDs) - 1; i >= 0; i-- {
 				if d.callIDs[i].id == k.msgID {
 					v = verdict{dup: true, known: true, off: d.callIDs[i].off}

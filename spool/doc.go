@@ -179,7 +179,8 @@
 //     (logged), and that producer's next record fails as from an unknown
 //     producer (never taken in silence): it starts again under a new id.
 //     A producer that cannot keep its sequence across its own restarts
-//     takes a new id at every start.
+//     takes a new id at every start. A record with both headers is decided
+//     by its sequence alone (its id still names the original's offset).
 //
 // A duplicate is not appended. When every record of a call is one, the
 // call appends nothing and returns the offset of the record the first one
