@@ -12,7 +12,10 @@
 // (follows the tail), [Log.ReadRaw] plus [DecodeBatches] (whole stored batches,
 // still compressed, for serving over the network), and [Log.SeekTime].
 // Retention ([Config.RetentionAge], [Config.RetentionBytes], [Log.SetFloor])
-// removes whole segments. [Verify] and [Repair] check and fix a directory;
+// removes whole segments; [Config.RetentionFloor] keeps what an owner (a
+// node's consumer groups) still wants. Headers [HeaderMsgID] and
+// [HeaderProducer] make an append idempotent (see Idempotent appends).
+// [Verify] and [Repair] check and fix a directory;
 // [OffsetStore] keeps consumers' committed positions crash-safely. Every log
 // has an identity ([Log.ID]) and an epoch history ([Log.Epoch],
 // [Log.EpochEnd], [Log.EpochOf]) that a pull server and its consumers use to
