@@ -32,6 +32,9 @@ type Status struct {
 	// Groups are the consumer groups of the node's streams, this node
 	// being their publisher.
 	Groups []GroupStatus `json:"groups"`
+	// GroupsBehind lists the consumer groups far behind on the node's
+	// streams (see InterestConfig).
+	GroupsBehind []GroupBehind `json:"groups_behind,omitempty"`
 }
 
 // StreamStatus describes one local stream. A stream on disk that would
@@ -50,6 +53,9 @@ type StreamStatus struct {
 	RetentionBytes int64         `json:"retention_bytes"`  // 0 = no limit
 	// Fsyncs is the latency of the stream's group fsyncs since it opened.
 	Fsyncs spool.FsyncStats `json:"fsyncs"`
+	// RetentionForced: records retention's cap removed before every
+	// consumer group acknowledged them (InterestConfig.Retain), since open.
+	RetentionForced uint64 `json:"retention_forced,omitempty"`
 }
 
 // ConsumerStatus describes one consumer made by the node.
@@ -102,6 +108,7 @@ func (n *Node) Status() Status {
 	for i, l := range logs {
 		ss := n.streamStatus(names[i], l)
 		ss.Fsyncs = l.FsyncStats()
+		ss.RetentionForced = l.RetentionForced()
 		st.Streams = append(st.Streams, ss)
 	}
 	st.Streams = append(st.Streams, failed...)
@@ -122,6 +129,7 @@ func (n *Node) Status() Status {
 	st.RPC = n.RPCStatus()
 	st.DiskGuard = n.guard.status()
 	st.Groups = n.groupStatuses()
+	st.GroupsBehind = n.GroupsBehind()
 	return st
 }
 
@@ -150,7 +158,10 @@ func (st Status) snapshot() metrics.Snapshot {
 			DroppedSegments: st.DiskGuard.DroppedSegments, DroppedBytes: st.DiskGuard.DroppedBytes, Refused: st.DiskGuard.Refused}}
 	for _, s := range st.Streams {
 		snap.Streams = append(snap.Streams, metrics.Stream{Name: s.Name, Oldest: s.Oldest, Next: s.Next, Failed: s.Error != "",
-			Bytes: s.Bytes, Fsyncs: s.Fsyncs})
+			Bytes: s.Bytes, Fsyncs: s.Fsyncs, RetentionForced: s.RetentionForced})
+	}
+	for _, g := range st.GroupsBehind {
+		snap.GroupsBehind = append(snap.GroupsBehind, metrics.GroupBehind{Stream: g.Stream, Group: g.Group, Records: g.Records, Bytes: g.Bytes, Capped: g.Capped})
 	}
 	for _, c := range st.Consumers {
 		snap.Consumers = append(snap.Consumers, metrics.Consumer{Name: c.Name, Stream: c.Stream, Publishers: c.Publishers})

@@ -72,6 +72,10 @@ type Config struct {
 	// DiskGuard). The zero value refuses appends while the file system
 	// under DataDir has less than 5 % free.
 	DiskGuard DiskGuard
+	// Interest configures interest retention (keep records until every
+	// consumer group acknowledged them) and the report of groups far
+	// behind; see InterestConfig.
+	Interest InterestConfig
 	// Socket configures the spool server's and consumers' sockets. With
 	// a node key (CurveKey, CurveKeyFile) it must set no PLAIN or CURVE
 	// fields: the node sets them.
@@ -146,7 +150,8 @@ type Node struct {
 
 	guard *diskGuard // set by New before the node is shared
 
-	sec *nodeSecurity // the node's CURVE keys, trust and ACL (security.go)
+	sec      *nodeSecurity  // the node's CURVE keys, trust and ACL (security.go)
+	interest *interestWatch // groups far behind (interest.go); set by New
 }
 
 // New starts a node: opens nothing on disk until a stream is used, starts
@@ -253,6 +258,7 @@ func New(cfg Config) (*Node, error) {
 		}
 	}
 	n.startDiskGuard()
+	n.startInterest()
 	n.log.Info("node started", "endpoint", n.spoolEP, "gossip", m.GossipAddr(), "curve", sec.enabled)
 	return n, nil
 }
@@ -332,6 +338,7 @@ func (n *Node) close(ctx context.Context) error {
 	if n.guard != nil {
 		n.guard.close()
 	}
+	n.interest.close()
 	n.closeRPC() // servers stop (their sockets are closed below), clients too
 	var errs []error
 	for s, f := range socks {

@@ -63,6 +63,9 @@ func (n *Node) Stream(name string) (*spool.Log, error) {
 	if scfg.Logger == nil {
 		scfg.Logger = n.cfg.Logger
 	}
+	if n.cfg.Interest.Retain {
+		scfg.RetentionFloor = n.interestFloor(name)
+	}
 	l, err := spool.Open(scfg)
 	if err != nil {
 		err = fmt.Errorf("fastmq: open stream %q: %w", name, err)
@@ -109,6 +112,13 @@ func (n *Node) Streams() []string {
 // Publish appends one record with value to the local spool of stream and
 // returns its offset once it is durable under the spool's sync policy.
 // Consumers anywhere in the mesh pull it from here.
+//
+// Publish is idempotent with a deduplication header among headers:
+// spool.MsgID(id) (a repeat within the stream's window appends nothing)
+// or spool.ProducerSeq(producer, seq) (exact, per numbered producer). A
+// repeat returns the first record's offset and an error matching
+// spool.ErrDuplicate; a producer's gap one matching spool.ErrSequence. The
+// same holds for PublishAsync (through Ack.Wait) and Append.
 func (n *Node) Publish(ctx context.Context, stream string, value []byte, headers ...spool.Header) (uint64, error) {
 	return n.Append(ctx, stream, spool.Record{Value: value, Headers: headers})
 }

@@ -14,14 +14,11 @@ type segChunk struct {
 type pendingWrite struct {
 	chunks  []segChunk
 	reqs    []*Ack
-	records int
+	records int32 // beside force: the struct stays in its 80-byte size class
 	force   bool
 	err     error
 
-	// Deduplication events for the durable view (dedupfile.go).
-	dedup      bool
-	prodEvents []prodEvent
-	idTime     int64
+	dd *pwDedup // deduplication events for the durable view (dedupfile.go); nil for none
 }
 
 // syncer fsyncs written groups according to the policy, publishes them to
@@ -43,7 +40,7 @@ func (l *Log) syncer() {
 			return false
 		}
 		batch = append(batch, p)
-		records += p.records
+		records += int(p.records)
 		force = force || p.force
 		return true
 	}
@@ -136,7 +133,7 @@ func (l *Log) commit(batch []*pendingWrite, doSync bool) {
 	if err == nil {
 		dedup := false
 		for _, pw := range batch {
-			dedup = dedup || pw.dedup
+			dedup = dedup || pw.dd != nil
 		}
 		if dedup {
 			// The durable view and the published end move together, for
@@ -157,8 +154,8 @@ func (l *Log) commit(batch []*pendingWrite, doSync bool) {
 		}
 		for _, r := range pw.reqs {
 			r.err = e
-			if e == nil && r.dedupErr != nil {
-				r.err = r.dedupErr
+			if e == nil && r.dd != nil && r.dd.err != nil {
+				r.err = r.dd.err
 			}
 			close(r.done)
 		}

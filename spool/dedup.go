@@ -180,7 +180,7 @@ func truncate(v []byte) []byte {
 	return v
 }
 
-// Duplicates returns, once Done, the records of the append that were not
+// Duplicates waits for Done and returns the records of the append that were not
 // appended because they were duplicates, in call order; nil when none
 // (always, for records without deduplication headers). When some records
 // of a call are duplicates and others not, the others are appended,
@@ -188,5 +188,8 @@ func truncate(v []byte) []byte {
 // the slice.
 func (a *Ack) Duplicates() []Duplicate {
 	<-a.done
-	return append([]Duplicate(nil), a.dups...)
+	if a.dd == nil {
+		return nil
+	}
+	return append([]Duplicate(nil), a.dd.dups...)
 }

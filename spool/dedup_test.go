@@ -349,3 +349,51 @@ func FuzzDedupFile(f *testing.F) {
 		}
 	})
 }
+
+func FuzzDedupHeaders(f *testing.F) {
+	f.Add("fastmq-producer", []byte("p:1"))
+	f.Add("fastmq-producer", []byte("a:b:18446744073709551615"))
+	f.Add("fastmq-producer", []byte(":1"))
+	f.Add("fastmq-msg-id", []byte("order-1"))
+	f.Add("fastmq-msg-id", []byte(""))
+	f.Fuzz(func(t *testing.T, key string, v []byte) {
+		r := Record{Headers: []Header{{Key: key, Value: v}}}
+		k, ok, err := parseDedup(&r, 0, false, false)
+		if err != nil {
+			return
+		}
+		if ok && k.seq != 0 {
+			if k.producer == "" || len(k.producer) > MaxProducerIDLen {
+				t.Fatalf("producer %q accepted", k.producer)
+			}
+			// What parses is what ProducerSeq makes.
+			if h := ProducerSeq(k.producer, k.seq); key == HeaderProducer && string(h.Value) != string(v) {
+				if k2, _, _ := parseDedup(&Record{Headers: []Header{h}}, 0, false, false); k2 != k {
+					t.Fatalf("%q parses to %+v, its rendering %q to %+v", v, k, h.Value, k2)
+				}
+			}
+		}
+		if ok && k.msgID != "" && (len(k.msgID) > MaxMsgIDLen || k.msgID != string(v)) {
+			t.Fatalf("message id %q from %q", k.msgID, v)
+		}
+	})
+}
+
+// TestDedupBothHeaders: a record with a producer sequence and a message
+// id is decided by its sequence; the id names the original of an older
+// repeat.
+func TestDedupBothHeaders(t *testing.T) {
+	ctx := context.Background()
+	l := openT(t, Config{Dir: t.TempDir()})
+	if _, err := l.Append(ctx, Record{Headers: []Header{MsgID("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	// Sequence 1 is new although its id was seen: stored, and sequence 2 follows.
+	for seq := uint64(1); seq <= 2; seq++ {
+		if off, err := l.Append(ctx, Record{Headers: []Header{ProducerSeq("p", seq), MsgID([]string{"", "x", "y"}[seq])}}); err != nil || off != seq {
+			t.Fatalf("seq %d: %d %v", seq, off, err)
+		}
+	}
+	_, err := l.Append(ctx, Record{Headers: []Header{ProducerSeq("p", 1), MsgID("x")}})
+	dupOf(t, err, 1)
+}

@@ -125,14 +125,16 @@ func (d *durableDedup) snapshot(through uint64) dedupFile {
 // published to the durable view (syncer, l.ddMu held).
 func (l *Log) applyDurable(batch []*pendingWrite) {
 	for _, pw := range batch {
-		if !pw.dedup || pw.err != nil {
+		if pw.dd == nil || pw.err != nil {
 			continue
 		}
-		for _, e := range pw.prodEvents {
+		for _, e := range pw.dd.prodEvents {
 			l.durable.prods.set(e.producer, e.mark)
 		}
-		l.durable.idTime = max(l.durable.idTime, pw.idTime)
-		l.durable.dirty = true
+		if len(pw.dd.prodEvents) > 0 || pw.dd.idTime > l.durable.idTime {
+			l.durable.idTime = max(l.durable.idTime, pw.dd.idTime)
+			l.durable.dirty = true
+		}
 	}
 }
 

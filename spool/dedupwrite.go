@@ -151,12 +151,15 @@ type prodEvent struct {
 
 // dedupAppend decides which records of a are duplicates, when its first
 // new record will be stored at off (writer goroutine). It drops the
-// duplicates from a.recs (setting a.dups), or fails the whole call
-// (a.dedupErr, no records) on a sequence error; it remembers the new
+// duplicates from a.recs (setting a.dd.dups), or fails the whole call
+// (a.dd.err, no records) on a sequence error; it remembers the new
 // records and adds what the durable view needs to pw.
-func (l *Log) dedupAppend(a *Ack, off uint64, pw *pendingWrite) {
-	d := l.dd
-	d.ids.expire(a.now)
+func (l *Log) dedupAppend(ack *Ack, off uint64, pw *pendingWrite) {
+	d, a := l.dd, ack.dd
+	if pw.dd == nil {
+		pw.dd = &pwDedup{}
+	}
+	d.ids.expire(ack.now)
 	d.callIDs, d.callProds, d.verdicts = d.callIDs[:0], d.callProds[:0], d.verdicts[:0]
 	dups := 0
 	for _, k := range a.keys {
@@ -177,22 +180,25 @@ func (l *Log) dedupAppend(a *Ack, off uint64, pw *pendingWrite) {
 			}
 			switch {
 			case !known && k.seq != 1:
-				a.fail(&SequenceError{Producer: k.producer, Seq: k.seq, Unknown: true})
+				ack.fail(&SequenceError{Producer: k.producer, Seq: k.seq, Unknown: true})
 				return
 			case known && k.seq <= last:
 				v = verdict{dup: true, known: k.seq == last, byProd: true, off: lastOff}
 				if !v.known {
 					v.off = 0
-					if o, ok := d.ids.lookup(k.msgID, a.now); ok && k.msgID != "" {
+					if o, ok := d.ids.lookup(k.msgID, ack.now); ok && k.msgID != "" {
 						v.known, v.off = true, o // the record's id still knows where it is
 					}
 				}
 			case known && k.seq != last+1:
-				a.fail(&SequenceError{Producer: k.producer, Seq: k.seq, Last: last})
+				ack.fail(&SequenceError{Producer: k.producer, Seq: k.seq, Last: last})
 				return
 			}
 		}
-		if !v.dup && k.msgID != "" {
+		// With a producer, its sequence alone decides (the id only finds
+		// the original): what decides must be in the record's own header,
+		// so that a restart rebuilds the same marks.
+		if k.seq == 0 && k.msgID != "" {
 			for i := len(d.callIDs) - 1; i >= 0; i-- {
 				if d.callIDs[i].id == k.msgID {
 					v = verdict{dup: true, known: true, off: d.callIDs[i].off}
@@ -200,7 +206,7 @@ func (l *Log) dedupAppend(a *Ack, off uint64, pw *pendingWrite) {
 				}
 			}
 			if !v.dup {
-				if o, ok := d.ids.lookup(k.msgID, a.now); ok {
+				if o, ok := d.ids.lookup(k.msgID, ack.now); ok {
 					v = verdict{dup: true, known: true, off: o}
 				}
 			}
@@ -224,8 +230,8 @@ func (l *Log) dedupAppend(a *Ack, off uint64, pw *pendingWrite) {
 			a.dups = append(a.dups, Duplicate{Index: k.idx, Offset: v.off, Known: v.known})
 			continue
 		}
-		t := a.now
-		if r := &a.recs[k.idx]; !r.Time.IsZero() {
+		t := ack.now
+		if r := &ack.recs[k.idx]; !r.Time.IsZero() {
 			t = r.Time.UnixNano()
 		}
 		if k.seq != 0 {
@@ -233,25 +239,24 @@ func (l *Log) dedupAppend(a *Ack, off uint64, pw *pendingWrite) {
 			if gone := d.prods.set(k.producer, mk); gone != "" {
 				l.log.Warn("producer forgotten: too many producers", "producer", gone, "limit", d.prods.max)
 			}
-			pw.prodEvents = append(pw.prodEvents, prodEvent{k.producer, mk})
+			pw.dd.prodEvents = append(pw.dd.prodEvents, prodEvent{k.producer, mk})
 		}
 		if k.msgID != "" {
 			d.ids.add(k.msgID, v.off, t)
-			pw.idTime = max(pw.idTime, t)
+			pw.dd.idTime = max(pw.dd.idTime, t)
 		}
 	}
-	pw.dedup = true
 	if dups == 0 {
 		return
 	}
-	keep := make([]Record, 0, len(a.recs)-dups)
+	keep := make([]Record, 0, len(ack.recs)-dups)
 	di := 0
-	for i := range a.recs {
+	for i := range ack.recs {
 		if di < len(a.dups) && a.dups[di].Index == i {
 			di++
 			continue
 		}
-		keep = append(keep, a.recs[i])
+		keep = append(keep, ack.recs[i])
 	}
 	if len(keep) == 0 {
 		d0, k := a.dups[0], a.keys[0]
@@ -259,14 +264,28 @@ func (l *Log) dedupAppend(a *Ack, off uint64, pw *pendingWrite) {
 		if d.verdicts[0].byProd {
 			reason = "producer " + k.producer + " sequence " + strconv.FormatUint(k.seq, 10)
 		}
-		a.dedupErr = &DuplicateError{Offset: d0.Offset, Known: d0.Known, Reason: reason}
-		a.dupFirst = d0.Offset
+		a.err = &DuplicateError{Offset: d0.Offset, Known: d0.Known, Reason: reason}
+		a.first = d0.Offset
 	}
-	a.recs = keep
+	ack.recs = keep
 }
 
 // fail ends the call with err before anything of it is stored.
 func (a *Ack) fail(err error) {
-	a.dedupErr = err
+	a.dd.err = err
 	a.recs = nil
+}
+
+// pwDedup is what a written group changes in the durable view.
+type pwDedup struct {
+	prodEvents []prodEvent
+	idTime     int64 // the newest time of a record with a message id
+}
+
+// ackDedup is what deduplication decided for one append.
+type ackDedup struct {
+	keys  []dedupKey
+	dups  []Duplicate
+	err   error  // *DuplicateError or *SequenceError: nothing of the call is stored
+	first uint64 // with a *DuplicateError: the offset of the first record's original
 }

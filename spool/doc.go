@@ -12,7 +12,10 @@
 // (follows the tail), [Log.ReadRaw] plus [DecodeBatches] (whole stored batches,
 // still compressed, for serving over the network), and [Log.SeekTime].
 // Retention ([Config.RetentionAge], [Config.RetentionBytes], [Log.SetFloor])
-// removes whole segments. [Verify] and [Repair] check and fix a directory;
+// removes whole segments; [Config.RetentionFloor] keeps what an owner (a
+// node's consumer groups) still wants. Headers [HeaderMsgID] and
+// [HeaderProducer] make an append idempotent (see Idempotent appends).
+// [Verify] and [Repair] check and fix a directory;
 // [OffsetStore] keeps consumers' committed positions crash-safely. Every log
 // has an identity ([Log.ID]) and an epoch history ([Log.Epoch],
 // [Log.EpochEnd], [Log.EpochOf]) that a pull server and its consumers use to
@@ -179,7 +182,8 @@
 //     (logged), and that producer's next record fails as from an unknown
 //     producer (never taken in silence): it starts again under a new id.
 //     A producer that cannot keep its sequence across its own restarts
-//     takes a new id at every start.
+//     takes a new id at every start. A record with both headers is decided
+//     by its sequence alone (its id still names the original's offset).
 //
 // A duplicate is not appended. When every record of a call is one, the
 // call appends nothing and returns the offset of the record the first one

@@ -26,11 +26,7 @@ type Ack struct {
 	encoded chan struct{} // closed once the writer no longer reads recs (Append's only; nil otherwise)
 	done    chan struct{} // closed once first and err are set
 
-	// Deduplication (dedupwrite.go); nil for records without its headers.
-	keys     []dedupKey
-	dups     []Duplicate
-	dedupErr error // *DuplicateError or *SequenceError, decided by the writer
-	dupFirst uint64
+	dd *ackDedup // deduplication (dedupwrite.go); nil for records without its headers
 }
 
 // encodedDone says the writer no longer reads the records (see encoded).
@@ -126,7 +122,10 @@ func (l *Log) appendAsync(ctx context.Context, withEncoded bool, recs []Record) 
 			return nil, fmt.Errorf("%w: record %d has time %s, outside %s to %s", ErrInvalidRecord, i, t.UTC().Format(time.RFC3339), minRecordTime.Format(time.RFC3339), maxRecordTime.Format(time.RFC3339))
 		}
 	}
-	a := &Ack{recs: recs, bytes: size, now: time.Now().UnixNano(), done: make(chan struct{}), keys: keys}
+	a := &Ack{recs: recs, bytes: size, now: time.Now().UnixNano(), done: make(chan struct{})}
+	if keys != nil {
+		a.dd = &ackDedup{keys: keys}
+	}
 	if withEncoded {
 		a.encoded = make(chan struct{})
 	}
@@ -207,7 +206,7 @@ func (l *Log) writer() {
 				break drain
 			}
 		}
-		pw := &pendingWrite{reqs: append([]*Ack(nil), group...), records: n}
+		pw := &pendingWrite{reqs: append([]*Ack(nil), group...), records: int32(n)}
 		if err := l.failure(); err != nil {
 			pw.err = err
 		} else if err := l.writeGroup(pw); err != nil {
@@ -245,12 +244,12 @@ func (l *Log) writeGroup(pw *pendingWrite) error {
 	l.wbuf = l.wbuf[:0]
 	off := l.wnext
 	for _, r := range pw.reqs {
-		if r.keys != nil {
-			l.dedupAppend(r, off, pw)
-		}
 		r.first = off
-		if r.dedupErr != nil {
-			r.first = r.dupFirst
+		if r.dd != nil {
+			l.dedupAppend(r, off, pw)
+			if r.dd.err != nil {
+				r.first = r.dd.first
+			}
 		}
 		off += uint64(len(r.recs))
 	}

@@ -175,7 +175,7 @@ func TestCLINodeCommandsRejectNonsense(t *testing.T) {
 		want string
 	}{
 		{[]string{"consume", "--data", dir, "--name", "c"}, "--stream is required"},
-		{[]string{"consume", "--data", dir, "--stream", "s"}, "--name is required"},
+		{[]string{"consume", "--data", dir, "--stream", "s"}, "--name (a consumer's name) or --group (a consumer group's) is required"},
 		{[]string{"consume", "--data", dir, "--stream", "s", "--name", "c", "--from", "yesterday"}, "--from"},
 		{[]string{"publish", "--data", dir, "--stream", "s", "--key", "not base64!"}, "--key"},
 		{[]string{"publish", "--data", dir, "--stream", "s", "--key", "AAAA"}, "want 16, 24 or 32"},

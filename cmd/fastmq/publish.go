@@ -13,21 +13,31 @@ import (
 func init() {
 	var nf nodeFlags
 	var stream string
-	var ack bool
+	var ack, dedup bool
+	var idHeader string
 	publish := &cobra.Command{
 		Use:   "publish",
 		Short: "Append stdin lines to a local stream and serve them to consumers until SIGINT/SIGTERM",
-		Args:  cobra.NoArgs,
+		Long: "Append stdin lines to a local stream, one record per line, and serve them to\n" +
+			"consumers until SIGINT/SIGTERM.\n\n" + records.DedupHelp,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if stream == "" {
 				return errors.New("--stream is required")
+			}
+			if dedup && idHeader != "" {
+				return errors.New("--dedup and --id-header exclude each other: the id is either the line's hash or its first field")
+			}
+			if cmd.Flags().Changed("id-header") && idHeader == "" {
+				return errors.New("--id-header needs a header name")
 			}
 			return nf.runNode(cmd.Context(), func(ctx context.Context, n *fastmq.Node) error {
 				l, err := n.Stream(stream)
 				if err != nil {
 					return err
 				}
-				if err := records.Append(ctx, l, cmd.InOrStdin(), cmd.OutOrStdout(), ack); err != nil {
+				opt := records.Options{Ack: ack, IDHeader: idHeader, Dedup: dedup}
+				if err := records.AppendWith(ctx, l, cmd.InOrStdin(), cmd.OutOrStdout(), opt); err != nil {
 					return err
 				}
 				// Keep serving what was published until told to stop.
@@ -38,6 +48,8 @@ func init() {
 	}
 	nf.register(publish, "name", hostnameOr("publisher"))
 	publish.Flags().StringVar(&stream, "stream", "", "stream to publish to (required)")
-	publish.Flags().BoolVar(&ack, "ack", false, "print each record's offset once it is durable")
+	publish.Flags().BoolVar(&ack, "ack", false, "print each record's offset once it is durable (a duplicate: the offset it repeats, then \"duplicate\")")
+	publish.Flags().BoolVar(&dedup, "dedup", false, "idempotent publish: each line's message id is a hash of the line (see above)")
+	publish.Flags().StringVar(&idHeader, "id-header", "", "idempotent publish: each line is ID<TAB>VALUE; ID is the message id and the value of header `NAME`")
 	rootCmd.AddCommand(publish)
 }

@@ -28,6 +28,16 @@ type Snapshot struct {
 	Disk       Disk
 	// Groups are the consumer groups of the node's streams.
 	Groups []Group
+	// Consumer groups far behind on the node's streams.
+	GroupsBehind []GroupBehind
+}
+
+// GroupBehind is a consumer group far behind on a local stream.
+type GroupBehind struct {
+	Stream, Group string
+	Records       uint64
+	Bytes         int64
+	Capped        bool // retention's cap removed records it had not acknowledged
 }
 
 // Disk is the file system under the node's data directory and the state
@@ -49,6 +59,9 @@ type Stream struct {
 	Failed       bool  // on disk but not served: its spool would not open
 	Bytes        int64 // bytes in its segment files
 	Fsyncs       spool.FsyncStats
+	// RetentionForced: records retention's cap removed before every
+	// consumer group acknowledged them.
+	RetentionForced uint64
 }
 
 // Consumer is one consumer's per-publisher counters.
@@ -104,6 +117,9 @@ var (
 	descStopped      = prometheus.NewDesc("fastmq_consumer_publisher_stopped", "1 when pulling from the publisher stopped for good (damage, out of range under StopPublisher, protocol errors).", []string{"consumer", "stream", "publisher"}, nil)
 	descFetchErrors  = prometheus.NewDesc("fastmq_consumer_fetch_errors_total", "Failed or timed-out fetches.", []string{"consumer", "stream", "publisher"}, nil)
 	descReconnects   = prometheus.NewDesc("fastmq_consumer_reconnects_total", "Connections to the publisher re-established after one was lost.", []string{"consumer", "stream", "publisher"}, nil)
+	descGroupBehind  = prometheus.NewDesc("fastmq_group_far_behind_records", "Records a consumer group far behind (past the node's threshold, or capped by retention) has not acknowledged on a local stream; absent for groups not far behind.", []string{"stream", "group"}, nil)
+	descGroupCapped  = prometheus.NewDesc("fastmq_group_retention_capped", "1 when retention's cap removed records of a local stream that the consumer group had not acknowledged.", []string{"stream", "group"}, nil)
+	descForced       = prometheus.NewDesc("fastmq_stream_retention_forced_records_total", "Records of a local stream that retention's cap removed before every consumer group acknowledged them.", []string{"stream"}, nil)
 	descStreamBytes  = prometheus.NewDesc("fastmq_stream_bytes", "Bytes in a local stream's segment files.", []string{"stream"}, nil)
 	descFsync        = prometheus.NewDesc("fastmq_spool_fsync_duration_seconds", "Latency of a local stream's group fsyncs.", []string{"stream"}, nil)
 	descRPCCalls     = prometheus.NewDesc("fastmq_rpc_client_calls_total", "RPC calls made, by service.", []string{"service"}, nil)
@@ -136,7 +152,8 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		descFetched, descGaps, descSkipped, descOtherLogs, descDiverged, descReplaced, descStopped, descFetchErrors, descReconnects,
 		descStreamBytes, descFsync, descRPCCalls, descRPCErrors, descRPCRetries, descRPCTimeouts, descRPCEjected, descRPCLatency,
 		descRPCHandled, descRPCSrvErrs, descRPCRequests, descRPCRefused, descRPCInFlight,
-		descDiskFree, descDiskTotal, descGuardRefuse, descGuardWarn, descGuardDrops, descGuardDropB, descGuardRefuses} {
+		descDiskFree, descDiskTotal, descGuardRefuse, descGuardWarn, descGuardDrops, descGuardDropB, descGuardRefuses,
+		descGroupBehind, descGroupCapped, descForced} {
 		ch <- d
 	}
 	for _, d := range groupDescs {
@@ -155,7 +172,16 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descAppended, prometheus.GaugeValue, float64(s.Next), s.Name)
 		ch <- prometheus.MustNewConstMetric(descOldest, prometheus.GaugeValue, float64(s.Oldest), s.Name)
 		ch <- prometheus.MustNewConstMetric(descStreamBytes, prometheus.GaugeValue, float64(s.Bytes), s.Name)
+		ch <- prometheus.MustNewConstMetric(descForced, prometheus.CounterValue, float64(s.RetentionForced), s.Name)
 		ch <- prometheus.MustNewConstHistogram(descFsync, s.Fsyncs.Count, s.Fsyncs.Sum.Seconds(), fsyncBuckets(s.Fsyncs), s.Name)
+	}
+	for _, g := range st.GroupsBehind {
+		capped := 0.0
+		if g.Capped {
+			capped = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descGroupBehind, prometheus.GaugeValue, float64(g.Records), g.Stream, g.Group)
+		ch <- prometheus.MustNewConstMetric(descGroupCapped, prometheus.GaugeValue, capped, g.Stream, g.Group)
 	}
 	ch <- prometheus.MustNewConstMetric(descServedRecs, prometheus.CounterValue, float64(st.Server.RecordsServed))
 	ch <- prometheus.MustNewConstMetric(descServedBytes, prometheus.CounterValue, float64(st.Server.BytesServed))

@@ -2,7 +2,10 @@ package records
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +22,64 @@ import (
 // that a pending read returns), and returns once every acknowledgement is
 // printed.
 func Append(ctx context.Context, l *spool.Log, in io.Reader, out io.Writer, ack bool) error {
+	return AppendWith(ctx, l, in, out, Options{Ack: ack})
+}
+
+// Options say how AppendWith turns lines into records.
+type Options struct {
+	// Ack prints each record's offset as its append becomes durable; a
+	// line found to be a duplicate prints the offset of the record it
+	// repeats followed by " duplicate".
+	Ack bool
+	// IDHeader: each line is ID<TAB>VALUE; ID becomes the record's
+	// message id (spool.HeaderMsgID, deduplicated within the stream's
+	// window) and the value of the header IDHeader too, VALUE the record's
+	// value.
+	IDHeader string
+	// Dedup: the message id of each line is a hash of the line (SHA-256,
+	// the first 16 bytes in hex), so a line sent again within the window
+	// is stored once.
+	Dedup bool
+}
+
+// DedupHelp describes --id-header and --dedup, for the commands' help.
+const DedupHelp = `Idempotent publish: with --dedup, each line's message id (header
+fastmq-msg-id) is a hash of the line, so publishing the same input again
+within the stream's deduplication window (2 minutes by default) stores each
+line once: a retry after a failure does not duplicate what got through.
+Identical lines within the window are stored once too. With --id-header NAME,
+each line is ID<TAB>VALUE: ID is the record's message id (and the value of
+header NAME), VALUE its value; a line whose ID was published within the
+window is not stored again. With --ack a duplicate prints the offset of the
+record it repeats followed by " duplicate".`
+
+// recordOf turns one input line into a record as opt says; the line is
+// the caller's to keep.
+func recordOf(line []byte, n int, opt Options) (spool.Record, error) {
+	switch {
+	case opt.IDHeader != "":
+		id, v, ok := bytes.Cut(line, []byte{'\t'})
+		if !ok || len(id) == 0 {
+			return spool.Record{}, fmt.Errorf("line %d: with --id-header each line is ID<TAB>VALUE", n)
+		}
+		if len(id) > spool.MaxMsgIDLen {
+			return spool.Record{}, fmt.Errorf("line %d: the id is %d bytes, at most %d", n, len(id), spool.MaxMsgIDLen)
+		}
+		hs := []spool.Header{spool.MsgID(string(id))}
+		if opt.IDHeader != spool.HeaderMsgID {
+			hs = append(hs, spool.Header{Key: opt.IDHeader, Value: []byte(string(id))})
+		}
+		return spool.Record{Value: append([]byte(nil), v...), Headers: hs}, nil
+	case opt.Dedup:
+		sum := sha256.Sum256(line)
+		return spool.Record{Value: append([]byte(nil), line...), Headers: []spool.Header{spool.MsgID(hex.EncodeToString(sum[:16]))}}, nil
+	}
+	return spool.Record{Value: append([]byte(nil), line...)}, nil
+}
+
+// AppendWith is Append with the options of opt.
+func AppendWith(ctx context.Context, l *spool.Log, in io.Reader, out io.Writer, opt Options) error {
+	ack := opt.Ack
 	// A read of stdin blocks until a line comes: when ctx ends, close the
 	// input so that the read returns and the command stops at once.
 	in = interruptible(in)
@@ -52,6 +113,13 @@ func Append(ctx context.Context, l *spool.Log, in io.Reader, out io.Writer, ack 
 				}
 			}
 			first, aerr := a.Wait(context.Background())
+			var de *spool.DuplicateError
+			if errors.As(aerr, &de) {
+				if ack {
+					fmt.Fprintln(w, de.Offset, "duplicate")
+				}
+				continue
+			}
 			if aerr != nil {
 				if err == nil {
 					err = aerr
@@ -70,12 +138,18 @@ func Append(ctx context.Context, l *spool.Log, in io.Reader, out io.Writer, ack 
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	var err error
+	n := 0
 	for sc.Scan() {
 		if ctx.Err() != nil {
 			break
 		}
-		v := append([]byte(nil), sc.Bytes()...)
-		a, aerr := l.AppendAsync(ctx, spool.Record{Value: v})
+		n++
+		rec, rerr := recordOf(sc.Bytes(), n, opt)
+		if rerr != nil {
+			err = rerr
+			break
+		}
+		a, aerr := l.AppendAsync(ctx, rec)
 		if aerr != nil {
 			err = aerr
 			break

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCLIPublishDedup: publish --dedup stores a line sent again once, in
+// the same run, after a clean stop and after a SIGKILL; --id-header takes
+// the id from the line's first field and stores it as the named header.
+func TestCLIPublishDedup(t *testing.T) {
+	dir := t.TempDir()
+	run := func(args ...string) *cliProc {
+		return startCLI(t, append([]string{"publish", "--name", "p", "--data", dir, "--ack"}, args...)...)
+	}
+	expect := func(p *cliProc, want ...string) {
+		t.Helper()
+		for _, w := range want {
+			if got := p.line(); got != w {
+				t.Fatalf("ack: got %q, want %q\n%s", got, w, p.stderr())
+			}
+		}
+	}
+	p := run("--stream", "s", "--dedup")
+	p.feed("alpha", "beta", "alpha")
+	expect(p, "0", "1", "0 duplicate")
+	p.cmd.Process.Signal(os.Interrupt)
+	if _, err := p.wait(); err != nil {
+		t.Fatalf("publish: %v\n%s", err, p.stderr())
+	}
+	// A retry of the same input after a clean stop.
+	p = run("--stream", "s", "--dedup")
+	p.feed("beta", "gamma")
+	expect(p, "1 duplicate", "2")
+	p.kill9()
+	// And after a SIGKILL.
+	p = run("--stream", "s", "--dedup")
+	p.feed("alpha", "beta", "gamma", "delta")
+	expect(p, "0 duplicate", "1 duplicate", "2 duplicate", "3")
+	p.cmd.Process.Signal(os.Interrupt)
+	p.wait()
+
+	p = run("--stream", "ids", "--id-header", "order-id")
+	p.feed("o-1\tfirst", "o-2\tsecond", "o-1\tfirst again")
+	expect(p, "0", "1", "0 duplicate")
+	p.cmd.Process.Signal(os.Interrupt)
+	p.wait()
+	read := startCLI(t, "spool", "read", "--dir", filepath.Join(dir, "streams", "ids"), "--json")
+	out := read.mustSucceed()
+	if len(out) != 2 || !strings.Contains(out[0], `{"key":"order-id","value":"o-1"}`) || !strings.Contains(out[0], `"value":"first"`) ||
+		!strings.Contains(out[1], `{"key":"fastmq-msg-id","value":"o-2"}`) {
+		t.Fatalf("stored records: %q", out)
+	}
+
+	// A line without an id, and the two options together, are refused.
+	p = run("--stream", "ids", "--id-header", "order-id")
+	p.feed("no tab here")
+	p.closeStdin()
+	p.mustFail("line 1: with --id-header each line is ID<TAB>VALUE")
+	p = run("--stream", "ids", "--id-header", "x", "--dedup")
+	p.closeStdin()
+	p.mustFail("exclude each other")
+}
