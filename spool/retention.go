@@ -89,6 +89,9 @@ func (l *Log) ApplyRetention() ([]string, error) {
 		}
 		if interest && !unwanted {
 			forced = append(forced, s)
+			// Counted before l.mu is let go, so that whoever sees the
+			// segment gone (OldestOffset) sees it counted too.
+			l.forced.Add(s.end - max(s.base, want))
 		}
 		victims = append(victims, s)
 		total -= s.size
@@ -109,7 +112,6 @@ func (l *Log) ApplyRetention() ([]string, error) {
 	for _, s := range forced {
 		// The cap (age or size) removed records the owner still wanted.
 		n := s.end - max(s.base, want)
-		l.forced.Add(n)
 		l.log.Warn("retention removed records not yet acknowledged by every group", "segment", s.name,
 			"offset", max(s.base, want), "end", s.end, "records", n, "floor", want)
 	}
