@@ -110,7 +110,7 @@ func TestCLIGroupPublisherKill(t *testing.T) {
 	}
 	mu.Unlock()
 
-	pub = publisher()
+	publisher() // restarted on the same directory; the test's cleanup stops it
 	testutil.WaitFor(t, "every record acknowledged", 90*time.Second, func() bool { return acked() == total })
 	cancel()
 	wg.Wait()
