@@ -110,7 +110,21 @@ func TestCLIGroupPublisherKill(t *testing.T) {
 	}
 	mu.Unlock()
 
-	publisher() // restarted on the same directory; the test's cleanup stops it
+	pub = publisher() // restarted on the same directory
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		// What the member and the publisher saw, to tell why.
+		t.Logf("%d acknowledged; the member's view of the mesh: %+v", acked(), mn.Membership().Members())
+		for _, in := range mn.Membership().LookupStream("jobs") {
+			ictx, icancel := context.WithTimeout(context.Background(), 5*time.Second)
+			st, err := group.Info(ictx, in.Service.Endpoints[0], "jobs", "g", fastmq.Config{}.Socket)
+			icancel()
+			t.Logf("the publisher's state at %s: %+v %v", in.Service.Endpoints[0], st, err)
+		}
+		t.Logf("the restarted publisher's log:\n%s", pub.stderr())
+	})
 	testutil.WaitFor(t, "every record acknowledged", 90*time.Second, func() bool { return acked() == total })
 	cancel()
 	wg.Wait()
