@@ -19,8 +19,8 @@ import (
 // directory. Nothing whose acknowledgement was confirmed before the kill
 // is delivered again; the records delivered twice are at most the leases
 // in flight at the crash (delivered and not confirmed, plus those leased
-// into the members' buffers), counted; every record is acknowledged in
-// the end.
+// into the members' buffers), counted; every record is delivered and
+// acknowledged in the publisher's state in the end.
 func TestCLIGroupPublisherKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
@@ -111,7 +111,7 @@ func TestCLIGroupPublisherKill(t *testing.T) {
 	mu.Unlock()
 
 	pub = publisher() // restarted on the same directory
-	t.Cleanup(func() {
+	defer func() {    // before the member node closes
 		if !t.Failed() {
 			return
 		}
@@ -124,13 +124,22 @@ func TestCLIGroupPublisherKill(t *testing.T) {
 			t.Logf("the publisher's state at %s: %+v %v", in.Service.Endpoints[0], st, err)
 		}
 		t.Logf("the restarted publisher's log:\n%s", pub.stderr())
-	})
-	testutil.WaitFor(t, "every record acknowledged", 90*time.Second, func() bool { return acked() == total })
-	cancel()
-	wg.Wait()
-	// The restarted publisher's state says the same.
+		mu.Lock()
+		defer mu.Unlock()
+		var missing []uint64
+		for o := uint64(0); o < total && len(missing) < 20; o++ {
+			if !confirmed[o] {
+				missing = append(missing, o)
+			}
+		}
+		t.Logf("not confirmed: %v", missing)
+	}()
+	// Every record settled in the restarted publisher's state. (An ack
+	// written just before the kill whose reply the kill cut is settled
+	// there without a confirmation: the member is never given the record
+	// again, as the crash rule says.)
 	var st group.GroupStats
-	testutil.WaitFor(t, "the publisher's floor at the end", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "every record acknowledged in the publisher's state", 90*time.Second, func() bool {
 		ins := mn.Membership().LookupStream("jobs")
 		if len(ins) == 0 {
 			return false
@@ -138,8 +147,10 @@ func TestCLIGroupPublisherKill(t *testing.T) {
 		ictx, icancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer icancel()
 		st, err = group.Info(ictx, ins[0].Service.Endpoints[0], "jobs", "g", fastmq.Config{}.Socket)
-		return err == nil && st.Floor == total
+		return err == nil && st.Floor == total && st.Pending == 0
 	})
+	cancel()
+	wg.Wait()
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -153,7 +164,7 @@ func TestCLIGroupPublisherKill(t *testing.T) {
 		}
 	}
 	if len(deliveries) != total {
-		t.Fatalf("%d records delivered, want %d", len(deliveries), total)
+		t.Fatalf("%d records delivered, want every one of the %d", len(deliveries), total)
 	}
 	if bound := unconfirmed + buffer; twice > bound {
 		t.Fatalf("%d records delivered twice, more than the %d leases in flight at the crash (%d delivered and not confirmed, up to %d buffered)",
