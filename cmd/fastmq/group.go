@@ -88,15 +88,24 @@ func publishersOf(ctx context.Context, n *fastmq.Node, stream, only string, wait
 		sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
 		return out
 	}
+	// Gossip tells the publishers one by one as the join completes: take
+	// the list once it is not empty and has not changed for three looks
+	// in a row (or the wait is over).
 	deadline := time.Now().Add(wait)
 	pubs := find()
-	for len(pubs) == 0 && time.Now().Before(deadline) {
+	for same := 0; (len(pubs) == 0 || same < 3) && time.Now().Before(deadline); {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
-		pubs = find()
+		again := find()
+		if len(again) == len(pubs) && len(pubs) > 0 {
+			same++
+		} else {
+			same = 0
+		}
+		pubs = again
 	}
 	if len(pubs) == 0 {
 		what := "no publisher"

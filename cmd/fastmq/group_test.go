@@ -86,7 +86,14 @@ func TestCLIGroupMemberKill(t *testing.T) {
 	testutil.WaitFor(t, "the victim at work", 30*time.Second, func() bool { return count(0) >= 300 })
 	procs[0].kill9()
 	killed := time.Now()
-	testutil.WaitFor(t, "every record acknowledged", 60*time.Second, func() bool {
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range pubs {
+				t.Logf("%s: %+v; gossip: %+v", p.Name(), p.GroupStats()["jobs/workers"], p.Membership().Members())
+			}
+		}
+	})
+	testutil.WaitFor(t, "every record acknowledged", 110*time.Second, func() bool {
 		for _, p := range pubs {
 			st := p.GroupStats()["jobs/workers"]
 			if st.Acked != perPub || st.Floor != perPub {

@@ -143,7 +143,24 @@ func printMeshReport(w io.Writer, v console.View) error {
 			}
 		}
 	}
+	printGroupsReport(tw, v)
 	return tw.Flush()
+}
+
+// printGroupsReport writes the table of consumer groups: one row per
+// group and publisher.
+func printGroupsReport(tw io.Writer, v console.View) {
+	fmt.Fprintf(tw, "\nGROUP\tSTREAM\tPUBLISHER\tLAG\tLAG TIME\tIN FLIGHT\tREDELIVERED\tDEAD LETTERS\tDELIVER/S\tACK/S\n")
+	for _, m := range v.Mesh.Members {
+		if m.State == nil {
+			continue
+		}
+		for _, g := range m.State.Groups {
+			k := m.Name + "/" + g.Stream + "/" + g.Group
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", g.Group, g.Stream, m.Name, g.LagRecords,
+				durOr(g.LagTime), g.InFlight, g.Redelivered, g.DeadLettered, rateOr(v.GroupDeliverRate, k), rateOr(v.GroupAckRate, k))
+		}
+	}
 }
 
 func orDash(s string) string {
@@ -159,13 +176,16 @@ func init() {
 	var httpAddr string
 	cmd := &cobra.Command{
 		Use:   "status (--join HOST:PORT | --http HOST:PORT)",
-		Short: "Print the mesh-wide tables of members, streams and consumer lag",
+		Short: "Print the mesh-wide tables of members, streams, consumer lag and consumer groups",
 		Long: "Ask a running agent's console (fastmq agent --http) for the mesh as it gathers it, " +
 			"and print three tables: the members (status, gossip and HTTP addresses, disk free), " +
 			"the streams (one row per publisher: oldest and next offset, size, append rate, " +
 			"retention, disk free on that host) and the consumers (lag per publisher in records " +
 			"and time, records in flight, acknowledged and delivered). LAG is the publisher's " +
-			"next offset minus the consumer's acknowledged one. With --join, join the mesh as a " +
+			"next offset minus the consumer's acknowledged one. A fourth table lists the consumer " +
+			"groups, one row per group and publisher: records not settled (LAG) and the oldest one's " +
+			"age, leases in flight, redeliveries, records in the dead-letter stream, and rates. " +
+			"With --join, join the mesh as a " +
 			"short-lived observer to find an agent that serves HTTP, then leave. Rates need two " +
 			"gatherings by the agent: '-' on the first.",
 		Example: "  fastmq status --join 127.0.0.1:7946\n  fastmq status --http 127.0.0.1:8080 --json",

@@ -107,6 +107,17 @@ func TestCLIMembersFailedAndLeft(t *testing.T) {
 	if _, err := bad.wait(); err == nil {
 		t.Error("status with --http and --join succeeded")
 	}
+
+	// A consumer group's member processes 15 of the 20 orders: the
+	// groups table shows p1's state of the group.
+	if got := len(startCLI(t, "consume", "--node-name", "g1", "--data", filepath.Join(dir, "g1"), "--join", g1,
+		"--stream", "orders", "--group", "shipping", "--count", "15").mustSucceed()); got != 15 {
+		t.Fatalf("the group member printed %d records, want 15", got)
+	}
+	testutil.WaitFor(t, "status to show the group on p1", 0, func() bool {
+		out := strings.Join(startCLI(t, "status", "--http", h1).mustSucceed(), "\n")
+		return containsRow(out, "GROUP", "STREAM", "PUBLISHER") && containsRow(out, "shipping", "orders", "p1", "5")
+	})
 }
 
 // containsRow reports whether a line of out has the fields, in order, as

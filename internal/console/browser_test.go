@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/patterns/group"
 )
 
 // chromiumPath finds Debian's chromium (FASTMQ_CHROMIUM overrides). The
@@ -138,6 +139,31 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	defer slow.Close()
 
+	// A consumer group on alpha's orders: three acknowledged, one
+	// dead-lettered, one held in flight.
+	gm, err := beta.node.Group(fastmq.GroupConfig{Stream: "orders", Group: "shipping", Member: group.MemberConfig{Buffer: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gm.Close()
+	gctx, gcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer gcancel()
+	for i := 0; i < 5; i++ {
+		msg, err := gm.Next(gctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case i < 3:
+			err = msg.Ack(gctx)
+		case i == 3:
+			err = msg.Term(gctx, "cannot ship")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	step(t, ctx, "open beta's console and see three members alive", 20*time.Second,
 		chromedp.Navigate(beta.url("/")),
 		chromedp.Poll[chromedp.Void](`document.querySelectorAll("#members tr[data-status=alive]").length === 3`),
@@ -146,6 +172,20 @@ func TestConsoleBrowser(t *testing.T) {
 	)
 	if got := evalString(t, ctx, `document.querySelector('#streams tr[data-stream=orders][data-node=alpha]').children[3].textContent`); got != "40" {
 		t.Errorf("alpha's orders next offset on the page: %q, want 40", got)
+	}
+	// The group's row: lag 36 (40 less 3 acknowledged and 1
+	// dead-lettered), the dead letter, a record in flight.
+	const grow = `document.querySelector('#groups tr[data-group=shipping][data-stream=orders][data-publisher=alpha]')`
+	step(t, ctx, "the group's numbers", 20*time.Second,
+		chromedp.Poll[chromedp.Void](`(() => { const r = `+grow+`; return r !== null && r.dataset.dead === "1" && r.dataset.acked === "3"; })()`),
+	)
+	for i, want := range map[int]string{3: "36", 10: "3", 13: "1"} {
+		if got := evalString(t, ctx, fmt.Sprintf(`%s.children[%d].textContent`, grow, i)); got != want {
+			t.Errorf("group row column %d: %q, want %s", i, got, want)
+		}
+	}
+	if got := evalString(t, ctx, grow+`.dataset.inFlight`); got == "0" || got == "" {
+		t.Errorf("group row: %q in flight, want the held record", got)
 	}
 
 	// Peek: a click on the stream's row shows its first records.

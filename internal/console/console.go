@@ -1,6 +1,7 @@
 // Package console serves FastMQ's web console: a live view of the whole
-// mesh (members, streams, consumers and their lag, throughput charts, a
-// read-only peek at a stream's records) from any one node.
+// mesh (members, streams, consumers and consumer groups and their lag,
+// throughput charts, a read-only peek at a stream's records) from any one
+// node.
 //
 // The node serving the page gathers the others' state itself: every node
 // advertises its HTTP address in gossip (fastmq.Node.AdvertiseHTTP), and the
@@ -154,7 +155,11 @@ type View struct {
 	AppendRate  map[string]float64 `json:"append_rate"`
 	DeliverRate map[string]float64 `json:"deliver_rate"`
 	AckRate     map[string]float64 `json:"ack_rate"`
-	History     []Sample           `json:"history"`
+	// GroupDeliverRate and GroupAckRate are the consumer groups' leases
+	// and acknowledgements per second, keyed "publisher/stream/group".
+	GroupDeliverRate map[string]float64 `json:"group_deliver_rate"`
+	GroupAckRate     map[string]float64 `json:"group_ack_rate"`
+	History          []Sample           `json:"history"`
 }
 
 // Mesh gathers the mesh (or returns the view gathered less than a second

@@ -341,6 +341,17 @@ func TestConsoleDashboardMetricsExist(t *testing.T) {
 	}
 	defer c.Close()
 	consumeN(t, c, 3)
+	// A consumer group, for the fastmq_group_* metrics.
+	m, err := as[0].node.Group(fastmq.GroupConfig{Stream: "s", Group: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := m.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
 	resp, err := http.Get(as[0].url("/metrics"))
 	if err != nil {
 		t.Fatal(err)

@@ -28,6 +28,8 @@ type Sample struct {
 type counters struct {
 	t                time.Time
 	next, deliv, ack map[string]uint64
+	// Consumer groups, keyed "publisher/stream/group".
+	gdeliv, gack map[string]uint64
 }
 
 // history keeps the recent gatherings' counters (for rates) and the
@@ -39,7 +41,8 @@ type history struct {
 }
 
 func countersOf(ms fastmq.MeshStatus) counters {
-	c := counters{t: ms.Time, next: map[string]uint64{}, deliv: map[string]uint64{}, ack: map[string]uint64{}}
+	c := counters{t: ms.Time, next: map[string]uint64{}, deliv: map[string]uint64{}, ack: map[string]uint64{},
+		gdeliv: map[string]uint64{}, gack: map[string]uint64{}}
 	for _, m := range ms.Members {
 		if m.State == nil {
 			continue
@@ -48,6 +51,10 @@ func countersOf(ms fastmq.MeshStatus) counters {
 			if s.Error == "" {
 				c.next[m.Name+"/"+s.Name] = s.Next
 			}
+		}
+		for _, g := range m.State.Groups {
+			k := m.Name + "/" + g.Stream + "/" + g.Group
+			c.gdeliv[k], c.gack[k] = g.Delivered, g.Acked
 		}
 		for _, con := range m.State.Consumers {
 			for _, p := range con.Publishers {
@@ -85,7 +92,8 @@ func sum(m map[string]float64) float64 {
 // add records a gathering and returns its View.
 func (h *history) add(ms fastmq.MeshStatus) View {
 	cur := countersOf(ms)
-	v := View{Mesh: ms, AppendRate: map[string]float64{}, DeliverRate: map[string]float64{}, AckRate: map[string]float64{}}
+	v := View{Mesh: ms, AppendRate: map[string]float64{}, DeliverRate: map[string]float64{}, AckRate: map[string]float64{},
+		GroupDeliverRate: map[string]float64{}, GroupAckRate: map[string]float64{}}
 	if n := len(h.recent); n > 0 {
 		prev := h.recent[n-1]
 		dt := cur.t.Sub(prev.t)
@@ -108,6 +116,8 @@ func (h *history) add(ms fastmq.MeshStatus) View {
 		v.AppendRate = rates(old.next, cur.next, dt)
 		v.DeliverRate = rates(old.deliv, cur.deliv, dt)
 		v.AckRate = rates(old.ack, cur.ack, dt)
+		v.GroupDeliverRate = rates(old.gdeliv, cur.gdeliv, dt)
+		v.GroupAckRate = rates(old.gack, cur.gack, dt)
 	}
 	h.recent = append(h.recent, cur)
 	for len(h.recent) > 2 && cur.t.Sub(h.recent[1].t) >= RateWindow {

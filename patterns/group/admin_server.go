@@ -73,7 +73,7 @@ func (s *Server) handleAdmin(env [][]byte, req Request) {
 // stream) this publisher has state for, on disk or in memory.
 func (s *Server) list(stream string) []GroupStats {
 	s.loadAll()
-	var out []GroupStats
+	out := []GroupStats{}
 	for _, st := range s.List() {
 		if stream == AllStreams || st.Stream == stream {
 			out = append(out, st)

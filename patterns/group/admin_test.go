@@ -418,3 +418,34 @@ func TestDeadLettersReplayAndList(t *testing.T) {
 		t.Fatalf("list of another stream: %+v, %v", ls, err)
 	}
 }
+
+// The operators' ops refuse bad names, and name unknown streams and
+// groups as such, creating nothing.
+func TestAdminBadInput(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	p.publish(t, "s", 3)
+	call := rawCaller(t, p)
+	for _, c := range []struct {
+		r    group.Request
+		want group.Status
+	}{
+		{group.Request{Op: group.OpList, Stream: "../x", Group: "*", Member: "m"}, group.StatusBadRequest},
+		{group.Request{Op: group.OpDLQ, Stream: "s", Group: "../x", Member: "m"}, group.StatusBadRequest},
+		{group.Request{Op: group.OpReplay, Stream: "*", Group: "g", Member: "m"}, group.StatusBadRequest},
+		{group.Request{Op: group.OpDLQ, Stream: "s", Group: "nosuch", Member: "m"}, group.StatusUnknown},
+		{group.Request{Op: group.OpReplay, Stream: "s", Group: "nosuch", Member: "m"}, group.StatusUnknown},
+		{group.Request{Op: group.OpSeek, Stream: "nosuch", Group: "g", Member: "m"}, group.StatusUnknown},
+		{group.Request{Op: group.OpSeek, Stream: "s", Group: "nosuch", Member: "m"}, group.StatusUnknown},
+		{group.Request{Op: group.OpInfo, Stream: "s", Group: "nosuch", Member: "m"}, group.StatusUnknown},
+	} {
+		if rep := call(&c.r); rep.Status != c.want {
+			t.Errorf("op %d %s/%s: status %d %q, want %d", c.r.Op, c.r.Stream, c.r.Group, rep.Status, rep.Data, c.want)
+		}
+	}
+	if rep := call(&group.Request{Op: group.OpList, Stream: group.AllStreams, Group: "*", Member: "m"}); rep.Status != group.StatusOK || string(rep.Data) != "[]" {
+		t.Fatalf("list of a publisher without groups: %d %q", rep.Status, rep.Data)
+	}
+	if n := len(p.groups.Stats()); n != 0 {
+		t.Fatalf("%d groups after the refusals, want none", n)
+	}
+}

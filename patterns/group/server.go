@@ -28,8 +28,8 @@ const (
 	// MaxLeaseFactor caps InProgress: a lease never lasts beyond this
 	// many AckWaits from when it began.
 	MaxLeaseFactor = 10
-	// DefaultMemberCheck is how often a server looks at gossip for
-	// members that failed or left.
+	// DefaultMemberCheck is how often a server without a
+	// ServerConfig.Watch looks at gossip for members that failed or left.
 	DefaultMemberCheck = 200 * time.Millisecond
 )
 
@@ -101,6 +101,8 @@ type Server struct {
 	wakeFlush chan struct{}
 
 	replaying bool // a replay runs (one at a time); guarded by mu
+
+	recTimes recordTimes // the times of the groups' floor records, for the stats
 }
 
 type pendingReply struct {

@@ -2,6 +2,7 @@ package group
 
 import (
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/fastmq/fastmq/spool"
@@ -105,7 +106,46 @@ func (s *Server) completeStats(st *GroupStats, l *spool.Log) {
 	if o >= st.High {
 		return
 	}
-	if r, err := readOne(l, o); err == nil && !r.Time.IsZero() {
-		st.LagTime = max(time.Since(r.Time), 0)
+	if t, ok := s.recTimes.time(st.Stream, st.Group, l, o); ok {
+		st.LagTime = max(time.Since(t), 0)
 	}
+}
+
+// recordTimes caches, per group, the time of the record at its floor: a
+// status every second reads a record only when a floor moved.
+type recordTimes struct {
+	mu sync.Mutex
+	m  map[string]recordTime
+}
+
+type recordTime struct {
+	l   *spool.Log
+	off uint64
+	t   time.Time
+}
+
+// time returns the time of the record at offset o of l, the floor of
+// stream's group.
+func (c *recordTimes) time(stream, group string, l *spool.Log, o uint64) (time.Time, bool) {
+	k := stream + "\x00" + group
+	c.mu.Lock()
+	rt, ok := c.m[k]
+	c.mu.Unlock()
+	if ok && rt.l == l && rt.off == o {
+		return rt.t, true
+	}
+	r, err := readOne(l, o)
+	if err != nil || r.Time.IsZero() {
+		return time.Time{}, false
+	}
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = make(map[string]recordTime)
+	}
+	if len(c.m) > 2*MaxGroups {
+		clear(c.m) // groups gone; bounded
+	}
+	c.m[k] = recordTime{l, o, r.Time}
+	c.mu.Unlock()
+	return r.Time, true
 }

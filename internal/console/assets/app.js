@@ -138,6 +138,32 @@ function renderConsumers(v) {
   fill("consumers", rows);
 }
 
+// renderGroups lists every consumer group on every publisher.
+function renderGroups(v) {
+  const rows = [];
+  for (const m of v.mesh.members) {
+    if (!m.state) continue;
+    for (const g of m.state.groups || []) {
+      const key = m.name + "/" + g.stream + "/" + g.group;
+      const gd = v.group_deliver_rate || {}, ga = v.group_ack_rate || {};
+      rows.push(el("tr", {
+        "data-group": g.group, "data-stream": g.stream, "data-publisher": m.name,
+        "data-lag": g.lag_records, "data-in-flight": g.in_flight, "data-acked": g.acked,
+        "data-redelivered": g.redelivered, "data-dead": g.dead_lettered,
+      },
+        el("td", {}, g.group), el("td", {}, g.stream), el("td", {}, m.name),
+        num(g.lag_records, { class: "num lag" }), num(fmtDur(g.lag_time_ns)),
+        num(g.in_flight), num(g.waiting), num(g.members), num(g.delivered), num(g.redelivered),
+        num(g.acked), num(g.naked), num(g.expired),
+        num(g.dead_lettered, { class: "num" + (g.dead_lettered ? " s-warn" : "") }),
+        num(fmtRate(gd[key])), num(fmtRate(ga[key]))));
+    }
+  }
+  rows.sort((a, b) => (a.dataset.group + "/" + a.dataset.stream + "/" + a.dataset.publisher)
+    .localeCompare(b.dataset.group + "/" + b.dataset.stream + "/" + b.dataset.publisher));
+  fill("groups", rows);
+}
+
 // chart draws one series of the history as a line on a canvas.
 function chart(id, samples, field) {
   const c = document.getElementById(id);
@@ -185,6 +211,7 @@ function renderSummary(v) {
     if (lowDisk(m.state.disk)) low.push(m.name);
     streams += (m.state.streams || []).length;
     for (const c of m.state.consumers || []) for (const p of c.publishers || []) lag += sub(p.high, p.acked);
+    for (const g of m.state.groups || []) lag += g.lag_records;
   }
   document.getElementById("node").textContent = "node " + v.mesh.node;
   document.getElementById("summary").textContent =
@@ -209,6 +236,7 @@ function render(v) {
   renderMembers(v.mesh);
   renderStreams(v);
   renderConsumers(v);
+  renderGroups(v);
   renderPeekNodes(v);
   const h = v.history || [];
   chart("chart-append", h, "append");
