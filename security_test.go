@@ -137,8 +137,8 @@ func waitMembers(t *testing.T, nodes ...*fastmq.Node) {
 // A consumer whose key the publishers' ACL does not name for a stream
 // gets ErrForbidden naming the stream (and the publishers count it),
 // while it reads the streams the ACL gives it and the other nodes read
-// everything; Call reaches a service over CURVE with the key its node
-// advertises.
+// everything; group fetches obey the same ACL; Call reaches a service over
+// CURVE with the key its node advertises.
 func TestCurveMeshACL(t *testing.T) {
 	apub, asec := curveKeys(t)
 	bpub, bsec := curveKeys(t)
@@ -190,6 +190,29 @@ func TestCurveMeshACL(t *testing.T) {
 	}
 	testutil.WaitFor(t, "refusals counted", 30*time.Second, func() bool {
 		return a.Status().Server.Forbidden >= 1 && b.Status().Server.Forbidden >= 1
+	})
+
+	// Group fetches go through the same ACL: b's member leases every
+	// record, c's member is refused (counted) on both publishers.
+	fa, fb := a.Status().Server.Forbidden, b.Status().Server.Forbidden
+	gb, err := b.Group(fastmq.GroupConfig{Stream: "audit", Group: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 40 {
+		m, err := gb.Next(ctx)
+		if err != nil {
+			t.Fatalf("b's group member: %v", err)
+		}
+		if err := m.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Group(fastmq.GroupConfig{Stream: "audit", Group: "g"}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "group fetches refused on both publishers", 30*time.Second, func() bool {
+		return a.Status().Server.Forbidden > fa && b.Status().Server.Forbidden > fb
 	})
 
 	if _, err := a.Handle("upper", func(_ context.Context, req []byte) ([]byte, error) {
