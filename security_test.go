@@ -137,8 +137,8 @@ func waitMembers(t *testing.T, nodes ...*fastmq.Node) {
 // A consumer whose key the publishers' ACL does not name for a stream
 // gets ErrForbidden naming the stream (and the publishers count it),
 // while it reads the streams the ACL gives it and the other nodes read
-// everything; group fetches obey the same ACL; Call reaches a service over
-// CURVE with the key its node advertises.
+// everything; group fetches obey the same ACL; Call and Dial reach
+// services (Handle, Serve) over CURVE with the key their node advertises.
 func TestCurveMeshACL(t *testing.T) {
 	apub, asec := curveKeys(t)
 	bpub, bsec := curveKeys(t)
@@ -223,6 +223,23 @@ func TestCurveMeshACL(t *testing.T) {
 	rep, err := c.Call(ctx, "upper", []byte("curve"), rpc.CallOptions{WaitForInstance: true})
 	if err != nil || string(rep) != "CURVE" {
 		t.Fatalf("call over CURVE: %q, %v", rep, err)
+	}
+
+	// Serve and Dial: a served PULL is a CURVE server of the node's key,
+	// the dialling PUSH connects with it.
+	pullSock, err := b.Serve(socket.Pull, "jobs", "tcp://127.0.0.1:0", socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	push, err := c.Dial(socket.Push, "jobs", socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := push.Send(ctx, socket.NewMsg([]byte("job"))); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := pullSock.Recv(ctx); err != nil || string(m.Frames[0]) != "job" {
+		t.Fatalf("served socket got %v, %v", m, err)
 	}
 }
 
