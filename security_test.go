@@ -384,8 +384,8 @@ func TestCurveSpoolTrafficEncrypted(t *testing.T) {
 
 // TestCurveAndKeylessNodesRefused: a CURVE node and a node without keys
 // in one mesh read their own records, and neither connects to the other:
-// each says why in its log (ErrMixedMesh), instead of hanging in a
-// handshake.
+// each says why in its log and in its consumers' status (ErrMixedMesh),
+// instead of hanging in a handshake.
 func TestCurveAndKeylessNodesRefused(t *testing.T) {
 	_, ksec := curveKeys(t)
 	klog, zlog := newLogLines(), newLogLines()
@@ -402,6 +402,27 @@ func TestCurveAndKeylessNodesRefused(t *testing.T) {
 		if got := readAll(t, n, "own", "s", 5); got[n.Name()] != 5 {
 			t.Fatalf("%s read %v", n.Name(), got)
 		}
+	}
+	// A running consumer shows the reason in the node's status too.
+	for _, tc := range []struct {
+		n          *fastmq.Node
+		peer, want string
+	}{{k, "z", "advertises no CURVE key"}, {z, "k", "speaks CURVE"}} {
+		c, err := tc.n.Consume(fastmq.ConsumerConfig{Stream: "s", Name: "watch"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		testutil.WaitFor(t, tc.n.Name()+"'s status says why", 30*time.Second, func() bool {
+			for _, cs := range tc.n.Status().Consumers {
+				for _, p := range cs.Publishers {
+					if cs.Name == "watch" && p.Publisher == tc.peer && strings.Contains(p.ConnError, tc.want) {
+						return true
+					}
+				}
+			}
+			return false
+		})
 	}
 	testutil.WaitFor(t, "the CURVE node says why", 30*time.Second, func() bool {
 		return klog.has("not connecting", "peer z", "advertises no CURVE key")
