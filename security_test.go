@@ -16,6 +16,7 @@ import (
 	"github.com/fastmq/fastmq"
 	"github.com/fastmq/fastmq/discovery"
 	"github.com/fastmq/fastmq/internal/testutil"
+	"github.com/fastmq/fastmq/patterns/group"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/patterns/rpc"
 	"github.com/fastmq/fastmq/socket"
@@ -207,6 +208,10 @@ func TestCurveMeshACL(t *testing.T) {
 		if err := m.Ack(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// A socket of the program's own, with the node's client settings.
+	if st, err := group.Info(ctx, a.SpoolEndpoint(), "audit", "g", b.ClientSocketConfig(socket.Config{})); err != nil || st.Acked != 20 {
+		t.Fatalf("group info from b over CURVE: %+v, %v", st, err)
 	}
 	if _, err := c.Group(fastmq.GroupConfig{Stream: "audit", Group: "g"}); err != nil {
 		t.Fatal(err)
