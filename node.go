@@ -111,8 +111,10 @@ type Config struct {
 	CurveAllow string
 	// ACL says which clients may read which streams of the node's spool
 	// server, consumer groups included (see pull.ACL; pull.LoadACL reads
-	// an ACL file). The node's own key may always read its streams. nil:
-	// every client the server admits reads every stream.
+	// an ACL file). The node's own key may always read its streams (on a
+	// node without keys its own consumers are NULL clients, which only
+	// "*" rules admit). nil: every client the server admits reads every
+	// stream.
 	ACL *pull.ACL
 	// Logger receives the node's logs; nil discards them.
 	Logger *slog.Logger

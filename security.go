@@ -253,3 +253,17 @@ func (n *Node) forbidGroup(env, frames [][]byte) bool {
 // CurvePublicKey returns the node's CURVE public key, which it gossips
 // (the zero key for a node without keys).
 func (n *Node) CurvePublicKey() socket.CurveKey { return n.sec.public }
+
+// ClientSocketConfig returns cfg as the node's own client sockets use it,
+// for a socket a program connects to mesh peers itself (group.Info, say):
+// with a node key, a CURVE client with the node's key pair that uses the
+// key each peer's node gossips (Config.CurveKey); without one, a socket
+// that refuses, as clearly, peers that advertise a key. cfg is returned as
+// it is when it sets PLAIN or CURVE itself.
+func (n *Node) ClientSocketConfig(cfg socket.Config) socket.Config { return n.sec.clientSocket(cfg) }
+
+// ServerSocketConfig returns cfg as the node's own served sockets use it
+// (see Serve): with a node key, a CURVE server with it for the clients
+// the node trusts. cfg is returned as it is when it sets PLAIN or CURVE
+// itself, or the node has no key.
+func (n *Node) ServerSocketConfig(cfg socket.Config) socket.Config { return n.sec.serverSocket(cfg) }

@@ -16,6 +16,7 @@ import (
 	"github.com/fastmq/fastmq"
 	"github.com/fastmq/fastmq/discovery"
 	"github.com/fastmq/fastmq/internal/testutil"
+	"github.com/fastmq/fastmq/patterns/group"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/patterns/rpc"
 	"github.com/fastmq/fastmq/socket"
@@ -137,8 +138,8 @@ func waitMembers(t *testing.T, nodes ...*fastmq.Node) {
 // A consumer whose key the publishers' ACL does not name for a stream
 // gets ErrForbidden naming the stream (and the publishers count it),
 // while it reads the streams the ACL gives it and the other nodes read
-// everything; Call reaches a service over CURVE with the key its node
-// advertises.
+// everything; group fetches obey the same ACL; Call and Dial reach
+// services (Handle, Serve) over CURVE with the key their node advertises.
 func TestCurveMeshACL(t *testing.T) {
 	apub, asec := curveKeys(t)
 	bpub, bsec := curveKeys(t)
@@ -192,6 +193,33 @@ func TestCurveMeshACL(t *testing.T) {
 		return a.Status().Server.Forbidden >= 1 && b.Status().Server.Forbidden >= 1
 	})
 
+	// Group fetches go through the same ACL: b's member leases every
+	// record, c's member is refused (counted) on both publishers.
+	fa, fb := a.Status().Server.Forbidden, b.Status().Server.Forbidden
+	gb, err := b.Group(fastmq.GroupConfig{Stream: "audit", Group: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 40 {
+		m, err := gb.Next(ctx)
+		if err != nil {
+			t.Fatalf("b's group member: %v", err)
+		}
+		if err := m.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A socket of the program's own, with the node's client settings.
+	if st, err := group.Info(ctx, a.SpoolEndpoint(), "audit", "g", b.ClientSocketConfig(socket.Config{})); err != nil || st.Acked != 20 {
+		t.Fatalf("group info from b over CURVE: %+v, %v", st, err)
+	}
+	if _, err := c.Group(fastmq.GroupConfig{Stream: "audit", Group: "g"}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "group fetches refused on both publishers", 30*time.Second, func() bool {
+		return a.Status().Server.Forbidden > fa && b.Status().Server.Forbidden > fb
+	})
+
 	if _, err := a.Handle("upper", func(_ context.Context, req []byte) ([]byte, error) {
 		return bytes.ToUpper(req), nil
 	}, fastmq.HandleOptions{}); err != nil {
@@ -200,6 +228,23 @@ func TestCurveMeshACL(t *testing.T) {
 	rep, err := c.Call(ctx, "upper", []byte("curve"), rpc.CallOptions{WaitForInstance: true})
 	if err != nil || string(rep) != "CURVE" {
 		t.Fatalf("call over CURVE: %q, %v", rep, err)
+	}
+
+	// Serve and Dial: a served PULL is a CURVE server of the node's key,
+	// the dialling PUSH connects with it.
+	pullSock, err := b.Serve(socket.Pull, "jobs", "tcp://127.0.0.1:0", socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	push, err := c.Dial(socket.Push, "jobs", socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := push.Send(ctx, socket.NewMsg([]byte("job"))); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := pullSock.Recv(ctx); err != nil || string(m.Frames[0]) != "job" {
+		t.Fatalf("served socket got %v, %v", m, err)
 	}
 }
 
@@ -344,8 +389,8 @@ func TestCurveSpoolTrafficEncrypted(t *testing.T) {
 
 // TestCurveAndKeylessNodesRefused: a CURVE node and a node without keys
 // in one mesh read their own records, and neither connects to the other:
-// each says why in its log (ErrMixedMesh), instead of hanging in a
-// handshake.
+// each says why in its log and in its consumers' status (ErrMixedMesh),
+// instead of hanging in a handshake.
 func TestCurveAndKeylessNodesRefused(t *testing.T) {
 	_, ksec := curveKeys(t)
 	klog, zlog := newLogLines(), newLogLines()
@@ -362,6 +407,27 @@ func TestCurveAndKeylessNodesRefused(t *testing.T) {
 		if got := readAll(t, n, "own", "s", 5); got[n.Name()] != 5 {
 			t.Fatalf("%s read %v", n.Name(), got)
 		}
+	}
+	// A running consumer shows the reason in the node's status too.
+	for _, tc := range []struct {
+		n          *fastmq.Node
+		peer, want string
+	}{{k, "z", "advertises no CURVE key"}, {z, "k", "speaks CURVE"}} {
+		c, err := tc.n.Consume(fastmq.ConsumerConfig{Stream: "s", Name: "watch"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		testutil.WaitFor(t, tc.n.Name()+"'s status says why", 30*time.Second, func() bool {
+			for _, cs := range tc.n.Status().Consumers {
+				for _, p := range cs.Publishers {
+					if cs.Name == "watch" && p.Publisher == tc.peer && strings.Contains(p.ConnError, tc.want) {
+						return true
+					}
+				}
+			}
+			return false
+		})
 	}
 	testutil.WaitFor(t, "the CURVE node says why", 30*time.Second, func() bool {
 		return klog.has("not connecting", "peer z", "advertises no CURVE key")

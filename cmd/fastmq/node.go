@@ -41,6 +41,7 @@ type nodeFlags struct {
 	diskDrop  string
 	verbose   bool
 	nameFlag  string
+	sec       nodeSecFlags // --curve-key, --curve-allow, --acl (nodesec.go)
 }
 
 func (f *nodeFlags) register(cmd *cobra.Command, nameFlag, defaultName string) {
@@ -66,6 +67,7 @@ func (f *nodeFlags) register(cmd *cobra.Command, nameFlag, defaultName string) {
 	fl.Float64Var(&f.diskPct, "disk-min-free-percent", 5, "disk guard: keep this share of the data directory's disk free, in percent (0: none)")
 	fl.StringVar(&f.diskDrop, "disk-policy", "refuse", "disk guard policy when a limit is reached: refuse (appends fail with a disk full error) or drop-oldest (delete the oldest segments of the largest streams)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log at debug level")
+	f.sec.register(fl)
 }
 
 func (f *nodeFlags) config() (fastmq.Config, error) {
@@ -128,7 +130,7 @@ func (f *nodeFlags) config() (fastmq.Config, error) {
 	if f.spoolBind != "" {
 		spoolEPs = []string{f.spoolBind}
 	}
-	return fastmq.Config{
+	cfg = fastmq.Config{
 		Name:            f.name,
 		DataDir:         f.data,
 		GossipAddr:      f.gossip,
@@ -142,7 +144,11 @@ func (f *nodeFlags) config() (fastmq.Config, error) {
 		Spool:           spool.Config{Sync: sp, Codec: codec, RetentionAge: f.retAge, RetentionBytes: f.retBytes},
 		DiskGuard:       guard,
 		Logger:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
-	}, nil
+	}
+	if err := f.sec.apply(&cfg); err != nil {
+		return fastmq.Config{}, err
+	}
+	return cfg, nil
 }
 
 // runNode starts a node from the flags, runs fn with it, then shuts the

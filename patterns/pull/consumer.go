@@ -190,6 +190,11 @@ type PublisherStats struct {
 	// Reconnects counts the connections to the publisher re-established
 	// after one was lost; each sends the request in flight again at once.
 	Reconnects uint64 `json:"reconnects"`
+	// ConnError says why the last attempt to connect to the publisher
+	// failed (a refused handshake, no CURVE key for it, ...), "" once a
+	// connection is established: a publisher never connected to says why
+	// here.
+	ConnError string `json:"conn_error,omitempty"`
 	// GapsSkipped counts the gaps in the publisher's log the consumer
 	// crossed: offsets the publisher says do not exist (spool repair
 	// removed them).
@@ -305,6 +310,7 @@ type pubState struct {
 	gaps       uint64 // gaps crossed
 	skipped    uint64 // offsets skipped in gaps and at resets
 	stopped    *FetchError
+	connErr    string // why the last connection attempt failed; "" once connected
 
 	// Records handed to Next and not acknowledged (see unacked.go).
 	handMarks    []handMark // first hand-out of each batch, by offset
@@ -448,6 +454,7 @@ func (c *Consumer) Stats() []PublisherStats {
 			Position: ps.fetchPos, High: ps.high, Resets: ps.resets, Errors: ps.errors, Reconnects: ps.reconnects,
 			GapsSkipped: ps.gaps, RecordsSkipped: ps.skipped,
 			LogID: ps.logID, OtherLogs: ps.otherLogs, Diverged: ps.diverged, RecordsReplaced: ps.replaced,
+			ConnError: ps.connErr,
 		}
 		if ps.logEpoch != NoEpoch {
 			st.Epoch = ps.logEpoch

@@ -22,9 +22,18 @@ func (pc *pullConn) watchEvents(events <-chan socket.Event, done chan<- struct{}
 	lost := false
 	for ev := range events {
 		switch ev.Type {
+		case socket.EventConnectRetried, socket.EventHandshakeFailed:
+			if ev.Err != nil {
+				pc.c.mu.Lock()
+				pc.ps.connErr = ev.Err.Error()
+				pc.c.mu.Unlock()
+			}
 		case socket.EventDisconnected:
 			lost = true
 		case socket.EventConnected:
+			pc.c.mu.Lock()
+			pc.ps.connErr = ""
+			pc.c.mu.Unlock()
 			if !lost {
 				continue // the first connection: nothing was in flight on another
 			}
