@@ -62,7 +62,7 @@ func (a *adminFlags) run(cmd *cobra.Command, role string, fn func(ctx context.Co
 		return err
 	}
 	return a.nf.runNode(cmd.Context(), func(ctx context.Context, n *fastmq.Node) error {
-		return fn(ctx, n, cfg.Socket)
+		return fn(ctx, n, n.ClientSocketConfig(cfg.Socket))
 	})
 }
 
