@@ -45,6 +45,9 @@ type soakSample struct {
 	joinErrs   uint64
 }
 
+// soakWarmUp bounds the wait for the first delivery.
+const soakWarmUp = time.Minute
+
 // Soak runs one publisher node and o.Consumers consumer nodes in this
 // process, all on loopback gossip, for o.Duration: the publisher appends
 // o.Rate records per second to one stream (with byte retention, so the
@@ -55,7 +58,8 @@ type soakSample struct {
 // open files with the records published and delivered and the joins so
 // far (and the joins that failed and were tried again), and at the end the slope of each per minute (least squares over the
 // samples after the first interval, the warm-up). A leak shows as a
-// steady positive slope.
+// steady positive slope. The clock starts at the first delivery, waited
+// for up to soakWarmUp.
 func Soak(ctx context.Context, out io.Writer, o SoakOptions) error {
 	if o.Duration <= 0 {
 		return errors.New("bench: soak needs a positive duration")
@@ -105,6 +109,18 @@ func Soak(ctx context.Context, out io.Writer, o SoakOptions) error {
 		}()
 	}
 
+	// The run starts once records flow: on a loaded host the first joins
+	// and fetches may take longer than a consumer's lifetime.
+	for warm := time.Now(); delivered.Load() == 0; {
+		if time.Since(warm) > soakWarmUp {
+			cancel()
+			wg.Wait()
+			return fmt.Errorf("soak: no record delivered in the first %v", soakWarmUp)
+		}
+		if !ctxutil.Sleep(ctx, 50*time.Millisecond) {
+			break
+		}
+	}
 	start := time.Now()
 	var samples []soakSample
 	sample := func() {
