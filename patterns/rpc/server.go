@@ -399,11 +399,11 @@ func (s *Server) run(j job) {
 		}
 		return // the caller has given up: never run it
 	}
-	ctx := s.ctx
+	var ctx context.Context = s.ctx
 	if !j.deadline.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, j.deadline)
-		defer cancel()
+		cc := newCallCtx(s.ctx, j.deadline)
+		defer cc.release()
+		ctx = cc
 	}
 	s.handled.Add(1)
 	reply, err := s.call(ctx, j.body)
