@@ -59,8 +59,16 @@ func (c *callCtx) Err() error {
 // canceled from then on.
 func (c *callCtx) release() {
 	c.once.Do(func() {
-		c.inner, c.cancel = context.WithCancel(c.Context)
+		c.inner, c.cancel = released, func() {}
 		c.made.Store(true)
 	})
 	c.cancel()
 }
+
+// released is the context a released callCtx that never made its own
+// reads as: canceled.
+var released = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
