@@ -147,8 +147,12 @@ func (p *peer) deliver(m Msg) {
 func (p *peer) flushIn() {
 	s := p.s
 	b, sizes := p.batch, p.sizes
+	var at int64
+	if len(b) > 0 {
+		at = clock()
+	}
 	for len(b) > 0 {
-		k, room, roomBytes := p.inq.push(b, sizes)
+		k, room, roomBytes := p.inq.push(b, sizes, at)
 		b, sizes = b[k:], sizes[k:]
 		p.inRoom, p.inRoomBytes = room, roomBytes
 		if k > 0 {
