@@ -247,7 +247,7 @@ func (s *Server) recvLoop() {
 	defer s.recvWG.Done()
 	defer s.cancel() // the socket closed under us (its owner closed it): stop the workers too
 	for {
-		m, err := s.sock.Recv(s.ctx)
+		m, arrived, err := s.sock.RecvAt(s.ctx)
 		if errors.Is(err, socket.ErrTimeout) && s.ctx.Err() == nil {
 			continue // Config.Socket.RecvTimeout: serve for as long as the socket lives
 		}
@@ -258,13 +258,15 @@ func (s *Server) recvLoop() {
 			return
 		}
 		s.requests.Add(1)
-		s.accept(m.Frames, time.Now())
+		s.accept(m.Frames, arrived, time.Now())
 	}
 }
 
-// accept decodes one request and queues it, answers it from the cache or
-// refuses it.
-func (s *Server) accept(frames [][]byte, now time.Time) {
+// accept decodes one request, which arrived at arrived, and queues it,
+// answers it from the cache or refuses it. A request's deadline counts
+// from its arrival: the time it waited in the socket's receive queue
+// counts against it, as the time in the server's queue does.
+func (s *Server) accept(frames [][]byte, arrived, now time.Time) {
 	env, body, ok := splitEnvelope(frames)
 	if !ok || len(body) == 0 {
 		s.bad.Add(1) // no REQ envelope: nothing to answer to
@@ -295,7 +297,11 @@ func (s *Server) accept(frames [][]byte, now time.Time) {
 	default:
 		j.req, j.body = req, body[1]
 		if req.timeout > 0 {
-			j.deadline = now.Add(req.timeout)
+			j.deadline = arrived.Add(req.timeout)
+			if !now.Before(j.deadline) {
+				s.expired.Add(1) // expired while queued: the caller has given up
+				return
+			}
 		}
 	}
 	s.mu.Lock()
