@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"time"
 
 	"github.com/fastmq/fastmq/internal/zmtp"
@@ -54,7 +55,18 @@ func (p *peer) readLoop() error {
 		if !p.r.Complete() {
 			// The next read may block: hand over what we have first, and
 			// count the traffic we had as a sign of life.
-			p.flushIn()
+			if len(p.batch) > 0 {
+				p.flushIn()
+				// Let the receivers just woken run before we read again:
+				// what they send in answer comes back sooner, and the
+				// next read finds more at once instead of an empty
+				// connection (a read that costs a system call for
+				// nothing, then a wait for the poller). An inproc read
+				// costs no system call: there we read on.
+				if !p.inproc {
+					runtime.Gosched()
+				}
+			}
 			p.alive(false)
 		}
 		frames, cmd, err := p.r.Next(p.frameBuf())
