@@ -42,6 +42,14 @@ func (c *callCtx) Done() <-chan struct{} {
 	return c.inner.Done()
 }
 
+// AfterFunc arranges to call f once the context ends. The context package
+// uses it for contexts derived from this one, which then need no
+// goroutine of their own to follow it.
+func (c *callCtx) AfterFunc(f func()) (stop func() bool) {
+	c.init()
+	return context.AfterFunc(c.inner, f)
+}
+
 // Err returns nil until Done is closed, then why. Before Done was asked
 // for, it checks the clock and the server's context; once either says the
 // context ended, it makes Done (closed at once) so that Err and Done

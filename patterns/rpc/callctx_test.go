@@ -25,6 +25,16 @@ func TestCallCtx(t *testing.T) {
 			t.Fatalf("Err() = %v, child %v", c.Err(), child.Err())
 		}
 	})
+	t.Run("derived", func(t *testing.T) {
+		c := newCallCtx(context.Background(), time.Now().Add(time.Hour))
+		child, cancel := context.WithTimeout(c, time.Hour)
+		defer cancel()
+		c.release() // the handler returned: what it derived ends too
+		<-child.Done()
+		if !errors.Is(child.Err(), context.Canceled) {
+			t.Fatalf("derived Err() = %v", child.Err())
+		}
+	})
 	t.Run("err without done", func(t *testing.T) {
 		c := newCallCtx(context.Background(), time.Now().Add(-time.Millisecond))
 		defer c.release()
