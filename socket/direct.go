@@ -80,7 +80,8 @@ func (p *peer) writeDirect(m Msg, n int64) bool {
 	if !p.direct || n > directMax || !p.wmu.TryLock() {
 		return false
 	}
-	if !p.outq.idle() || p.w.Buffered() != 0 || len(p.cw.rest) != 0 {
+	// Once Close began, the writer's linger owns the connection.
+	if p.s.closed.Load() || !p.outq.idle() || p.w.Buffered() != 0 || len(p.cw.rest) != 0 {
 		p.wmu.Unlock()
 		return false
 	}

@@ -215,3 +215,37 @@ func ExampleSocket_Shutdown() {
 	// job 1
 	// job 2
 }
+
+// RecvAt says when a message arrived, so that a server can count the time
+// a request waited in the receive queue against its deadline.
+func ExampleSocket_RecvAt() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pull, err := socket.New(socket.Pull, socket.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pull.Close()
+	addr, err := pull.Bind("inproc://example-recvat")
+	if err != nil {
+		log.Fatal(err)
+	}
+	push, err := socket.New(socket.Push, socket.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer push.Close()
+	if err := push.Connect(addr); err != nil {
+		log.Fatal(err)
+	}
+	if err := push.Send(ctx, socket.NewMsgString("job")); err != nil {
+		log.Fatal(err)
+	}
+	m, arrived, err := pull.RecvAt(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	waited := time.Since(arrived) // in the receive queue, before this Recv took it
+	fmt.Println(string(m.Frames[0]), waited >= 0)
+	// Output: job true
+}

@@ -25,17 +25,17 @@ func newInQueue(hwm int, hwmBytes int64) *inQueue {
 }
 
 // push appends as many messages of b as fit, given their sizes in sizes,
-// and returns how many it took and how much room is left, in messages
-// and bytes. If it could not take them all, the reader should wait on
-// q.room before trying again.
-func (q *inQueue) push(b []Msg, sizes []int64) (taken, room int, roomBytes int64) {
+// as arrived at at (see clock), and returns how many it took and how much
+// room is left, in messages and bytes. If it could not take them all, the
+// reader should wait on q.room before trying again.
+func (q *inQueue) push(b []Msg, sizes []int64, at int64) (taken, room int, roomBytes int64) {
 	q.mu.Lock()
 	k := 0
 	for ; k < len(b) && q.ring.n < q.hwm; k++ {
 		if q.ring.n > 0 && q.bytes+sizes[k] > q.hwmBytes {
 			break
 		}
-		q.ring.put(b[k], q.hwm)
+		q.ring.putAt(b[k], at, q.hwm)
 		q.bytes += sizes[k]
 	}
 	if k < len(b) {
@@ -46,13 +46,14 @@ func (q *inQueue) push(b []Msg, sizes []int64) (taken, room int, roomBytes int64
 	return k, room, roomBytes
 }
 
-// pop removes the oldest message.
-func (q *inQueue) pop() (Msg, bool) {
+// pop removes the oldest message and returns it with when it arrived.
+func (q *inQueue) pop() (Msg, int64, bool) {
 	q.mu.Lock()
 	if q.ring.n == 0 {
 		q.mu.Unlock()
-		return Msg{}, false
+		return Msg{}, 0, false
 	}
+	at := q.ring.oldestAt()
 	m := q.ring.get()
 	q.bytes -= msgBytes(m)
 	wake := q.waiting && q.ring.n <= q.hwm/2 && q.bytes <= q.hwmBytes/2
@@ -63,7 +64,7 @@ func (q *inQueue) pop() (Msg, bool) {
 	if wake {
 		signal(q.room)
 	}
-	return m, true
+	return m, at, true
 }
 
 // dropNewest removes up to n of the newest messages and returns how many

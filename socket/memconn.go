@@ -125,6 +125,12 @@ func (c *memConn) Write(p []byte) (int, error) {
 	}
 }
 
+// isMemConn reports whether c is an inproc pipe.
+func isMemConn(c net.Conn) bool {
+	_, ok := c.(*memConn)
+	return ok
+}
+
 // tryWrite writes what fits in the buffer now, without waiting for room.
 func (c *memConn) tryWrite(p []byte) (int, error) {
 	h := c.tx

@@ -27,6 +27,7 @@ type peer struct {
 	// sender writing directly (direct.go).
 	wmu    sync.Mutex
 	direct bool            // REQ, REP: senders may write directly (direct.go)
+	inproc bool            // conn is an inproc pipe
 	cred   PeerCredentials // what the handshake authenticated
 
 	// lingerDL is the read deadline Close's linger set (Unix ns; 0 = none).
@@ -127,6 +128,7 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 		w:           zmtp.NewWriter(cw, 0),
 		cw:          cw,
 		direct:      (s.kind == Req || s.kind == Rep) && cw.try != nil,
+		inproc:      isMemConn(c),
 		outq:        newOutQueue(s.cfg.SendHWM, s.cfg.SendHWMBytes, &s.queuedBytes, s.cfg.SendHWMBytesTotal),
 		inq:         newInQueue(s.cfg.RecvHWM, s.cfg.RecvHWMBytes),
 		inRoom:      s.cfg.RecvHWM,

@@ -135,7 +135,7 @@ func (s *Socket) xpubUpdate(p *peer, topic []byte, add, leaving bool) {
 	}
 	m := subMsg(add, topic)
 	if leaving {
-		s.pushLeft(inMsg{m: m})
+		s.pushLeft(inMsg{m: m, at: clock()})
 		return
 	}
 	p.deliver(m)

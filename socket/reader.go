@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"time"
 
 	"github.com/fastmq/fastmq/internal/zmtp"
@@ -54,7 +55,18 @@ func (p *peer) readLoop() error {
 		if !p.r.Complete() {
 			// The next read may block: hand over what we have first, and
 			// count the traffic we had as a sign of life.
-			p.flushIn()
+			if len(p.batch) > 0 {
+				p.flushIn()
+				// Let the receivers just woken run before we read again:
+				// what they send in answer comes back sooner, and the
+				// next read finds more at once instead of an empty
+				// connection (a read that costs a system call for
+				// nothing, then a wait for the poller). An inproc read
+				// costs no system call: there we read on.
+				if !p.inproc {
+					runtime.Gosched()
+				}
+			}
 			p.alive(false)
 		}
 		frames, cmd, err := p.r.Next(p.frameBuf())
@@ -147,8 +159,12 @@ func (p *peer) deliver(m Msg) {
 func (p *peer) flushIn() {
 	s := p.s
 	b, sizes := p.batch, p.sizes
+	var at int64
+	if len(b) > 0 {
+		at = clock()
+	}
 	for len(b) > 0 {
-		k, room, roomBytes := p.inq.push(b, sizes)
+		k, room, roomBytes := p.inq.push(b, sizes, at)
 		b, sizes = b[k:], sizes[k:]
 		p.inRoom, p.inRoomBytes = room, roomBytes
 		if k > 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Recv returns the next message, fair-queued among peers. It blocks until
@@ -14,30 +15,46 @@ import (
 // ErrNotSupported; XPUB returns subscription changes (\x01topic,
 // \x00topic). The returned frames belong to the caller (see Msg).
 func (s *Socket) Recv(ctx context.Context) (Msg, error) {
+	m, _, err := s.recv(ctx)
+	return m, err
+}
+
+// RecvAt is Recv that also says when the message arrived: when the
+// connection's reader handed it to the socket's receive queue (for the
+// messages of one read, the end of that read). The time since then is
+// what it waited in the queue, which a server with deadlines counts
+// against them. The time carries a monotonic clock reading.
+func (s *Socket) RecvAt(ctx context.Context) (Msg, time.Time, error) {
+	m, at, err := s.recv(ctx)
+	if err != nil {
+		return m, time.Time{}, err
+	}
+	return m, clockTime(at), nil
+}
+
+func (s *Socket) recv(ctx context.Context) (Msg, int64, error) {
 	if !s.kind.canRecv() {
-		return Msg{}, fmt.Errorf("%w: Recv on %s", ErrNotSupported, s.kind)
+		return Msg{}, 0, fmt.Errorf("%w: Recv on %s", ErrNotSupported, s.kind)
 	}
 	var (
-		m   Msg
+		im  inMsg
 		err error
 	)
 	switch s.kind {
 	case Req:
-		m, err = s.recvReq(ctx)
+		im, err = s.recvReq(ctx)
 	case Rep:
-		m, err = s.recvRep(ctx)
+		im, err = s.recvRep(ctx)
 	default:
-		var im inMsg
 		im, err = s.recvIn(ctx)
-		m = im.m
 		if err == nil && s.kind == Router {
-			m = withIdentity(im)
+			im.m = withIdentity(im)
 		}
 	}
 	if err == nil {
 		s.st.received.Add(1)
 	}
-	return m, err
+	return im.m, im.at, err
 }
 
 // fairQueue is the receiving side every kind that receives shares. Each
@@ -58,12 +75,23 @@ type fairQueue struct {
 	left     []inMsg
 }
 
-// inMsg is a received message and the peer it came from (nil for XPUB's
-// own unsubscriptions).
+// inMsg is a received message, the peer it came from (nil for XPUB's own
+// unsubscriptions) and when it arrived (see clock).
 type inMsg struct {
-	p *peer
-	m Msg
+	p  *peer
+	m  Msg
+	at int64
 }
+
+// clockBase is where clock counts from.
+var clockBase = time.Now()
+
+// clock returns the monotonic time since clockBase in nanoseconds: when a
+// message arrived, as its receive queue keeps it.
+func clock() int64 { return int64(time.Since(clockBase)) }
+
+// clockTime turns a clock reading back into a time.Time.
+func clockTime(at int64) time.Time { return clockBase.Add(time.Duration(at)) }
 
 // recvIn takes the next incoming message, visiting the peers' queues
 // round-robin (fair queueing).
@@ -100,8 +128,8 @@ func (s *Socket) tryRecv() (inMsg, bool) {
 	start := s.in.next.Add(1)
 	for i := uint32(0); i < n; i++ {
 		p := ps[(start+i)%n]
-		if m, ok := p.inq.pop(); ok {
-			return inMsg{p: p, m: m}, true
+		if m, at, ok := p.inq.pop(); ok {
+			return inMsg{p: p, m: m, at: at}, true
 		}
 	}
 	return inMsg{}, false
@@ -167,8 +195,8 @@ func (s *Socket) popLeft() (inMsg, bool) {
 	defer q.mu.Unlock()
 	for len(q.departed) > 0 {
 		p := q.departed[0]
-		if m, ok := p.inq.pop(); ok {
-			return inMsg{p: p, m: m}, true
+		if m, at, ok := p.inq.pop(); ok {
+			return inMsg{p: p, m: m, at: at}, true
 		}
 		q.departed[0] = nil
 		q.departed = q.departed[1:]

@@ -81,16 +81,16 @@ func (s *Socket) sendReq(ctx context.Context, m Msg) error {
 	return err
 }
 
-func (s *Socket) recvReq(ctx context.Context) (Msg, error) {
+func (s *Socket) recvReq(ctx context.Context) (inMsg, error) {
 	if _, _, waiting := s.req.current(); !waiting {
-		return Msg{}, fmt.Errorf("%w: REQ must send a request before receiving", ErrState)
+		return inMsg{}, fmt.Errorf("%w: REQ must send a request before receiving", ErrState)
 	}
 	ctx, cancel := ctxFor(ctx, s.cfg.RecvTimeout)
 	defer cancel()
 	for {
 		im, err := s.recvIn(ctx)
 		if err != nil {
-			return Msg{}, err
+			return inMsg{}, err
 		}
 		p, id, waiting := s.req.current()
 		if !waiting || im.p != p {
@@ -109,7 +109,8 @@ func (s *Socket) recvReq(ctx context.Context) (Msg, error) {
 		if !s.req.replied(id) {
 			continue // a newer request was sent meanwhile
 		}
-		return Msg{Frames: f[1:]}, nil
+		im.m = Msg{Frames: f[1:]}
+		return im, nil
 	}
 }
 
@@ -176,16 +177,16 @@ func (s *Socket) sendRep(ctx context.Context, m Msg) error {
 	return err
 }
 
-func (s *Socket) recvRep(ctx context.Context) (Msg, error) {
+func (s *Socket) recvRep(ctx context.Context) (inMsg, error) {
 	if s.rep.isPending() {
-		return Msg{}, fmt.Errorf("%w: REP must send the reply before receiving again", ErrState)
+		return inMsg{}, fmt.Errorf("%w: REP must send the reply before receiving again", ErrState)
 	}
 	ctx, cancel := ctxFor(ctx, s.cfg.RecvTimeout)
 	defer cancel()
 	for {
 		im, err := s.recvIn(ctx)
 		if err != nil {
-			return Msg{}, err
+			return inMsg{}, err
 		}
 		f := im.m.Frames
 		i := 0
@@ -197,6 +198,7 @@ func (s *Socket) recvRep(ctx context.Context) (Msg, error) {
 			continue // no delimiter: not a request
 		}
 		s.rep.set(im.p, f[:i+1:i+1])
-		return Msg{Frames: f[i+1:]}, nil
+		im.m = Msg{Frames: f[i+1:]}
+		return im, nil
 	}
 }

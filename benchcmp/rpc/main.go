@@ -6,7 +6,10 @@
 // once, in an order that alternates between rounds; it prints each run's
 // calls/s, p50 and p99, then per peer the ratios FastMQ/peer for calls/s
 // and peer/FastMQ for p50 and p99 (so above 1 means FastMQ is better):
-// the median over the rounds, with min and max.
+// the median over the rounds, with min and max. It also prints the
+// process CPU time each call cost (every implementation runs in this one
+// process, one at a time), a figure a busy machine disturbs less than
+// calls/s.
 //
 // It is a separate module so that NATS and gRPC stay out of FastMQ's go.mod.
 package main
@@ -20,6 +23,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -52,6 +56,18 @@ type impl struct {
 type result struct {
 	rate     float64
 	p50, p99 time.Duration
+	cpu      time.Duration // process CPU time (user and system) per call
+}
+
+// cpuTime returns the CPU time this process has used so far: every
+// implementation runs in this process, one at a time, so the difference
+// over a run is what that run cost, whatever else the machine runs.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func must(err error) {
@@ -82,20 +98,21 @@ func main() {
 		for _, im := range order {
 			x := run(im, req, *calls)
 			res[im.name] = append(res[im.name], x)
-			fmt.Printf("round %d %-8s %10.0f calls/s  p50 %7.1fµs  p99 %8.1fµs\n", r+1, im.name, x.rate, us(x.p50), us(x.p99))
+			fmt.Printf("round %d %-8s %10.0f calls/s  p50 %7.1fµs  p99 %8.1fµs  cpu %5.1fµs/call\n", r+1, im.name, x.rate, us(x.p50), us(x.p99), us(x.cpu))
 		}
 	}
 	fmt.Printf("\n%d callers, %d instances, %d-byte requests, %d calls per run, %d rounds\n", *callers, *instances, *size, *calls, *rounds)
 	f := res["fastmq"]
 	for _, peer := range impls[1:] {
 		p := res[peer.name]
-		var rate, p50, p99 []float64
+		var rate, p50, p99, cpu []float64
 		for i := range f {
 			rate = append(rate, f[i].rate/p[i].rate)
 			p50 = append(p50, float64(p[i].p50)/float64(f[i].p50))
 			p99 = append(p99, float64(p[i].p99)/float64(f[i].p99))
+			cpu = append(cpu, float64(p[i].cpu)/float64(f[i].cpu))
 		}
-		fmt.Printf("fastmq vs %-6s calls/s ×%s   p50 ×%s   p99 ×%s   (>1: fastmq better)\n", peer.name, stat(rate), stat(p50), stat(p99))
+		fmt.Printf("fastmq vs %-6s calls/s ×%s   p50 ×%s   p99 ×%s   cpu/call ×%s   (>1: fastmq better)\n", peer.name, stat(rate), stat(p50), stat(p99), stat(cpu))
 	}
 }
 
@@ -114,6 +131,7 @@ func run(im impl, req []byte, n int) result {
 	var mu sync.Mutex
 	left := n
 	ctx := context.Background()
+	cpu0 := cpuTime()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range *callers {
@@ -137,9 +155,10 @@ func run(im impl, req []byte, n int) result {
 	}
 	wg.Wait()
 	d := time.Since(start)
+	cpu := cpuTime() - cpu0
 	all := slices.Concat(lat...)
 	slices.Sort(all)
-	return result{rate: float64(n) / d.Seconds(), p50: all[len(all)/2], p99: all[len(all)*99/100]}
+	return result{rate: float64(n) / d.Seconds(), p50: all[len(all)/2], p99: all[len(all)*99/100], cpu: cpu / time.Duration(n)}
 }
 
 func echo(ctx context.Context, req []byte) ([]byte, error) { return req, nil }

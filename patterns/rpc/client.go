@@ -109,10 +109,14 @@ type Client struct {
 	latency                                  histogramAtomic
 }
 
-// pendingCall is a call waiting for a reply, by request id.
+// pendingCall is a call waiting for a reply, by request id. They are
+// pooled: replies is handed one reply at most, under the Client's mu
+// while the call is in pending, and emptied before reuse.
 type pendingCall struct {
 	replies chan reply
 }
+
+var pendingPool = sync.Pool{New: func() any { return &pendingCall{replies: make(chan reply, 1)} }}
 
 // reply is one reply a recvLoop handed to its call.
 type reply struct {
@@ -240,10 +244,11 @@ func (c *Client) call(ctx context.Context, req []byte, opts CallOptions, start t
 		}
 	}
 	id := c.nextID.Add(1)
-	p := &pendingCall{replies: make(chan reply, 1)}
+	p := pendingPool.Get().(*pendingCall)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		pendingPool.Put(p)
 		return nil, ErrClosed
 	}
 	c.pending[id] = p
@@ -252,13 +257,20 @@ func (c *Client) call(ctx context.Context, req []byte, opts CallOptions, start t
 		c.mu.Lock()
 		delete(c.pending, id)
 		c.mu.Unlock()
+		// No reply can come now: empty the channel for the next call.
+		select {
+		case <-p.replies:
+		default:
+		}
+		pendingPool.Put(p)
 	}()
 
 	hr := request{id: id, clientID: c.cfg.ID}
 	if key != "" {
 		hr.key = []byte(key)
 	}
-	var tried []*instance
+	var triedBuf [4]*instance
+	tried := triedBuf[:0]
 	var lastErr error
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
@@ -281,14 +293,18 @@ func (c *Client) call(ctx context.Context, req []byte, opts CallOptions, start t
 				return nil, c.ctxErr(ctx, lastErr)
 			}
 		}
-		inst, lost, err := c.pick(ctx, &tried, opts.WaitForInstance)
+		pk, err := c.pick(ctx, tried, opts.WaitForInstance)
 		if err != nil {
 			if lastErr != nil && errors.Is(err, ErrNoInstance) {
 				return nil, fmt.Errorf("rpc: call %q: %w (after: %w)", c.cfg.Service, err, lastErr)
 			}
 			return nil, err
 		}
-		b, err, done := c.attempt(ctx, inst, lost, p, hr, req, key != "", attemptTimeout)
+		if pk.restart {
+			tried = tried[:0]
+		}
+		tried = append(tried, pk.inst)
+		b, err, done := c.attempt(ctx, pk, p, hr, req, key != "", attemptTimeout)
 		if done {
 			return b, err
 		}
@@ -296,36 +312,46 @@ func (c *Client) call(ctx context.Context, req []byte, opts CallOptions, start t
 	}
 }
 
-// pick waits as the call asks for an instance and chooses one. tried
-// collects the instances this call has used; when all were tried, it
-// starts over.
-func (c *Client) pick(ctx context.Context, tried *[]*instance, wait bool) (*instance, <-chan struct{}, error) {
+// picked is the instance pick chose, with its lost channel and whether
+// it was connected then; restart says every instance had been tried, so
+// the call's list of tried instances starts over.
+type picked struct {
+	inst      *instance
+	lost      <-chan struct{}
+	connected bool
+	restart   bool
+}
+
+// pick waits as the call asks for an instance and chooses one that is not
+// in tried (the instances this call has used) if it can.
+func (c *Client) pick(ctx context.Context, tried []*instance, wait bool) (picked, error) {
 	for {
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
-			return nil, nil, ErrClosed
+			return picked{}, ErrClosed
 		}
-		inst, err := c.pickLocked(*tried, time.Now())
+		now := time.Now()
+		var pk picked
+		inst, err := c.pickLocked(tried, now)
 		if errors.Is(err, errAllTried) {
-			*tried = (*tried)[:0]
-			inst, err = c.pickLocked(nil, time.Now())
+			pk.restart = true
+			inst, err = c.pickLocked(nil, now)
 		}
 		if err == nil {
-			*tried = append(*tried, inst)
-			lost := inst.lost
+			pk.inst, pk.lost, pk.connected = inst, inst.lost, inst.connected
 			c.mu.Unlock()
-			return inst, lost, nil
+			return pk, nil
 		}
 		ch, ended := c.changed, c.watchEnded
 		c.mu.Unlock()
 		if !wait || ended {
-			return nil, nil, fmt.Errorf("rpc: call %q: %w", c.cfg.Service, ErrNoInstance)
+			return picked{}, fmt.Errorf("rpc: call %q: %w", c.cfg.Service, ErrNoInstance)
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return nil, nil, fmt.Errorf("rpc: call %q: waiting for an instance: %w", c.cfg.Service, ctx.Err())
+			return picked{}, fmt.Errorf("rpc: call %q: waiting for an instance: %w", c.cfg.Service, ctx.Err())
 		}
 	}
 }
@@ -333,7 +359,8 @@ func (c *Client) pick(ctx context.Context, tried *[]*instance, wait bool) (*inst
 // attempt sends the request to inst and waits for its outcome. done says
 // the call is over (with b or err); otherwise err is why the attempt
 // failed and the call may retry.
-func (c *Client) attempt(ctx context.Context, inst *instance, lost <-chan struct{}, p *pendingCall, hr request, req []byte, retryable bool, attemptTimeout time.Duration) (b []byte, err error, done bool) {
+func (c *Client) attempt(ctx context.Context, pk picked, p *pendingCall, hr request, req []byte, retryable bool, attemptTimeout time.Duration) (b []byte, err error, done bool) {
+	inst, lost := pk.inst, pk.lost
 	sent := time.Now()
 	if d, ok := ctx.Deadline(); ok {
 		hr.timeout = d.Sub(sent)
@@ -347,11 +374,8 @@ func (c *Client) attempt(ctx context.Context, inst *instance, lost <-chan struct
 	// Queue it within the attempt's time: a DEALER blocks while its
 	// instance is not connected. A call that is not retried after a
 	// timeout and goes to a connected instance needs no timer of its own.
-	c.mu.Lock()
-	connected := inst.connected
-	c.mu.Unlock()
 	actx := ctx
-	if retryable || !connected {
+	if retryable || !pk.connected {
 		var cancel context.CancelFunc
 		actx, cancel = context.WithTimeout(ctx, attemptTimeout)
 		defer cancel()

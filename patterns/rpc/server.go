@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -246,7 +247,7 @@ func (s *Server) recvLoop() {
 	defer s.recvWG.Done()
 	defer s.cancel() // the socket closed under us (its owner closed it): stop the workers too
 	for {
-		m, err := s.sock.Recv(s.ctx)
+		m, arrived, err := s.sock.RecvAt(s.ctx)
 		if errors.Is(err, socket.ErrTimeout) && s.ctx.Err() == nil {
 			continue // Config.Socket.RecvTimeout: serve for as long as the socket lives
 		}
@@ -257,13 +258,15 @@ func (s *Server) recvLoop() {
 			return
 		}
 		s.requests.Add(1)
-		s.accept(m.Frames, time.Now())
+		s.accept(m.Frames, arrived, time.Now())
 	}
 }
 
-// accept decodes one request and queues it, answers it from the cache or
-// refuses it.
-func (s *Server) accept(frames [][]byte, now time.Time) {
+// accept decodes one request, which arrived at arrived, and queues it,
+// answers it from the cache or refuses it. A request's deadline counts
+// from its arrival: the time it waited in the socket's receive queue
+// counts against it, as the time in the server's queue does.
+func (s *Server) accept(frames [][]byte, arrived, now time.Time) {
 	env, body, ok := splitEnvelope(frames)
 	if !ok || len(body) == 0 {
 		s.bad.Add(1) // no REQ envelope: nothing to answer to
@@ -284,17 +287,21 @@ func (s *Server) accept(frames [][]byte, now time.Time) {
 		s.log.Debug("malformed request", "err", err)
 		if len(body[0]) >= 14 {
 			// Answer if the id is readable, so the caller does not wait.
-			s.send(env, appendReply(nil, req.id, StatusBadRequest), nil)
+			s.sendReply(env, req.id, StatusBadRequest)
 		}
 		return
 	case len(body) != 2:
 		s.bad.Add(1)
-		s.send(env, appendReply(nil, req.id, StatusBadRequest), nil)
+		s.sendReply(env, req.id, StatusBadRequest)
 		return
 	default:
 		j.req, j.body = req, body[1]
 		if req.timeout > 0 {
-			j.deadline = now.Add(req.timeout)
+			j.deadline = arrived.Add(req.timeout)
+			if !now.Before(j.deadline) {
+				s.expired.Add(1) // expired while queued: the caller has given up
+				return
+			}
 		}
 	}
 	s.mu.Lock()
@@ -304,7 +311,7 @@ func (s *Server) accept(frames [][]byte, now time.Time) {
 		if j.plain {
 			s.replyPlainError(env, "unavailable", "server shutting down")
 		} else {
-			s.send(env, appendReply(nil, req.id, StatusUnavailable), nil)
+			s.sendReply(env, req.id, StatusUnavailable)
 		}
 		return
 	}
@@ -318,7 +325,7 @@ func (s *Server) accept(frames [][]byte, now time.Time) {
 					// misbehaving: they are not held.
 					s.mu.Unlock()
 					s.overloaded.Add(1)
-					s.send(env, appendReply(nil, req.id, StatusOverloaded), nil)
+					s.sendReply(env, req.id, StatusOverloaded)
 					return
 				}
 				e.waiters = append(e.waiters, waiter{env: env, id: req.id})
@@ -327,7 +334,7 @@ func (s *Server) accept(frames [][]byte, now time.Time) {
 			}
 			st, fr := e.status, e.frames
 			s.mu.Unlock()
-			s.send(env, appendReply(nil, req.id, st), fr)
+			s.sendReply(env, req.id, st, fr...)
 			return
 		}
 		s.cache.start(k)
@@ -347,7 +354,7 @@ func (s *Server) accept(frames [][]byte, now time.Time) {
 		if j.plain {
 			s.replyPlainError(env, "overloaded", "server overloaded")
 		} else {
-			s.send(env, appendReply(nil, req.id, StatusOverloaded), nil)
+			s.sendReply(env, req.id, StatusOverloaded)
 		}
 	}
 }
@@ -394,16 +401,16 @@ func (s *Server) run(j job) {
 			// Copies that joined it may still have time: the handler did
 			// not run, so they may try again.
 			for _, w := range ws {
-				s.send(w.env, appendReply(nil, w.id, StatusUnavailable), nil)
+				s.sendReply(w.env, w.id, StatusUnavailable)
 			}
 		}
 		return // the caller has given up: never run it
 	}
-	ctx := s.ctx
+	var ctx context.Context = s.ctx
 	if !j.deadline.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, j.deadline)
-		defer cancel()
+		cc := newCallCtx(s.ctx, j.deadline)
+		defer cc.release()
+		ctx = cc
 	}
 	s.handled.Add(1)
 	reply, err := s.call(ctx, j.body)
@@ -420,21 +427,25 @@ func (s *Server) run(j job) {
 		s.send(j.env, nil, [][]byte{reply})
 		return
 	}
-	st, frames := StatusOK, [][]byte{reply}
+	var fr [2][]byte // on the stack: sendReply copies the frames
+	st, frames := StatusOK, fr[:1]
+	fr[0] = reply
 	if err != nil {
 		s.errs.Add(1)
 		code, msg := errorParts(err)
-		st, frames = StatusError, [][]byte{[]byte(code), []byte(msg)}
+		st, frames = StatusError, fr[:2]
+		fr[0], fr[1] = []byte(code), []byte(msg)
 	}
 	var waiters []waiter
 	if j.key != nil {
+		kept := slices.Clone(frames)
 		s.mu.Lock()
-		waiters = s.cache.finish(*j.key, st, frames, time.Now())
+		waiters = s.cache.finish(*j.key, st, kept, time.Now())
 		s.mu.Unlock()
 	}
-	s.send(j.env, appendReply(nil, j.req.id, st), frames)
+	s.sendReply(j.env, j.req.id, st, frames...)
 	for _, w := range waiters {
-		s.send(w.env, appendReply(nil, w.id, st), frames)
+		s.sendReply(w.env, w.id, st, frames...)
 	}
 }
 
@@ -472,6 +483,28 @@ func (s *Server) replyPlainError(env [][]byte, code, msg string) {
 	s.send(env, nil, [][]byte{[]byte("error:" + code), []byte(msg)})
 }
 
+// replyBuf holds a reply's frames (up to an envelope of two: a routing
+// id and the delimiter, the header and one frame) and its header, so that
+// a reply costs one allocation.
+type replyBuf struct {
+	frames [4][]byte
+	hdr    [repHeaderLen]byte
+}
+
+// sendReply queues the reply to request id: env, the header with st,
+// then frames (copied: the slice is not kept).
+func (s *Server) sendReply(env [][]byte, id uint64, st Status, frames ...[]byte) {
+	rb := new(replyBuf)
+	out := rb.frames[:0]
+	if n := len(env) + 1 + len(frames); n > len(rb.frames) {
+		out = make([][]byte, 0, n)
+	}
+	out = append(out, env...)
+	out = append(out, appendReply(rb.hdr[:0], id, st))
+	out = append(out, frames...)
+	s.queue(out)
+}
+
 // send queues a reply: env, then hdr (if not nil), then frames.
 func (s *Server) send(env [][]byte, hdr []byte, frames [][]byte) {
 	out := make([][]byte, 0, len(env)+1+len(frames))
@@ -480,6 +513,11 @@ func (s *Server) send(env [][]byte, hdr []byte, frames [][]byte) {
 		out = append(out, hdr)
 	}
 	out = append(out, frames...)
+	s.queue(out)
+}
+
+// queue hands a reply's frames to the socket.
+func (s *Server) queue(out [][]byte) {
 	// ROUTER drops a reply for a peer that is gone or full rather than
 	// block; the client's attempt timeout covers it.
 	if err := s.sock.Send(s.ctx, socket.Msg{Frames: out}); err != nil {
