@@ -13,7 +13,7 @@ import (
 // holds at most hwm messages and, unless it is empty, at most hwmBytes
 // bytes (see msgBytes), counting the batch the writer took until it is
 // written (the writer's next take gives its bytes back), so that a writer
-// stalled on a peer that does not read holds no more. The writer sleeps
+// stalled on a peer that does not read holds at most one batch more. The writer sleeps
 // on ready only after finding the queue empty, and only then does a
 // sender pay for waking it.
 type outQueue struct {
@@ -43,13 +43,18 @@ func newOutQueue(hwm int, hwmBytes int64, total *atomic.Int64, totalMax int64) *
 }
 
 // fitsLocked reports whether a message of n bytes may be queued now: the
-// queue is below both marks, or it is empty and the writer holds nothing
-// (a message bigger than hwmBytes passes alone).
+// queue is below both marks, or nothing is queued (a message bigger than
+// hwmBytes passes alone, and so does one that finds only the batch the
+// writer took: the bytes of a written batch come back at the writer's next
+// take, and a peer that read the reply to its last request, and asked
+// again, must not find its next reply dropped because that writer has not
+// run yet). A queue thus holds at most hwmBytes, or one message, besides
+// the batch being written.
 func (q *outQueue) fitsLocked(n int64) bool {
 	if q.ring.n >= q.hwm {
 		return false
 	}
-	return q.bytes == 0 || q.bytes+n <= q.hwmBytes
+	return q.ring.n == 0 || q.bytes+n <= q.hwmBytes
 }
 
 // push adds m, which counts n bytes (msgBytes), unless the queue is full.

@@ -182,3 +182,29 @@ func TestWriterYieldsToOtherDuties(t *testing.T) {
 		t.Fatalf("%d messages left after an unbounded drain", left)
 	}
 }
+
+// TestOutQueueRoomBesideTheWrittenBatch: a message that finds only the
+// batch the writer took (written, its bytes not yet given back) is
+// queued, even when both together pass hwmBytes: a ROUTER that drops
+// what does not fit must not drop the reply to a peer that read the last
+// one and asked again before the writer ran. One more is refused: the
+// queue stays bounded.
+func TestOutQueueRoomBesideTheWrittenBatch(t *testing.T) {
+	const size = 3 << 20
+	q := newOutQueue(1000, 4<<20, nil, 0)
+	m := Msg{Frames: [][]byte{make([]byte, size)}}
+	n := msgBytes(m)
+	if !q.pushDrop(m, n) {
+		t.Fatal("the first message refused by an empty queue")
+	}
+	if b, _ := q.take(make([]Msg, 0, 8), 0); len(b) != 1 {
+		t.Fatalf("took %d messages, want 1", len(b))
+	}
+	// The writer wrote it and has not come back for its next take.
+	if !q.pushDrop(m, n) {
+		t.Fatal("a message beside the batch being written was dropped")
+	}
+	if q.pushDrop(m, n) {
+		t.Fatal("a third message queued past hwmBytes")
+	}
+}

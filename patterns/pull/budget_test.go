@@ -104,3 +104,52 @@ func TestServerRefusesRouterMandatory(t *testing.T) {
 		t.Fatal("a server with RouterMandatory started")
 	}
 }
+
+// TestCatchUpLosesNoReply: a consumer catching up on 70 MB of 1 KiB records
+// in replies of up to 4 MiB never waits for a reply that was dropped. The
+// server's ROUTER drops what does not fit a peer's queue, and the bytes of
+// the reply just written came back to the queue only at its writer's next
+// turn: a consumer that read the reply and asked again before then found
+// its next reply dropped and waited MaxWait + RequestTimeout for it.
+func TestCatchUpLosesNoReply(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 70 MB")
+	}
+	l, err := spool.Open(spool.Config{Dir: t.TempDir(), Sync: spool.SyncNone, Codec: spool.CodecNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	recs := make([]spool.Record, 1024)
+	for i := range recs {
+		recs[i] = spool.Record{Value: make([]byte, 1024)}
+	}
+	const batches = 68
+	for range batches {
+		if _, err := l.Append(context.Background(), recs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv, err := pull.NewServer(pull.ServerConfig{Lookup: func(string) (*spool.Log, bool) { return l, true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c, err := pull.NewConsumer(pull.ConsumerConfig{Stream: "s", Publishers: map[string]string{"p": srv.Endpoints()[0]}, MaxBytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for i := 0; i < batches*len(recs); i++ {
+		m, err := c.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Ack(m)
+	}
+	if st := c.Stats()[0]; st.Errors != 0 {
+		t.Fatalf("%d fetches waited for a reply that never came (server: %+v)", st.Errors, srv.Stats())
+	}
+}
