@@ -36,7 +36,7 @@ func BenchmarkGroupAcked(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for i := 0; i < 3; i++ {
-		m := member(b, group.MemberConfig{Name: fmt.Sprintf("m%d", i), Buffer: 256}, p)
+		m := member(b, group.MemberConfig{Name: fmt.Sprintf("m%d", i), Buffer: 1024, MaxAckPending: 16384}, p)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"log/slog"
 	"sort"
@@ -15,8 +16,8 @@ import (
 // fetchLocked leases records to the member and replies, or parks the
 // fetch until records are available or its wait ends. It unlocks s.mu.
 func (s *Server) fetchLocked(g *state, l *spool.Log, env [][]byte, req Request) {
-	recs := s.leaseLocked(g, l, req, time.Now())
-	if len(recs) == 0 && req.WaitMillis > 0 && len(g.parked) < maxParked {
+	data, n := s.leaseLocked(g, l, req, time.Now())
+	if n == 0 && req.WaitMillis > 0 && len(g.parked) < maxParked {
 		// One parked fetch per member: a newer one replaces it, and the
 		// older is answered empty, so a member that keeps fetching
 		// without waiting for replies holds one entry, not many.
@@ -39,12 +40,13 @@ func (s *Server) fetchLocked(g *state, l *spool.Log, env [][]byte, req Request) 
 		return
 	}
 	s.mu.Unlock()
-	s.send(env, &Reply{Status: StatusOK, ID: req.ID, Records: recs})
+	s.send(env, &Reply{Status: StatusOK, ID: req.ID, Count: n, Data: data})
 }
 
 // leaseLocked leases up to the request's limits: due redeliveries first
-// (lowest offset first), then records from the cursor.
-func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time) []Record {
+// (lowest offset first), then records from the cursor. It returns the
+// records as a fetch reply's data, and their count.
+func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time) ([]byte, uint32) {
 	n := int(req.MaxRecords)
 	if n <= 0 {
 		n = 1
@@ -58,7 +60,8 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 		maxBytes = 1 << 20
 	}
 	maxBytes = min(maxBytes, maxFetchBytes)
-	var out []Record
+	var out []byte
+	cnt := 0
 	size := 0
 	take := func(o uint64, p *pending, r spool.Record) {
 		p.deliveries++
@@ -69,7 +72,11 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 		if p.deliveries > 1 {
 			g.cnt.Redelivered++
 		}
-		out = append(out, toWire(r, p.deliveries))
+		if out == nil {
+			out = make([]byte, 0, min(n*(len(r.Value)+64), maxBytes+len(r.Value)+64))
+		}
+		out = appendWire(out, &r, p.deliveries)
+		cnt++
 		size += len(r.Value) + 64
 	}
 	if g.avail > 0 && n > 0 {
@@ -81,7 +88,7 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 		}
 		sort.Slice(due, func(i, j int) bool { return due[i] < due[j] })
 		for _, o := range due {
-			if len(out) >= n || size >= maxBytes {
+			if cnt >= n || size >= maxBytes {
 				break
 			}
 			if g.blocked(o, g.pend[o]) {
@@ -102,7 +109,7 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 			take(o, g.pend[o], r)
 		}
 	}
-	if len(out) < n && size < maxBytes && g.next < l.NextOffset() {
+	if cnt < n && size < maxBytes && g.next < l.NextOffset() {
 		if g.next < l.OldestOffset() {
 			for o := g.next; o < l.OldestOffset(); o++ {
 				g.settle(o) // removed by retention before the group read them
@@ -112,7 +119,7 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 		rd, err := g.reader(l)
 		if err == nil {
 			ctx, cancel := context.WithTimeout(s.ctx, time.Second)
-			for len(out) < n && size < maxBytes && rd.Offset() < l.NextOffset() {
+			for cnt < n && size < maxBytes && rd.Offset() < l.NextOffset() {
 				r, err := rd.Next(ctx)
 				if err != nil {
 					s.log.Warn("read for group", "stream", g.stream, "group", g.group, "offset", rd.Offset(), "err", err)
@@ -148,10 +155,10 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 			cancel()
 		}
 	}
-	if len(out) > 0 {
+	if cnt > 0 {
 		s.wakeAtLocked(now.Add(g.set.AckWait))
 	}
-	return out
+	return out, uint32(cnt)
 }
 
 // HeaderNotBefore holds a record's not-before time, in Unix
@@ -253,15 +260,20 @@ func readOne(l *spool.Log, o uint64) (spool.Record, error) {
 	return r, nil
 }
 
-func toWire(r spool.Record, delivery uint32) Record {
-	w := Record{Offset: r.Offset, Delivery: delivery, Time: r.Time, Value: r.Value}
-	if len(r.Headers) > 0 {
-		w.Headers = make([]Header, len(r.Headers))
-		for i, h := range r.Headers {
-			w.Headers[i] = Header{Key: h.Key, Value: h.Value}
-		}
+// appendWire appends r as a fetch reply's record (see Reply).
+func appendWire(b []byte, r *spool.Record, delivery uint32) []byte {
+	b = binary.BigEndian.AppendUint64(b, r.Offset)
+	b = binary.BigEndian.AppendUint32(b, delivery)
+	b = binary.BigEndian.AppendUint64(b, uint64(r.Time.UnixNano()))
+	b = binary.BigEndian.AppendUint16(b, uint16(len(r.Headers)))
+	for _, h := range r.Headers {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(h.Key)))
+		b = append(b, h.Key...)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(h.Value)))
+		b = append(b, h.Value...)
 	}
-	return w
+	b = binary.BigEndian.AppendUint32(b, uint32(len(r.Value)))
+	return append(b, r.Value...)
 }
 
 // kickLocked serves the group's parked fetches that can be served now.
@@ -276,12 +288,12 @@ func (s *Server) kickLocked(g *state, l *spool.Log) []pendingReply {
 	var sends []pendingReply
 	keep := g.parked[:0]
 	for _, p := range g.parked {
-		recs := s.leaseLocked(g, l, p.req, now)
-		if len(recs) == 0 && p.deadline.After(now) {
+		data, n := s.leaseLocked(g, l, p.req, now)
+		if n == 0 && p.deadline.After(now) {
 			keep = append(keep, p)
 			continue
 		}
-		sends = append(sends, pendingReply{p.env, EncodeReply(&Reply{Status: StatusOK, ID: p.req.ID, Records: recs})})
+		sends = append(sends, pendingReply{p.env, EncodeReply(&Reply{Status: StatusOK, ID: p.req.ID, Count: n, Data: data})})
 	}
 	for i := len(keep); i < len(g.parked); i++ {
 		g.parked[i] = nil

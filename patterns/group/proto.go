@@ -24,6 +24,9 @@ const (
 	OpTerm     Op = 5 // never redeliver: dead-letter with the entry's reason
 	OpLeave    Op = 6 // the member leaves: release all its leases at once
 	OpInfo     Op = 7 // the group's state on this publisher (JSON GroupStats)
+	// OpAckRanges acknowledges runs of offsets: the body is Ranges, so a
+	// member's acks of consecutive records cost 16 bytes per run.
+	OpAckRanges Op = 8
 )
 
 // Status is a reply's status.
@@ -67,6 +70,10 @@ const (
 	maxEntries    = 256
 	maxReasonLen  = 255
 	maxRecordSize = 64 << 20
+	rangeLen      = 16
+	// maxRangeAcks caps the acknowledgements one OpAckRanges request
+	// names (a member holds at most MaxMaxAckPending leases).
+	maxRangeAcks = MaxMaxAckPending
 )
 
 // Request is a decoded group request.
@@ -92,6 +99,17 @@ type Request struct {
 	Member        string
 	Backoff       []time.Duration
 	Entries       []Entry
+	Ranges        []Range // OpAckRanges
+}
+
+// Range names the leases of Count consecutive offsets from Offset, each
+// of delivery Delivery, in an OpAckRanges request.
+//
+// Encoded as offset u64 | count u32 | delivery u32.
+type Range struct {
+	Offset   uint64
+	Count    uint32
+	Delivery uint32
 }
 
 // Entry names one lease in an ack, nak, progress or term request: the
@@ -126,6 +144,13 @@ func EncodeRequest(r *Request) [][]byte {
 	if r.Op == OpFetch {
 		for _, d := range r.Backoff {
 			body = binary.BigEndian.AppendUint32(body, uint32(d/time.Millisecond))
+		}
+	} else if r.Op == OpAckRanges {
+		body = make([]byte, 0, rangeLen*len(r.Ranges))
+		for _, g := range r.Ranges {
+			body = binary.BigEndian.AppendUint64(body, g.Offset)
+			body = binary.BigEndian.AppendUint32(body, g.Count)
+			body = binary.BigEndian.AppendUint32(body, g.Delivery)
 		}
 	} else {
 		for _, e := range r.Entries {
@@ -165,7 +190,7 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 		return r, malformed("version %d, want %d", h[0], Version)
 	}
 	r.Op = Op(h[1])
-	if r.Op < OpFetch || r.Op > OpInfo {
+	if r.Op < OpFetch || r.Op > OpAckRanges {
 		return r, malformed("unknown op %d", h[1])
 	}
 	r.ID = binary.BigEndian.Uint32(h[2:])
@@ -209,6 +234,9 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 		}
 		return r, nil
 	}
+	if r.Op == OpAckRanges {
+		return r, decodeRanges(&r, body)
+	}
 	// Count first, so the slice is allocated once and bounded.
 	n := 0
 	for p := 0; p < len(body); n++ {
@@ -237,6 +265,27 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 		p += 17 + rl
 	}
 	return r, nil
+}
+
+func decodeRanges(r *Request, body []byte) error {
+	n := len(body) / rangeLen
+	if len(body)%rangeLen != 0 || n == 0 || n > maxEntries {
+		return malformed("ack ranges of %d bytes", len(body))
+	}
+	r.Ranges = make([]Range, n)
+	total := uint64(0)
+	for i := range r.Ranges {
+		b := body[rangeLen*i:]
+		g := Range{binary.BigEndian.Uint64(b), binary.BigEndian.Uint32(b[8:]), binary.BigEndian.Uint32(b[12:])}
+		if g.Count == 0 || g.Offset+uint64(g.Count) < g.Offset {
+			return malformed("ack range %d: %d from %d", i, g.Count, g.Offset)
+		}
+		if total += uint64(g.Count); total > maxRangeAcks {
+			return malformed("more than %d acks in ranges", maxRangeAcks)
+		}
+		r.Ranges[i] = g
+	}
+	return nil
 }
 
 // Reply is a decoded group reply.

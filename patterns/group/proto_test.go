@@ -16,6 +16,7 @@ func TestRequestRoundTrip(t *testing.T) {
 		{Op: OpNak, ID: 9, Stream: "s", Group: "g", Member: "n/1", Entries: []Entry{{Offset: 5, Delivery: 2, Delay: 1500 * time.Millisecond}}},
 		{Op: OpTerm, ID: 10, Stream: "s", Group: "g", Member: "n/1", Entries: []Entry{{Offset: 5, Delivery: 2, Reason: "poison"}}},
 		{Op: OpLeave, ID: 11, Stream: "s", Group: "g", Member: "n/1"},
+		{Op: OpAckRanges, ID: 12, Stream: "s", Group: "g", Member: "n/1", Ranges: []Range{{Offset: 3, Count: 100, Delivery: 1}, {Offset: 1 << 50, Count: 1, Delivery: 7}}},
 	} {
 		got, err := DecodeRequest(EncodeRequest(&r))
 		if err != nil {
@@ -43,6 +44,7 @@ func TestReplyRoundTrip(t *testing.T) {
 
 func TestDecodeRefusesMalformed(t *testing.T) {
 	good := EncodeRequest(&Request{Op: OpAck, Stream: "s", Group: "g", Member: "m", Entries: []Entry{{Offset: 1, Delivery: 1}}})
+	ranges := EncodeRequest(&Request{Op: OpAckRanges, Stream: "s", Group: "g", Member: "m", Ranges: []Range{{Offset: 1, Count: 2, Delivery: 1}}})
 	cases := map[string][][]byte{
 		"no frames":     nil,
 		"short header":  {good[0][:10], good[1], good[2], good[3], good[4]},
@@ -54,6 +56,11 @@ func TestDecodeRefusesMalformed(t *testing.T) {
 		"cut reason":    {good[0], good[1], good[2], good[3], append(append([]byte{}, good[4][:16]...), 200)},
 		"too many":      {good[0], good[1], good[2], good[3], bytes.Repeat(good[4], maxEntries+1)},
 		"backoff bytes": {EncodeRequest(&Request{Op: OpFetch})[0], good[1], good[2], good[3], []byte{1, 2, 3}},
+		"range bytes":   {ranges[0], good[1], good[2], good[3], ranges[4][:15]},
+		"no ranges":     {ranges[0], good[1], good[2], good[3], nil},
+		"empty range":   {EncodeRequest(&Request{Op: OpAckRanges, Ranges: []Range{{Offset: 1}}})[0], good[1], good[2], good[3], EncodeRequest(&Request{Op: OpAckRanges, Ranges: []Range{{Offset: 1}}})[4]},
+		"range wraps":   {ranges[0], good[1], good[2], good[3], EncodeRequest(&Request{Op: OpAckRanges, Ranges: []Range{{Offset: 1<<64 - 2, Count: 5}}})[4]},
+		"range acks":    {ranges[0], good[1], good[2], good[3], EncodeRequest(&Request{Op: OpAckRanges, Ranges: []Range{{Count: 40000}, {Offset: 50000, Count: 40000}}})[4]},
 	}
 	for name, frames := range cases {
 		if _, err := DecodeRequest(frames); !errors.Is(err, ErrMalformed) {
@@ -72,6 +79,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	for _, r := range []Request{
 		{Op: OpFetch, Stream: "s", Group: "g", Member: "m", Backoff: []time.Duration{time.Second}},
 		{Op: OpTerm, Stream: "s", Group: "g", Member: "m", Entries: []Entry{{Offset: 1, Delivery: 1, Reason: "x"}}},
+		{Op: OpAckRanges, Stream: "s", Group: "g", Member: "m", Ranges: []Range{{Offset: 1, Count: 9, Delivery: 1}}},
 	} {
 		fr := EncodeRequest(&r)
 		f.Add(fr[0], fr[1], fr[4])

@@ -321,6 +321,9 @@ func (s *Server) settleLocked(g *state, req Request) *Reply {
 		n := s.releaseLocked(g, func(m string) bool { return m == req.Member }, now)
 		return &Reply{Status: StatusOK, ID: req.ID, Count: uint32(n)}
 	}
+	if req.Op == OpAckRanges {
+		return s.ackRangesLocked(g, req)
+	}
 	var refused []byte
 	nref := uint32(0)
 	for _, e := range req.Entries {
