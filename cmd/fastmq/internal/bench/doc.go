@@ -6,6 +6,6 @@
 // wiring; this package owns the runs and the figures they print.
 //
 // A run in separate processes re-executes the running binary as
-// `fastmq bench PATTERN --role recv ...`, so it works only inside the
+// `fastmq bench PATTERN --role recv ...` (`bench group --role member`), so it works only inside the
 // fastmq command (or a test binary acting as it).
 package bench
