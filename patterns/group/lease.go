@@ -63,11 +63,16 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 	var out []byte
 	cnt := 0
 	size := 0
-	take := func(o uint64, p *pending, r spool.Record) {
+	taken := 0
+	// take leases r; fresh says it was just read from the cursor (the
+	// journal's default for those is one delivery: nothing to note).
+	take := func(o uint64, p *pending, r spool.Record, fresh bool) {
 		p.deliveries++
 		p.member, p.leased, p.deadline = req.Member, now, now.Add(g.set.AckWait)
-		g.delivered(o)
-		g.held[req.Member]++
+		if !fresh || p.deliveries != 1 {
+			g.delivered(o)
+		}
+		taken++
 		g.cnt.Delivered++
 		if p.deliveries > 1 {
 			g.cnt.Redelivered++
@@ -106,7 +111,7 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 				continue
 			}
 			g.avail--
-			take(o, g.pend[o], r)
+			take(o, g.pend[o], r, false)
 		}
 	}
 	if cnt < n && size < maxBytes && g.next < l.NextOffset() {
@@ -140,6 +145,7 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 						// Behind an earlier record of its key: leased
 						// once that one is settled.
 						g.avail++
+						g.delivered(r.Offset) // not delivered yet
 						continue
 					}
 				}
@@ -148,12 +154,17 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 					// and the records behind it go on.
 					p.notBefore = nb
 					g.avail++
+					g.delivered(r.Offset) // not delivered yet
 					continue
 				}
-				take(r.Offset, p, r)
+				take(r.Offset, p, r, true)
 			}
 			cancel()
 		}
+	}
+	if taken > 0 {
+		g.held[req.Member] += taken
+		g.dirty = true
 	}
 	if cnt > 0 {
 		s.wakeAtLocked(now.Add(g.set.AckWait))
