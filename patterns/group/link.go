@@ -323,51 +323,69 @@ func (ln *link) settleLoop() {
 			}
 			byOp[s.op] = append(byOp[s.op], s)
 		}
-		send := func(op Op, part []settleReq) {
+		send := func(op Op, part []settleReq, keys []ackKey) {
 			// Up to maxSettleCalls requests in flight, so that the
 			// publisher's next group commit takes the next batch.
 			inflight <- struct{}{}
 			calls.Add(1)
 			go func() {
 				defer calls.Done()
-				ln.sendSettles(op, part)
+				ln.sendSettles(op, part, keys)
 				<-inflight
 			}()
 		}
 		if len(acks) > 0 {
-			slices.SortFunc(acks, func(a, b settleReq) int { return cmp.Compare(a.e.Offset, b.e.Offset) })
-			for len(acks) > 0 {
-				k := rangesPrefix(acks, maxRangesPerRequest)
-				send(OpAckRanges, acks[:k])
-				acks = acks[k:]
+			// Sorted by small keys (sorting the requests themselves
+			// moves their callbacks: write barriers).
+			keys := make([]ackKey, len(acks))
+			for i, s := range acks {
+				keys[i] = ackKey{s.e.Offset, s.e.Delivery, uint32(i)}
+			}
+			if !slices.IsSortedFunc(keys, cmpAckKey) {
+				slices.SortFunc(keys, cmpAckKey)
+			}
+			for len(keys) > 0 {
+				k := rangesPrefix(keys, maxRangesPerRequest)
+				send(OpAckRanges, acks, keys[:k])
+				keys = keys[k:]
 			}
 		}
 		for op, list := range byOp {
 			for len(list) > 0 {
 				k := min(len(list), maxBatch)
-				send(op, list[:k])
+				send(op, list[:k], nil)
 				list = list[k:]
 			}
 		}
 	}
 }
 
+// ackKey is an ack's sort key: offset, delivery and its index in the
+// batch.
+type ackKey struct {
+	off uint64
+	del uint32
+	i   uint32
+}
+
+func cmpAckKey(a, b ackKey) int { return cmp.Compare(a.off, b.off) }
+
 // rangesPrefix returns how many of the sorted acks fit in n ranges (and
 // maxRangeAcks acks).
-func rangesPrefix(acks []settleReq, n int) int {
+func rangesPrefix(keys []ackKey, n int) int {
 	runs := 0
-	for i, s := range acks {
+	for i, k := range keys {
 		if i == maxRangeAcks {
 			return i
 		}
-		if i == 0 || s.e.Offset != acks[i-1].e.Offset+1 || s.e.Delivery != acks[i-1].e.Delivery {
+		if i == 0 || k.off != keys[i-1].off+1 || k.del != keys[i-1].del {
 			if runs == n {
 				return i
 			}
 			runs++
 		}
 	}
-	return len(acks)
+	return len(keys)
 }
 
 // Settle batching: a batch gathers up to maxGather queued settles; an
@@ -379,15 +397,17 @@ const (
 	maxRangesPerRequest = 180
 )
 
-func (ln *link) sendSettles(op Op, list []settleReq) {
+// sendSettles sends one request: for OpAckRanges, the acks keys index
+// in list (sorted), for other ops all of list.
+func (ln *link) sendSettles(op Op, list []settleReq, keys []ackKey) {
 	req := &Request{Op: op}
 	if op == OpAckRanges {
-		for i, s := range list {
-			if n := len(req.Ranges); i > 0 && s.e.Offset == list[i-1].e.Offset+1 && s.e.Delivery == req.Ranges[n-1].Delivery {
+		for i, k := range keys {
+			if n := len(req.Ranges); i > 0 && k.off == keys[i-1].off+1 && k.del == req.Ranges[n-1].Delivery {
 				req.Ranges[n-1].Count++
 				continue
 			}
-			req.Ranges = append(req.Ranges, Range{Offset: s.e.Offset, Count: 1, Delivery: s.e.Delivery})
+			req.Ranges = append(req.Ranges, Range{Offset: k.off, Count: 1, Delivery: k.del})
 		}
 	} else {
 		req.Entries = make([]Entry, len(list))
@@ -400,10 +420,14 @@ func (ln *link) sendSettles(op Op, list []settleReq) {
 	if op == OpAckRanges && errors.As(err, &se) && se.Status == StatusBadRequest {
 		// A publisher from before OpAckRanges: plain acks from now on.
 		ln.noRanges.Store(true)
-		for len(list) > 0 {
-			k := min(len(list), maxBatch)
-			ln.sendSettles(OpAck, list[:k])
-			list = list[k:]
+		part := make([]settleReq, len(keys))
+		for i, k := range keys {
+			part[i] = list[k.i]
+		}
+		for len(part) > 0 {
+			k := min(len(part), maxBatch)
+			ln.sendSettles(OpAck, part[:k], nil)
+			part = part[k:]
 		}
 		return
 	}
@@ -414,12 +438,21 @@ func (ln *link) sendSettles(op Op, list []settleReq) {
 			refused[binary.BigEndian.Uint64(rep.Data[i:])] = rep.Data[i+8]
 		}
 	}
-	for _, s := range list {
+	answer := func(s *settleReq) {
 		e := err
 		if code, ok := refused[s.e.Offset]; ok && e == nil {
 			e = &RefusedError{Offset: s.e.Offset, Code: code}
 		}
 		s.done(e)
+	}
+	if keys != nil {
+		for _, k := range keys {
+			answer(&list[k.i])
+		}
+		return
+	}
+	for i := range list {
+		answer(&list[i])
 	}
 }
 
