@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/patterns/group"
@@ -43,7 +44,7 @@ func BenchmarkGroupAcked(b *testing.B) {
 			m.Run(ctx, 64, func(context.Context, *group.Message) error { return nil })
 		}()
 	}
-	testutil.WaitFor(b, "every record acknowledged", 0, func() bool {
+	testutil.WaitFor(b, "every record acknowledged", 5*time.Minute, func() bool {
 		return p.groups.Stats()["s/g"].Acked == uint64(b.N)
 	})
 	b.StopTimer()

@@ -124,6 +124,7 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 		rd, err := g.reader(l)
 		if err == nil {
 			ctx, cancel := context.WithTimeout(s.ctx, time.Second)
+			var slab []pending
 			for cnt < n && size < maxBytes && rd.Offset() < l.NextOffset() {
 				r, err := rd.Next(ctx)
 				if err != nil {
@@ -133,7 +134,12 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 				for o := g.next; o < r.Offset; o++ {
 					g.settle(o) // a gap in the log
 				}
-				p := &pending{}
+				if len(slab) == 0 {
+					// One allocation for the pending records of a fetch.
+					slab = make([]pending, min(n-cnt+16, maxFetchRecords))
+				}
+				p := &slab[0]
+				slab = slab[1:]
 				g.pend[r.Offset] = p
 				g.next = r.Offset + 1
 				g.dirty = true
