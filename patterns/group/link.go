@@ -271,6 +271,14 @@ func (ln *link) settle(ctx context.Context, op Op, e Entry) error {
 // ErrClosed when the link stops first). It blocks only while the queue
 // is full.
 func (ln *link) settleAsync(ctx context.Context, op Op, e Entry, done func(error)) error {
+	if ln.ctx.Err() != nil {
+		return ErrClosed
+	}
+	select { // fast path: one channel locked, not three
+	case ln.settles <- settleReq{op, e, done}:
+		return nil
+	default:
+	}
 	select {
 	case ln.settles <- settleReq{op, e, done}:
 		return nil
