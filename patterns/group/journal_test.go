@@ -113,7 +113,7 @@ func TestJournalTornTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	load := func(b []byte) (*state, Recovery, error) {
+	load := func(b []byte) (*state, recovery, error) {
 		t.Helper()
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)

@@ -385,10 +385,10 @@ func writeState(dir string, f fileState) error {
 }
 
 // loadState reads a group's state, its snapshot and then its journal;
-// (nil, nil) when there is none. The Recovery says what the journal
+// (nil, nil) when there is none. The recovery says what the journal
 // held, and whether its last entry was torn (cut off).
-func loadState(dir, stream, group string) (*state, Recovery, error) {
-	var rec Recovery
+func loadState(dir, stream, group string) (*state, recovery, error) {
+	var rec recovery
 	b, err := os.ReadFile(statePath(dir, stream, group))
 	if os.IsNotExist(err) {
 		return nil, rec, nil
