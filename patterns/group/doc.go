@@ -32,10 +32,10 @@
 // then one entry per group commit: payload length u32 | CRC32C of the
 // length and the payload u32 | payload: cursor u64 | settled span count
 // u32 | delivery run count u32 | settled spans, each from u64 | to u64 |
-// delivery runs, each from u64 | to u64 | deliveries u32 (pending
-// records whose delivery count changed). Spans are ascending and below
-// the cursor; the records from the previous cursor on that no span
-// settles are pending.
+// delivery runs, each from u64 | to u64 | deliveries u32. Spans are
+// ascending and below the cursor; the records from the previous cursor
+// on that no span settles are pending, delivered once unless a run gives
+// their count (a redelivery, or a record read but not leased yet: 0).
 //
 // One goroutine does the group commit: it appends the dead letters,
 // writes one journal entry per changed group with one fdatasync, and only
