@@ -60,7 +60,7 @@
 //
 //   - AckWait (default 30 s): a lease's length, counted from when the
 //     publisher leases the record to the member (the member buffers
-//     little: MemberConfig.Buffer, default 16 records in all, so leased
+//     little: MemberConfig.Buffer, default 64 records in all, so leased
 //     records do not wait long unprocessed). InProgress extends it by
 //     AckWait, up to MaxLeaseFactor (10) AckWaits from the lease's start.
 //   - MaxDeliver (default 5, unlimited with -1): a record that ran out

@@ -48,8 +48,12 @@ type MemberConfig struct {
 	// Default 1000.
 	MaxAckPending int
 	// Buffer is how many leased records the member holds that Next has
-	// not returned yet, all publishers together. Default 16. Keep it
-	// small: their leases run.
+	// not returned yet, all publishers together. Default 64. A fetch
+	// asks for the free room (at least half the buffer while records
+	// wait), so a larger buffer makes larger batches (bench group: about
+	// 4x the throughput at 128 than at 16); but buffered records' leases
+	// run: keep Buffer times a record's handling time, divided by the
+	// handlers running at once, well under AckWait.
 	Buffer int
 	// Start and StartValue place a new group's cursor (StartEarliest,
 	// StartLatest, StartOffset, StartTime). Default earliest.
@@ -112,7 +116,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		cfg.MaxAckPending = DefaultMaxAckPending
 	}
 	if cfg.Buffer <= 0 {
-		cfg.Buffer = 16
+		cfg.Buffer = 64
 	}
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = 5 * time.Second
