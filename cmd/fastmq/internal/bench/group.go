@@ -51,12 +51,18 @@ type GroupResult struct {
 	P50us     float64 `json:"p50_us,omitempty"`
 	P99us     float64 `json:"p99_us,omitempty"`
 	MaxUs     float64 `json:"max_us,omitempty"`
+	// DurableP50us and DurableP99us: from the append's acknowledgement
+	// (durable) to delivery: what the group path adds to the fsync.
+	DurableP50us float64 `json:"durable_p50_us,omitempty"`
+	DurableP99us float64 `json:"durable_p99_us,omitempty"`
 }
 
 // memberReport is what a member process prints when its stdin closes.
 type memberReport struct {
-	Processed int     `json:"processed"`
-	LatNs     []int64 `json:"lat_ns,omitempty"` // append to delivery, with a rate
+	Processed int      `json:"processed"`
+	LatNs     []int64  `json:"lat_ns,omitempty"`  // append to delivery, with a rate
+	Offsets   []uint64 `json:"offsets,omitempty"` // of LatNs's records
+	AtNs      []int64  `json:"at_ns,omitempty"`   // when each was delivered (Unix ns)
 }
 
 // Group measures consumer groups end to end: one publisher (this
@@ -102,6 +108,7 @@ func Group(ctx context.Context, out io.Writer, o GroupOptions) error {
 		fmt.Fprintf(out, "group end to end: 1 publisher, %d member processes, %d records of %d B, explicit acks\n", r.Members, r.Count, r.Size)
 		fmt.Fprintf(out, "  %.0f acked records/s\n", r.AckedPerS)
 		if r.Rate > 0 {
+			fmt.Fprintf(out, "    durable to delivered (leased, sent, handed to a handler): p50 %.0f µs  p99 %.0f µs\n", r.DurableP50us, r.DurableP99us)
 			fmt.Fprintf(out, "  append-to-delivery latency at %d records/s: p50 %.0f µs  p99 %.0f µs  max %.0f µs\n", r.Rate, r.P50us, r.P99us, r.MaxUs)
 		}
 	}
@@ -215,7 +222,11 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 	}
 	start := time.Now()
 	errc := make(chan error, 1)
-	go func() { errc <- produce(ctx, l, value, o.Count, o.Rate, nil) }()
+	var durable []time.Time // by offset, with a rate: when its append was acknowledged
+	if o.Rate > 0 {
+		durable = make([]time.Time, o.Count)
+	}
+	go func() { errc <- produce(ctx, l, value, o.Count, o.Rate, durable) }()
 	if err := waitFor(ctx, func() bool { return gs.Stats()["bench/g"].Acked >= uint64(o.Count) }); err != nil {
 		return res, err
 	}
@@ -224,7 +235,7 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 		return res, err
 	}
 	res.AckedPerS = float64(o.Count) / el.Seconds()
-	var lat []int64
+	var lat, toDelivered []int64
 	for _, c := range children {
 		c.stdin.Close()
 		rep, ok := <-c.out
@@ -232,6 +243,16 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 			return res, errors.New("a member ended without its report")
 		}
 		lat = append(lat, rep.LatNs...)
+		for i, off := range rep.Offsets {
+			if off < uint64(len(durable)) && !durable[off].IsZero() && i < len(rep.AtNs) {
+				toDelivered = append(toDelivered, rep.AtNs[i]-durable[off].UnixNano())
+			}
+		}
+	}
+	if len(toDelivered) > 0 {
+		slices.Sort(toDelivered)
+		q := func(p float64) float64 { return float64(toDelivered[int(p*float64(len(toDelivered)-1))]) / 1e3 }
+		res.DurableP50us, res.DurableP99us = q(0.5), q(0.99)
 	}
 	if len(lat) > 0 {
 		slices.Sort(lat)
@@ -282,6 +303,8 @@ func groupMember(ctx context.Context, out io.Writer, o GroupOptions) error {
 	rep := memberReport{}
 	if o.Rate > 0 {
 		rep.LatNs = make([]int64, 0, o.Count)
+		rep.Offsets = make([]uint64, 0, o.Count)
+		rep.AtNs = make([]int64, 0, o.Count)
 	}
 	fmt.Fprintln(out, "ready")
 	err = m.Run(ctx, o.Concurrency, func(_ context.Context, msg *group.Message) error {
@@ -290,6 +313,8 @@ func groupMember(ctx context.Context, out io.Writer, o GroupOptions) error {
 		rep.Processed++
 		if o.Rate > 0 {
 			rep.LatNs = append(rep.LatNs, now.Sub(msg.Time).Nanoseconds())
+			rep.Offsets = append(rep.Offsets, msg.Offset)
+			rep.AtNs = append(rep.AtNs, now.UnixNano())
 		}
 		mu.Unlock()
 		return nil
