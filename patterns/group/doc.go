@@ -117,7 +117,7 @@
 // u8 | reason (a lease is named by offset and delivery); 6 leave (empty
 // body): release every lease of the member; 7 info (empty body): the
 // group's state on this publisher, as JSON GroupStats in the reply's
-// data; 8 ack ranges: the body is 1..256 ranges, each offset u64 | count
+// data; 12 ack ranges: the body is 1..256 ranges, each offset u64 | count
 // u32 | delivery u32 (count >= 1, at most 65536 acks in all), acking the
 // leases of count consecutive offsets of that delivery — members send
 // their acks this way, refusals are reported per offset as for op 2.

@@ -25,8 +25,9 @@ const (
 	OpLeave    Op = 6 // the member leaves: release all its leases at once
 	OpInfo     Op = 7 // the group's state on this publisher (JSON GroupStats)
 	// OpAckRanges acknowledges runs of offsets: the body is Ranges, so a
-	// member's acks of consecutive records cost 16 bytes per run.
-	OpAckRanges Op = 8
+	// member's acks of consecutive records cost 16 bytes per run. (Ops 8
+	// to 11 are the admin ops: seek, list, dead letters, replay.)
+	OpAckRanges Op = 12
 )
 
 // Status is a reply's status.
@@ -190,7 +191,7 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 		return r, malformed("version %d, want %d", h[0], Version)
 	}
 	r.Op = Op(h[1])
-	if r.Op < OpFetch || r.Op > OpAckRanges {
+	if (r.Op < OpFetch || r.Op > OpInfo) && r.Op != OpAckRanges {
 		return r, malformed("unknown op %d", h[1])
 	}
 	r.ID = binary.BigEndian.Uint32(h[2:])
