@@ -277,6 +277,18 @@ func readOne(l *spool.Log, o uint64) (spool.Record, error) {
 	return r, nil
 }
 
+// toWire returns r as a wire Record (for replies built from Records).
+func toWire(r spool.Record, delivery uint32) Record {
+	w := Record{Offset: r.Offset, Delivery: delivery, Time: r.Time, Value: r.Value}
+	if len(r.Headers) > 0 {
+		w.Headers = make([]Header, len(r.Headers))
+		for i, h := range r.Headers {
+			w.Headers[i] = Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return w
+}
+
 // appendWire appends r as a fetch reply's record (see Reply).
 func appendWire(b []byte, r *spool.Record, delivery uint32) []byte {
 	b = binary.BigEndian.AppendUint64(b, r.Offset)

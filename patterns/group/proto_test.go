@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/fastmq/fastmq/spool"
 )
 
 func TestRequestRoundTrip(t *testing.T) {
@@ -120,5 +122,25 @@ func TestSpanSet(t *testing.T) {
 	want := spanSet{{0, 3}, {5, 11}}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("got %v, want %v", s, want)
+	}
+}
+
+// appendWire (a lease's records, encoded as they are read) writes what
+// EncodeReply writes for the same records as Records.
+func TestAppendWire(t *testing.T) {
+	recs := []spool.Record{
+		{Offset: 7, Time: time.Unix(0, 42), Value: []byte("v")},
+		{Offset: 9, Time: time.Unix(5, 0), Headers: []spool.Header{{Key: "k", Value: []byte("x")}, {Key: "e"}}, Value: []byte{}},
+	}
+	var data []byte
+	var wire []Record
+	for i := range recs {
+		data = appendWire(data, &recs[i], uint32(i+1))
+		wire = append(wire, toWire(recs[i], uint32(i+1)))
+	}
+	want := EncodeReply(&Reply{ID: 1, Records: wire})
+	got := EncodeReply(&Reply{ID: 1, Count: uint32(len(recs)), Data: data})
+	if !bytes.Equal(got[0], want[0]) || !bytes.Equal(got[1], want[1]) {
+		t.Fatalf("appendWire:\n got %x\nwant %x", got, want)
 	}
 }
