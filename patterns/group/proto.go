@@ -217,6 +217,9 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 	}
 	r.Stream, r.Group, r.Member = string(frames[1]), string(frames[2]), string(frames[3])
 	body := frames[4]
+	if r.Op == OpAckRanges {
+		return r, decodeRanges(&r, body)
+	}
 	if r.Op == OpFetch {
 		if len(body)%4 != 0 || len(body)/4 > maxBackoff {
 			return r, malformed("backoff of %d bytes", len(body))
@@ -234,9 +237,6 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 			return r, malformed("op %d with a body", r.Op)
 		}
 		return r, nil
-	}
-	if r.Op == OpAckRanges {
-		return r, decodeRanges(&r, body)
 	}
 	// Count first, so the slice is allocated once and bounded.
 	n := 0
