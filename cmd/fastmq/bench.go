@@ -187,3 +187,41 @@ the first interval, the warm-up): a leak shows as a steady positive slope.`,
 	f.DurationVar(&o.Churn, "churn", 10*time.Second, "a consumer node's mean lifetime before it leaves and joins again")
 	benchCmd.AddCommand(cmd)
 }
+
+func init() {
+	o := bench.GroupOptions{}
+	cmd := &cobra.Command{
+		Use:   "group",
+		Short: "End to end: one publisher, member processes of one consumer group, explicit acks",
+		Long: `bench group measures consumer groups end to end: this process is the publisher
+(spool, spool server and group server on tcp loopback) and starts --members member
+processes of one group. It appends --count records of --size bytes while the
+members lease them, handle them (doing nothing) and acknowledge each one
+explicitly; an ack counts once the publisher's group commit has it on disk.
+
+Without --rate it appends as fast as it can and prints acknowledged records/s,
+from the first append to the last acknowledgement. With --rate R it appends R
+records per second, one at a time, and prints append-to-delivery percentiles
+(from the append to the member's handler).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return bench.Group(cmd.Context(), cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.Count, "count", 1_000_000, "records")
+	f.IntVar(&o.Size, "size", 100, "record value size in `BYTES`")
+	f.IntVar(&o.Members, "members", 3, "member processes")
+	f.IntVar(&o.Rate, "rate", 0, "append this many records per second and report latency (0: as fast as possible)")
+	f.IntVar(&o.Buffer, "buffer", 1024, "a member's buffer of leased records (MemberConfig.Buffer)")
+	f.IntVar(&o.Concurrency, "concurrency", 16, "a member's handler goroutines (Run's concurrency)")
+	f.IntVar(&o.MaxAckPending, "max-ack-pending", 16384, "a member's MaxAckPending")
+	f.IntVar(&o.Rounds, "rounds", 1, "repeat the run `N` times and print the median")
+	f.BoolVar(&o.JSON, "json", false, "print each round as a JSON line")
+	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write the publisher's CPU profile to `FILE` (member i's to FILE.member<i>)")
+	f.StringVar(&o.Role, "role", "", "internal: member")
+	f.StringVar(&o.Connect, "connect", "", "internal: the publisher's spool endpoint")
+	f.MarkHidden("role")
+	f.MarkHidden("connect")
+	benchCmd.AddCommand(cmd)
+}

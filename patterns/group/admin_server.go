@@ -172,12 +172,12 @@ func replayedPath(dir, stream, group string) string {
 // note replays the batch again: at least once.
 func (s *Server) replay(env [][]byte, req Request, dl, l *spool.Log) {
 	defer s.wg.Done()
-	defer func() {
-		s.mu.Lock()
-		s.replaying = false
-		s.mu.Unlock()
-	}()
 	res, err := s.doReplay(req, dl, l)
+	// Done before the answer: a second replay sent once this one is
+	// answered must not find it running.
+	s.mu.Lock()
+	s.replaying = false
+	s.mu.Unlock()
 	if err != nil {
 		s.send(env, &Reply{Status: StatusInternal, ID: req.ID, Data: fmt.Appendf(nil, "replay: %v (%d replayed before the error)", err, res.Replayed)})
 		return

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/patterns/group"
@@ -36,14 +37,14 @@ func BenchmarkGroupAcked(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for i := 0; i < 3; i++ {
-		m := member(b, group.MemberConfig{Name: fmt.Sprintf("m%d", i), Buffer: 256}, p)
+		m := member(b, group.MemberConfig{Name: fmt.Sprintf("m%d", i), Buffer: 1024, MaxAckPending: 16384}, p)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			m.Run(ctx, 64, func(context.Context, *group.Message) error { return nil })
 		}()
 	}
-	testutil.WaitFor(b, "every record acknowledged", 0, func() bool {
+	testutil.WaitFor(b, "every record acknowledged", 5*time.Minute, func() bool {
 		return p.groups.Stats()["s/g"].Acked == uint64(b.N)
 	})
 	b.StopTimer()

@@ -32,10 +32,10 @@
 // then one entry per group commit: payload length u32 | CRC32C of the
 // length and the payload u32 | payload: cursor u64 | settled span count
 // u32 | delivery run count u32 | settled spans, each from u64 | to u64 |
-// delivery runs, each from u64 | to u64 | deliveries u32 (pending
-// records whose delivery count changed). Spans are ascending and below
-// the cursor; the records from the previous cursor on that no span
-// settles are pending.
+// delivery runs, each from u64 | to u64 | deliveries u32. Spans are
+// ascending and below the cursor; the records from the previous cursor
+// on that no span settles are pending, delivered once unless a run gives
+// their count (a redelivery, or a record read but not leased yet: 0).
 //
 // One goroutine does the group commit: it appends the dead letters,
 // writes one journal entry per changed group with one fdatasync, and only
@@ -60,7 +60,7 @@
 //
 //   - AckWait (default 30 s): a lease's length, counted from when the
 //     publisher leases the record to the member (the member buffers
-//     little: MemberConfig.Buffer, default 16 records in all, so leased
+//     little: MemberConfig.Buffer, default 64 records in all, so leased
 //     records do not wait long unprocessed). InProgress extends it by
 //     AckWait, up to MaxLeaseFactor (10) AckWaits from the lease's start.
 //   - MaxDeliver (default 5, unlimited with -1): a record that ran out
@@ -142,6 +142,10 @@
 // again), answered with JSON ReplayResult; one replay at a time
 // (unavailable otherwise). Ops 10 and 11 answer unknown for a group
 // without a dead-letter stream.
+// 12 ack ranges: the body is 1..256 ranges, each offset u64 | count
+// u32 | delivery u32 (count >= 1, at most 65536 acks in all), acking the
+// leases of count consecutive offsets of that delivery — members send
+// their acks this way, refusals are reported per offset as for op 2.
 //
 // Reply, two frames:
 //

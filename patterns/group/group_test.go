@@ -537,6 +537,9 @@ func TestCrashRedeliversOnlyInFlight(t *testing.T) {
 		if got[msg.Offset] {
 			t.Fatalf("offset %d delivered twice after the crash", msg.Offset)
 		}
+		if leased[msg.Offset] && msg.Delivery != 2 {
+			t.Fatalf("offset %d, leased once before the crash, came back as delivery %d, want 2", msg.Offset, msg.Delivery)
+		}
 		got[msg.Offset] = true
 		if err := msg.Ack(ctx); err != nil {
 			t.Fatal(err)

@@ -141,8 +141,8 @@ func journalPath(dir, stream, group string, gen uint64) string {
 	return filepath.Join(dir, stream, fmt.Sprintf("%s.%016x.journal", group, gen))
 }
 
-// Recovery says what reading a group's journal found.
-type Recovery struct {
+// recovery says what reading a group's journal found.
+type recovery struct {
 	Entries   int    // entries replayed
 	TornAt    int64  // byte offset of a torn last entry (0: none)
 	TornBytes int64  // its bytes, copied aside to the journal's name + ".torn"
@@ -151,10 +151,10 @@ type Recovery struct {
 
 // readJournal returns the entries of journal file path, which must be of
 // generation gen. A damaged last entry (nothing valid after it) is a torn
-// write: it is reported in the Recovery, its bytes copied aside and the
+// write: it is reported in the recovery, its bytes copied aside and the
 // file cut before it. Damage followed by a valid entry is an error.
-func readJournal(path string, gen uint64) ([]jentry, Recovery, error) {
-	var rec Recovery
+func readJournal(path string, gen uint64) ([]jentry, recovery, error) {
+	var rec recovery
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, rec, fmt.Errorf("group: read journal: %w", err)

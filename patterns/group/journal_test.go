@@ -84,7 +84,7 @@ func TestJournalReplay(t *testing.T) {
 	}
 	want := summary{floor: 12, next: 30, pend: map[uint64]uint32{}}
 	for o := uint64(12); o < 30; o++ {
-		want.pend[o] = 0
+		want.pend[o] = 1
 	}
 	want.pend[12], want.pend[13], want.pend[14], want.pend[15] = 1, 1, 2, 2
 	if got := summarize(g); !reflect.DeepEqual(got, want) {
@@ -113,7 +113,7 @@ func TestJournalTornTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	load := func(b []byte) (*state, Recovery, error) {
+	load := func(b []byte) (*state, recovery, error) {
 		t.Helper()
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)

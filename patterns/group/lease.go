@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"log/slog"
 	"sort"
@@ -15,8 +16,8 @@ import (
 // fetchLocked leases records to the member and replies, or parks the
 // fetch until records are available or its wait ends. It unlocks s.mu.
 func (s *Server) fetchLocked(g *state, l *spool.Log, env [][]byte, req Request) {
-	recs := s.leaseLocked(g, l, req, time.Now())
-	if len(recs) == 0 && req.WaitMillis > 0 && len(g.parked) < maxParked {
+	data, n := s.leaseLocked(g, l, req, time.Now())
+	if n == 0 && req.WaitMillis > 0 && len(g.parked) < maxParked {
 		// One parked fetch per member: a newer one replaces it, and the
 		// older is answered empty, so a member that keeps fetching
 		// without waiting for replies holds one entry, not many.
@@ -39,12 +40,13 @@ func (s *Server) fetchLocked(g *state, l *spool.Log, env [][]byte, req Request) 
 		return
 	}
 	s.mu.Unlock()
-	s.send(env, &Reply{Status: StatusOK, ID: req.ID, Records: recs})
+	s.send(env, &Reply{Status: StatusOK, ID: req.ID, Count: n, Data: data})
 }
 
 // leaseLocked leases up to the request's limits: due redeliveries first
-// (lowest offset first), then records from the cursor.
-func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time) []Record {
+// (lowest offset first), then records from the cursor. It returns the
+// records as a fetch reply's data, and their count.
+func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time) ([]byte, uint32) {
 	n := int(req.MaxRecords)
 	if n <= 0 {
 		n = 1
@@ -58,18 +60,28 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 		maxBytes = 1 << 20
 	}
 	maxBytes = min(maxBytes, maxFetchBytes)
-	var out []Record
+	var out []byte
+	cnt := 0
 	size := 0
-	take := func(o uint64, p *pending, r spool.Record) {
+	taken := 0
+	// take leases r; fresh says it was just read from the cursor (the
+	// journal's default for those is one delivery: nothing to note).
+	take := func(o uint64, p *pending, r spool.Record, fresh bool) {
 		p.deliveries++
 		p.member, p.leased, p.deadline = req.Member, now, now.Add(g.set.AckWait)
-		g.delivered(o)
-		g.held[req.Member]++
+		if !fresh || p.deliveries != 1 {
+			g.delivered(o)
+		}
+		taken++
 		g.cnt.Delivered++
 		if p.deliveries > 1 {
 			g.cnt.Redelivered++
 		}
-		out = append(out, toWire(r, p.deliveries))
+		if out == nil {
+			out = make([]byte, 0, min(n*(len(r.Value)+64), maxBytes+len(r.Value)+64))
+		}
+		out = appendWire(out, &r, p.deliveries)
+		cnt++
 		size += len(r.Value) + 64
 	}
 	if g.avail > 0 && n > 0 {
@@ -81,7 +93,7 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 		}
 		sort.Slice(due, func(i, j int) bool { return due[i] < due[j] })
 		for _, o := range due {
-			if len(out) >= n || size >= maxBytes {
+			if cnt >= n || size >= maxBytes {
 				break
 			}
 			if g.blocked(o, g.pend[o]) {
@@ -99,10 +111,10 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 				continue
 			}
 			g.avail--
-			take(o, g.pend[o], r)
+			take(o, g.pend[o], r, false)
 		}
 	}
-	if len(out) < n && size < maxBytes && g.next < l.NextOffset() {
+	if cnt < n && size < maxBytes && g.next < l.NextOffset() {
 		if g.next < l.OldestOffset() {
 			for o := g.next; o < l.OldestOffset(); o++ {
 				g.settle(o) // removed by retention before the group read them
@@ -112,7 +124,8 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 		rd, err := g.reader(l)
 		if err == nil {
 			ctx, cancel := context.WithTimeout(s.ctx, time.Second)
-			for len(out) < n && size < maxBytes && rd.Offset() < l.NextOffset() {
+			var slab []pending
+			for cnt < n && size < maxBytes && rd.Offset() < l.NextOffset() {
 				r, err := rd.Next(ctx)
 				if err != nil {
 					s.log.Warn("read for group", "stream", g.stream, "group", g.group, "offset", rd.Offset(), "err", err)
@@ -121,7 +134,12 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 				for o := g.next; o < r.Offset; o++ {
 					g.settle(o) // a gap in the log
 				}
-				p := &pending{}
+				if len(slab) == 0 {
+					// One allocation for the pending records of a fetch.
+					slab = make([]pending, min(n-cnt+16, maxFetchRecords))
+				}
+				p := &slab[0]
+				slab = slab[1:]
 				g.pend[r.Offset] = p
 				g.next = r.Offset + 1
 				g.dirty = true
@@ -133,6 +151,7 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 						// Behind an earlier record of its key: leased
 						// once that one is settled.
 						g.avail++
+						g.delivered(r.Offset) // not delivered yet
 						continue
 					}
 				}
@@ -141,17 +160,22 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 					// and the records behind it go on.
 					p.notBefore = nb
 					g.avail++
+					g.delivered(r.Offset) // not delivered yet
 					continue
 				}
-				take(r.Offset, p, r)
+				take(r.Offset, p, r, true)
 			}
 			cancel()
 		}
 	}
-	if len(out) > 0 {
+	if taken > 0 {
+		g.held[req.Member] += taken
+		g.dirty = true
+	}
+	if cnt > 0 {
 		s.wakeAtLocked(now.Add(g.set.AckWait))
 	}
-	return out
+	return out, uint32(cnt)
 }
 
 // HeaderNotBefore holds a record's not-before time, in Unix
@@ -253,6 +277,7 @@ func readOne(l *spool.Log, o uint64) (spool.Record, error) {
 	return r, nil
 }
 
+// toWire returns r as a wire Record (for replies built from Records).
 func toWire(r spool.Record, delivery uint32) Record {
 	w := Record{Offset: r.Offset, Delivery: delivery, Time: r.Time, Value: r.Value}
 	if len(r.Headers) > 0 {
@@ -262,6 +287,22 @@ func toWire(r spool.Record, delivery uint32) Record {
 		}
 	}
 	return w
+}
+
+// appendWire appends r as a fetch reply's record (see Reply).
+func appendWire(b []byte, r *spool.Record, delivery uint32) []byte {
+	b = binary.BigEndian.AppendUint64(b, r.Offset)
+	b = binary.BigEndian.AppendUint32(b, delivery)
+	b = binary.BigEndian.AppendUint64(b, uint64(r.Time.UnixNano()))
+	b = binary.BigEndian.AppendUint16(b, uint16(len(r.Headers)))
+	for _, h := range r.Headers {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(h.Key)))
+		b = append(b, h.Key...)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(h.Value)))
+		b = append(b, h.Value...)
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(r.Value)))
+	return append(b, r.Value...)
 }
 
 // kickLocked serves the group's parked fetches that can be served now.
@@ -276,12 +317,12 @@ func (s *Server) kickLocked(g *state, l *spool.Log) []pendingReply {
 	var sends []pendingReply
 	keep := g.parked[:0]
 	for _, p := range g.parked {
-		recs := s.leaseLocked(g, l, p.req, now)
-		if len(recs) == 0 && p.deadline.After(now) {
+		data, n := s.leaseLocked(g, l, p.req, now)
+		if n == 0 && p.deadline.After(now) {
 			keep = append(keep, p)
 			continue
 		}
-		sends = append(sends, pendingReply{p.env, EncodeReply(&Reply{Status: StatusOK, ID: p.req.ID, Records: recs})})
+		sends = append(sends, pendingReply{p.env, EncodeReply(&Reply{Status: StatusOK, ID: p.req.ID, Count: n, Data: data})})
 	}
 	for i := len(keep); i < len(g.parked); i++ {
 		g.parked[i] = nil

@@ -1,12 +1,15 @@
 package group
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fastmq/fastmq/socket"
@@ -29,7 +32,8 @@ type link struct {
 	nextID  uint32
 	waiting map[uint32]waiter
 
-	settles chan settleReq
+	settles  chan settleReq
+	noRanges atomic.Bool // the publisher refused OpAckRanges
 
 	gate    sync.Mutex // orders fetches before a leave
 	leaving bool
@@ -66,7 +70,7 @@ func (m *Member) newLink(node, ep string) (*link, error) {
 		sock.Close()
 		return nil, fmt.Errorf("group: connect %s: %w", ep, err)
 	}
-	ln := &link{m: m, node: node, endpoint: ep, sock: sock, waiting: make(map[uint32]waiter), settles: make(chan settleReq, 1024)}
+	ln := &link{m: m, node: node, endpoint: ep, sock: sock, waiting: make(map[uint32]waiter), settles: make(chan settleReq, 4096)}
 	ln.ctx, ln.cancel = context.WithCancel(m.ctx)
 	ln.wg.Add(3)
 	go ln.recvLoop()
@@ -214,11 +218,14 @@ func (ln *link) fetchLoop() {
 		rep, err := ln.call(ln.ctx, req, m.cfg.MaxWait+5*time.Second)
 		used := 0
 		if err == nil {
-			for _, r := range rep.Records {
+			// One allocation for the messages of a reply.
+			msgs := make([]Message, min(len(rep.Records), n))
+			for i, r := range rep.Records {
 				if used >= n {
 					break // more than asked for: never
 				}
-				msg := &Message{Publisher: ln.node, Offset: r.Offset, Delivery: r.Delivery, Time: r.Time, Headers: r.Headers, Value: r.Value, m: m}
+				msg := &msgs[i]
+				*msg = Message{Publisher: ln.node, Offset: r.Offset, Delivery: r.Delivery, Time: r.Time, Headers: r.Headers, Value: r.Value, m: m}
 				select {
 				case m.out <- msg:
 					used++
@@ -264,6 +271,14 @@ func (ln *link) settle(ctx context.Context, op Op, e Entry) error {
 // ErrClosed when the link stops first). It blocks only while the queue
 // is full.
 func (ln *link) settleAsync(ctx context.Context, op Op, e Entry, done func(error)) error {
+	if ln.ctx.Err() != nil {
+		return ErrClosed
+	}
+	select { // fast path: one channel locked, not three
+	case ln.settles <- settleReq{op, e, done}:
+		return nil
+	default:
+	}
 	select {
 	case ln.settles <- settleReq{op, e, done}:
 		return nil
@@ -274,14 +289,17 @@ func (ln *link) settleAsync(ctx context.Context, op Op, e Entry, done func(error
 	}
 }
 
-// settleLoop sends queued settles in batches, one request per op.
+// settleLoop sends queued settles in batches, one request per op: acks
+// as ranges of consecutive offsets (OpAckRanges), so one request carries
+// thousands of them.
 func (ln *link) settleLoop() {
 	defer ln.wg.Done()
 	inflight := make(chan struct{}, maxSettleCalls)
 	var calls sync.WaitGroup
 	defer calls.Wait()
+	var batch []settleReq
 	for {
-		var batch []settleReq
+		batch = batch[:0]
 		select {
 		case s := <-ln.settles:
 			batch = append(batch, s)
@@ -296,7 +314,7 @@ func (ln *link) settleLoop() {
 			}
 		}
 	more:
-		for len(batch) < 4*maxBatch {
+		for len(batch) < maxGather {
 			select {
 			case s := <-ln.settles:
 				batch = append(batch, s)
@@ -304,50 +322,145 @@ func (ln *link) settleLoop() {
 				break more
 			}
 		}
+		var acks []settleReq
 		byOp := map[Op][]settleReq{}
 		for _, s := range batch {
+			if s.op == OpAck && !ln.noRanges.Load() {
+				acks = append(acks, s)
+				continue
+			}
 			byOp[s.op] = append(byOp[s.op], s)
+		}
+		send := func(op Op, part []settleReq, keys []ackKey) {
+			// Up to maxSettleCalls requests in flight, so that the
+			// publisher's next group commit takes the next batch.
+			inflight <- struct{}{}
+			calls.Add(1)
+			go func() {
+				defer calls.Done()
+				ln.sendSettles(op, part, keys)
+				<-inflight
+			}()
+		}
+		if len(acks) > 0 {
+			// Sorted by small keys (sorting the requests themselves
+			// moves their callbacks: write barriers).
+			keys := make([]ackKey, len(acks))
+			for i, s := range acks {
+				keys[i] = ackKey{s.e.Offset, s.e.Delivery, uint32(i)}
+			}
+			if !slices.IsSortedFunc(keys, cmpAckKey) {
+				slices.SortFunc(keys, cmpAckKey)
+			}
+			for len(keys) > 0 {
+				k := rangesPrefix(keys, maxRangesPerRequest)
+				send(OpAckRanges, acks, keys[:k])
+				keys = keys[k:]
+			}
 		}
 		for op, list := range byOp {
 			for len(list) > 0 {
 				k := min(len(list), maxBatch)
-				part := list[:k]
-				// Up to maxSettleCalls requests in flight, so that the
-				// publisher's next group commit takes the next batch.
-				inflight <- struct{}{}
-				calls.Add(1)
-				go func() {
-					defer calls.Done()
-					ln.sendSettles(op, part)
-					<-inflight
-				}()
+				send(op, list[:k], nil)
 				list = list[k:]
 			}
 		}
 	}
 }
 
-// maxSettleCalls is how many settle requests a link keeps in flight.
-const maxSettleCalls = 4
+// ackKey is an ack's sort key: offset, delivery and its index in the
+// batch.
+type ackKey struct {
+	off uint64
+	del uint32
+	i   uint32
+}
 
-func (ln *link) sendSettles(op Op, list []settleReq) {
-	req := &Request{Op: op, Entries: make([]Entry, len(list))}
-	for i, s := range list {
-		req.Entries[i] = s.e
+func cmpAckKey(a, b ackKey) int { return cmp.Compare(a.off, b.off) }
+
+// rangesPrefix returns how many of the sorted acks fit in n ranges (and
+// maxRangeAcks acks).
+func rangesPrefix(keys []ackKey, n int) int {
+	runs := 0
+	for i, k := range keys {
+		if i == maxRangeAcks {
+			return i
+		}
+		if i == 0 || k.off != keys[i-1].off+1 || k.del != keys[i-1].del {
+			if runs == n {
+				return i
+			}
+			runs++
+		}
+	}
+	return len(keys)
+}
+
+// Settle batching: a batch gathers up to maxGather queued settles; an
+// OpAckRanges request carries at most maxRangesPerRequest ranges (the
+// spool server takes requests of up to 4 KiB).
+const (
+	maxSettleCalls      = 4
+	maxGather           = 8192
+	maxRangesPerRequest = 180
+)
+
+// sendSettles sends one request: for OpAckRanges, the acks keys index
+// in list (sorted), for other ops all of list.
+func (ln *link) sendSettles(op Op, list []settleReq, keys []ackKey) {
+	req := &Request{Op: op}
+	if op == OpAckRanges {
+		for i, k := range keys {
+			if n := len(req.Ranges); i > 0 && k.off == keys[i-1].off+1 && k.del == req.Ranges[n-1].Delivery {
+				req.Ranges[n-1].Count++
+				continue
+			}
+			req.Ranges = append(req.Ranges, Range{Offset: k.off, Count: 1, Delivery: k.del})
+		}
+	} else {
+		req.Entries = make([]Entry, len(list))
+		for i, s := range list {
+			req.Entries[i] = s.e
+		}
 	}
 	rep, err := ln.call(ln.ctx, req, 10*time.Second)
-	refused := map[uint64]uint8{}
+	var se *StatusError
+	if op == OpAckRanges && errors.As(err, &se) && se.Status == StatusBadRequest {
+		// A publisher from before OpAckRanges: plain acks from now on.
+		ln.noRanges.Store(true)
+		part := make([]settleReq, len(keys))
+		for i, k := range keys {
+			part[i] = list[k.i]
+		}
+		for len(part) > 0 {
+			k := min(len(part), maxBatch)
+			ln.sendSettles(OpAck, part[:k], nil)
+			part = part[k:]
+		}
+		return
+	}
+	var refused map[uint64]uint8
 	if err == nil && rep.Status == StatusPartial {
+		refused = make(map[uint64]uint8, rep.Count)
 		for i := 0; i+9 <= len(rep.Data); i += 9 {
 			refused[binary.BigEndian.Uint64(rep.Data[i:])] = rep.Data[i+8]
 		}
 	}
-	for _, s := range list {
+	answer := func(s *settleReq) {
 		e := err
 		if code, ok := refused[s.e.Offset]; ok && e == nil {
 			e = &RefusedError{Offset: s.e.Offset, Code: code}
 		}
 		s.done(e)
+	}
+	if keys != nil {
+		for _, k := range keys {
+			answer(&list[k.i])
+		}
+		return
+	}
+	for i := range list {
+		answer(&list[i])
 	}
 }
 

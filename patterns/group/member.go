@@ -48,8 +48,12 @@ type MemberConfig struct {
 	// Default 1000.
 	MaxAckPending int
 	// Buffer is how many leased records the member holds that Next has
-	// not returned yet, all publishers together. Default 16. Keep it
-	// small: their leases run.
+	// not returned yet, all publishers together. Default 64. A fetch
+	// asks for the free room (at least half the buffer while records
+	// wait), so a larger buffer makes larger batches (bench group: about
+	// 4x the throughput at 128 than at 16); but buffered records' leases
+	// run: keep Buffer times a record's handling time, divided by the
+	// handlers running at once, well under AckWait.
 	Buffer int
 	// Start and StartValue place a new group's cursor (StartEarliest,
 	// StartLatest, StartOffset, StartTime). Default earliest.
@@ -112,7 +116,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		cfg.MaxAckPending = DefaultMaxAckPending
 	}
 	if cfg.Buffer <= 0 {
-		cfg.Buffer = 16
+		cfg.Buffer = 64
 	}
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = 5 * time.Second
@@ -222,6 +226,12 @@ func (m *Member) link(node string) *link {
 // Next returns the next leased record, from any publisher. It blocks
 // until one is leased, ctx ends or the member closes (ErrClosed).
 func (m *Member) Next(ctx context.Context) (*Message, error) {
+	select { // fast path: one channel locked, not three
+	case msg := <-m.out:
+		m.tokens <- struct{}{}
+		return msg, nil
+	default:
+	}
 	select {
 	case msg := <-m.out:
 		m.tokens <- struct{}{}
@@ -237,63 +247,66 @@ func (m *Member) Next(ctx context.Context) (*Message, error) {
 // naks it (redelivered after the group's backoff).
 type Handler func(ctx context.Context, msg *Message) error
 
-// Run calls h for every record, at most concurrency at a time (default 1),
+// Run calls h for every record from concurrency goroutines (default 1),
 // until ctx ends or the member closes; it returns that error after the
 // running handlers have returned and their records are settled. A
-// handler's slot is free again as soon as it returns: its ack (or nak)
-// goes to the publisher in the background, batched with the others (at
-// most MaxAckPending in flight), even after ctx ended (within 10 s).
+// handler's goroutine takes the next record as soon as it returns: its
+// ack (or nak) goes to the publisher in the background, coalesced with
+// the others into one request per publisher and flush (at most
+// MaxAckPending in flight), even after ctx ended (each request waits at
+// most 10 s for its answer).
 func (m *Member) Run(ctx context.Context, concurrency int, h Handler) error {
 	if concurrency <= 0 {
 		concurrency = 1
 	}
-	sem := make(chan struct{}, concurrency)
+	// Settles outlive ctx: a handler's record is settled even when ctx
+	// ended while it ran. They end when the link does (each request
+	// waits at most 10 s for its answer).
+	sctx := context.WithoutCancel(ctx)
 	inflight := make(chan struct{}, m.cfg.MaxAckPending)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
+	var settles sync.WaitGroup
+	done := func(err error) {
+		<-inflight
+		if err != nil && !errors.Is(err, ErrClosed) {
+			m.log.Warn("settle record", "err", err)
 		}
-		msg, err := m.Next(ctx)
-		if err != nil {
-			<-sem
-			return err
-		}
-		wg.Add(2) // the handler, then its settle
+		settles.Done()
+	}
+	errc := make(chan error, concurrency)
+	var workers sync.WaitGroup
+	for range concurrency {
+		workers.Add(1)
 		go func() {
-			defer wg.Done()
-			herr := h(ctx, msg)
-			<-sem
-			op := OpAck
-			if herr != nil {
-				m.log.Debug("handler failed", "offset", msg.Offset, "err", herr)
-				op = OpNak
-			}
-			ln := m.link(msg.Publisher)
-			if ln == nil {
-				wg.Done()
-				return // the publisher is gone; the lease ends there
-			}
-			inflight <- struct{}{}
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			err := ln.settleAsync(sctx, op, Entry{Offset: msg.Offset, Delivery: msg.Delivery}, func(err error) {
-				cancel()
-				<-inflight
-				if err != nil && !errors.Is(err, ErrClosed) {
-					m.log.Warn("settle record", "offset", msg.Offset, "peer", msg.Publisher, "err", err)
+			defer workers.Done()
+			for {
+				msg, err := m.Next(ctx)
+				if err != nil {
+					errc <- err
+					return
 				}
-				wg.Done()
-			})
-			if err != nil {
-				cancel()
-				<-inflight
-				wg.Done()
+				op := OpAck
+				if herr := h(ctx, msg); herr != nil {
+					if m.log.Enabled(ctx, slog.LevelDebug) {
+						m.log.Debug("handler failed", "offset", msg.Offset, "err", herr)
+					}
+					op = OpNak
+				}
+				ln := m.link(msg.Publisher)
+				if ln == nil {
+					continue // the publisher is gone; the lease ends there
+				}
+				inflight <- struct{}{}
+				settles.Add(1)
+				if err := ln.settleAsync(sctx, op, Entry{Offset: msg.Offset, Delivery: msg.Delivery}, done); err != nil {
+					<-inflight
+					settles.Done()
+				}
 			}
 		}()
 	}
+	workers.Wait()
+	settles.Wait()
+	return <-errc
 }
 
 // Close leaves the group: each publisher is told to release this

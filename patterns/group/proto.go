@@ -28,6 +28,9 @@ const (
 	OpList     Op = 9  // every group on this publisher (JSON []GroupStats)
 	OpDLQ      Op = 10 // read the group's dead letters from the start value
 	OpReplay   Op = 11 // append dead letters back to their stream (JSON ReplayResult)
+	// OpAckRanges acknowledges runs of offsets: the body is Ranges, so a
+	// member's acks of consecutive records cost 16 bytes per run.
+	OpAckRanges Op = 12
 )
 
 // Status is a reply's status.
@@ -71,6 +74,10 @@ const (
 	maxEntries    = 256
 	maxReasonLen  = 255
 	maxRecordSize = 64 << 20
+	rangeLen      = 16
+	// maxRangeAcks caps the acknowledgements one OpAckRanges request
+	// names (a member holds at most MaxMaxAckPending leases).
+	maxRangeAcks = MaxMaxAckPending
 )
 
 // Request is a decoded group request.
@@ -96,6 +103,17 @@ type Request struct {
 	Member        string
 	Backoff       []time.Duration
 	Entries       []Entry
+	Ranges        []Range // OpAckRanges
+}
+
+// Range names the leases of Count consecutive offsets from Offset, each
+// of delivery Delivery, in an OpAckRanges request.
+//
+// Encoded as offset u64 | count u32 | delivery u32.
+type Range struct {
+	Offset   uint64
+	Count    uint32
+	Delivery uint32
 }
 
 // Entry names one lease in an ack, nak, progress or term request: the
@@ -130,6 +148,13 @@ func EncodeRequest(r *Request) [][]byte {
 	if r.Op == OpFetch {
 		for _, d := range r.Backoff {
 			body = binary.BigEndian.AppendUint32(body, uint32(d/time.Millisecond))
+		}
+	} else if r.Op == OpAckRanges {
+		body = make([]byte, 0, rangeLen*len(r.Ranges))
+		for _, g := range r.Ranges {
+			body = binary.BigEndian.AppendUint64(body, g.Offset)
+			body = binary.BigEndian.AppendUint32(body, g.Count)
+			body = binary.BigEndian.AppendUint32(body, g.Delivery)
 		}
 	} else {
 		for _, e := range r.Entries {
@@ -169,7 +194,7 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 		return r, malformed("version %d, want %d", h[0], Version)
 	}
 	r.Op = Op(h[1])
-	if r.Op < OpFetch || r.Op > OpReplay {
+	if (r.Op < OpFetch || r.Op > OpReplay) && r.Op != OpAckRanges {
 		return r, malformed("unknown op %d", h[1])
 	}
 	r.ID = binary.BigEndian.Uint32(h[2:])
@@ -195,6 +220,9 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 	}
 	r.Stream, r.Group, r.Member = string(frames[1]), string(frames[2]), string(frames[3])
 	body := frames[4]
+	if r.Op == OpAckRanges {
+		return r, decodeRanges(&r, body)
+	}
 	if r.Op == OpFetch {
 		if len(body)%4 != 0 || len(body)/4 > maxBackoff {
 			return r, malformed("backoff of %d bytes", len(body))
@@ -241,6 +269,27 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 		p += 17 + rl
 	}
 	return r, nil
+}
+
+func decodeRanges(r *Request, body []byte) error {
+	n := len(body) / rangeLen
+	if len(body)%rangeLen != 0 || n == 0 || n > maxEntries {
+		return malformed("ack ranges of %d bytes", len(body))
+	}
+	r.Ranges = make([]Range, n)
+	total := uint64(0)
+	for i := range r.Ranges {
+		b := body[rangeLen*i:]
+		g := Range{binary.BigEndian.Uint64(b), binary.BigEndian.Uint32(b[8:]), binary.BigEndian.Uint32(b[12:])}
+		if g.Count == 0 || g.Offset+uint64(g.Count) < g.Offset {
+			return malformed("ack range %d: %d from %d", i, g.Count, g.Offset)
+		}
+		if total += uint64(g.Count); total > maxRangeAcks {
+			return malformed("more than %d acks in ranges", maxRangeAcks)
+		}
+		r.Ranges[i] = g
+	}
+	return nil
 }
 
 // Reply is a decoded group reply.

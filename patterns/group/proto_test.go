@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/fastmq/fastmq/spool"
 )
 
 func TestRequestRoundTrip(t *testing.T) {
@@ -18,6 +20,7 @@ func TestRequestRoundTrip(t *testing.T) {
 		{Op: OpLeave, ID: 11, Stream: "s", Group: "g", Member: "n/1"},
 		{Op: OpInfo, ID: 12, Stream: "s", Group: "g", Member: "admin"},
 		{Op: OpSeek, ID: 13, Stream: "s", Group: "g", Member: "admin", Start: StartTime, StartValue: 1 << 62},
+		{Op: OpAckRanges, ID: 14, Stream: "s", Group: "g", Member: "n/1", Ranges: []Range{{Offset: 3, Count: 100, Delivery: 1}, {Offset: 1 << 50, Count: 1, Delivery: 7}}},
 	} {
 		got, err := DecodeRequest(EncodeRequest(&r))
 		if err != nil {
@@ -45,6 +48,7 @@ func TestReplyRoundTrip(t *testing.T) {
 
 func TestDecodeRefusesMalformed(t *testing.T) {
 	good := EncodeRequest(&Request{Op: OpAck, Stream: "s", Group: "g", Member: "m", Entries: []Entry{{Offset: 1, Delivery: 1}}})
+	ranges := EncodeRequest(&Request{Op: OpAckRanges, Stream: "s", Group: "g", Member: "m", Ranges: []Range{{Offset: 1, Count: 2, Delivery: 1}}})
 	cases := map[string][][]byte{
 		"no frames":     nil,
 		"short header":  {good[0][:10], good[1], good[2], good[3], good[4]},
@@ -58,8 +62,13 @@ func TestDecodeRefusesMalformed(t *testing.T) {
 		"backoff bytes": {EncodeRequest(&Request{Op: OpFetch})[0], good[1], good[2], good[3], []byte{1, 2, 3}},
 		"seek body":     {EncodeRequest(&Request{Op: OpSeek})[0], good[1], good[2], good[3], good[4]},
 		"seek start":    {EncodeRequest(&Request{Op: OpSeek, Start: StartTime + 1})[0], good[1], good[2], good[3], nil},
-		"op 12":         {append([]byte{Version, 12}, good[0][2:]...), good[1], good[2], good[3], nil},
+		"op 13":         {append([]byte{Version, 13}, good[0][2:]...), good[1], good[2], good[3], nil},
 		"replay body":   {EncodeRequest(&Request{Op: OpReplay})[0], good[1], good[2], good[3], good[4]},
+		"range bytes":   {ranges[0], good[1], good[2], good[3], ranges[4][:15]},
+		"no ranges":     {ranges[0], good[1], good[2], good[3], nil},
+		"empty range":   {EncodeRequest(&Request{Op: OpAckRanges, Ranges: []Range{{Offset: 1}}})[0], good[1], good[2], good[3], EncodeRequest(&Request{Op: OpAckRanges, Ranges: []Range{{Offset: 1}}})[4]},
+		"range wraps":   {ranges[0], good[1], good[2], good[3], EncodeRequest(&Request{Op: OpAckRanges, Ranges: []Range{{Offset: 1<<64 - 2, Count: 5}}})[4]},
+		"range acks":    {ranges[0], good[1], good[2], good[3], EncodeRequest(&Request{Op: OpAckRanges, Ranges: []Range{{Count: 40000}, {Offset: 50000, Count: 40000}}})[4]},
 	}
 	for name, frames := range cases {
 		if _, err := DecodeRequest(frames); !errors.Is(err, ErrMalformed) {
@@ -84,6 +93,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		{Op: OpList, Stream: "*", Group: "*", Member: "m"},
 		{Op: OpDLQ, Stream: "s", Group: "g", Member: "m", StartValue: 3, MaxRecords: 10},
 		{Op: OpReplay, Stream: "s", Group: "g", Member: "m", StartValue: 0, MaxRecords: 1},
+		{Op: OpAckRanges, Stream: "s", Group: "g", Member: "m", Ranges: []Range{{Offset: 1, Count: 9, Delivery: 1}}},
 	} {
 		fr := EncodeRequest(&r)
 		f.Add(fr[0], fr[1], fr[4])
@@ -130,5 +140,25 @@ func TestSpanSet(t *testing.T) {
 	want := spanSet{{0, 3}, {5, 11}}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("got %v, want %v", s, want)
+	}
+}
+
+// appendWire (a lease's records, encoded as they are read) writes what
+// EncodeReply writes for the same records as Records.
+func TestAppendWire(t *testing.T) {
+	recs := []spool.Record{
+		{Offset: 7, Time: time.Unix(0, 42), Value: []byte("v")},
+		{Offset: 9, Time: time.Unix(5, 0), Headers: []spool.Header{{Key: "k", Value: []byte("x")}, {Key: "e"}}, Value: []byte{}},
+	}
+	var data []byte
+	var wire []Record
+	for i := range recs {
+		data = appendWire(data, &recs[i], uint32(i+1))
+		wire = append(wire, toWire(recs[i], uint32(i+1)))
+	}
+	want := EncodeReply(&Reply{ID: 1, Records: wire})
+	got := EncodeReply(&Reply{ID: 1, Count: uint32(len(recs)), Data: data})
+	if !bytes.Equal(got[0], want[0]) || !bytes.Equal(got[1], want[1]) {
+		t.Fatalf("appendWire:\n got %x\nwant %x", got, want)
 	}
 }

@@ -195,7 +195,7 @@ func (s *Server) Handle(env [][]byte, frames [][]byte) {
 		s.send(env, &Reply{Status: StatusBadRequest, ID: id, Data: []byte(err.Error())})
 		return
 	}
-	if req.Op >= OpList {
+	if req.Op >= OpList && req.Op <= OpReplay {
 		s.handleAdmin(env, req)
 		return
 	}
@@ -353,6 +353,9 @@ func (s *Server) settleLocked(g *state, req Request) *Reply {
 		s.dropParkedLocked(g, func(m string) bool { return m == req.Member })
 		n := s.releaseLocked(g, func(m string) bool { return m == req.Member }, now)
 		return &Reply{Status: StatusOK, ID: req.ID, Count: uint32(n)}
+	}
+	if req.Op == OpAckRanges {
+		return s.ackRangesLocked(g, req)
 	}
 	var refused []byte
 	nref := uint32(0)

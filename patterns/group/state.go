@@ -146,6 +146,23 @@ func newState(stream, group string, set settings, start uint64) *state {
 		pend: make(map[uint64]*pending), held: make(map[string]int), keys: make(map[string][]uint64)}
 }
 
+// settleLeased settles o, leased to a member whose lease count the
+// caller lowers (for many records at once).
+func (g *state) settleLeased(o uint64, p *pending) {
+	if p.key != "" {
+		g.unqueue(p.key, o)
+	}
+	delete(g.pend, o)
+}
+
+// settled records [from, to), taken out of the pending records, as
+// settled.
+func (g *state) settled(from, to uint64) {
+	g.done.addRange(from, to)
+	g.jDone.addRange(from, to)
+	g.advance()
+}
+
 // settle marks o acknowledged (or dead-lettered) and advances the floor.
 func (g *state) settle(o uint64) {
 	if p := g.pend[o]; p != nil {
@@ -226,7 +243,8 @@ func (g *state) apply(e *jentry, now time.Time) error {
 		return fmt.Errorf("%w: cursor %d behind %d", ErrJournalDamaged, e.next, g.next)
 	}
 	// The records read from the cursor on are pending (available, as
-	// after any restart) unless the entry settles them.
+	// after any restart), delivered once unless a run says otherwise,
+	// unless the entry settles them.
 	created := uint64(0)
 	o, di := g.next, 0
 	for o < e.next {
@@ -245,7 +263,7 @@ func (g *state) apply(e *jentry, now time.Time) error {
 			return fmt.Errorf("%w: an entry makes more than %d records pending", ErrJournalDamaged, maxReplayPending)
 		}
 		for ; o < end; o++ {
-			g.pend[o] = &pending{notBefore: now}
+			g.pend[o] = &pending{deliveries: 1, notBefore: now}
 			g.avail++
 		}
 	}
@@ -367,10 +385,10 @@ func writeState(dir string, f fileState) error {
 }
 
 // loadState reads a group's state, its snapshot and then its journal;
-// (nil, nil) when there is none. The Recovery says what the journal
+// (nil, nil) when there is none. The recovery says what the journal
 // held, and whether its last entry was torn (cut off).
-func loadState(dir, stream, group string) (*state, Recovery, error) {
-	var rec Recovery
+func loadState(dir, stream, group string) (*state, recovery, error) {
+	var rec recovery
 	b, err := os.ReadFile(statePath(dir, stream, group))
 	if os.IsNotExist(err) {
 		return nil, rec, nil

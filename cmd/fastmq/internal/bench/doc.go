@@ -1,11 +1,13 @@
 // Package bench is the measuring harness behind `fastmq bench`: socket
 // throughput and latency (Socket: pushpull, pubsub, reqrep, in one process
 // or with the receiving end in a child process, optionally beside libzmq's
-// figure), spool append and read throughput (Spool), and the end-to-end
-// pull path (Pull). The fastmq command owns the flags and the cobra
-// wiring; this package owns the runs and the figures they print.
+// figure), spool append and read throughput (Spool), the end-to-end
+// pull path (Pull) and consumer groups with member processes (Group).
+// The fastmq command owns the flags and the cobra wiring; this package
+// owns the runs and the figures they print.
 //
 // A run in separate processes re-executes the running binary as
-// `fastmq bench PATTERN --role recv ...`, so it works only inside the
-// fastmq command (or a test binary acting as it).
+// `fastmq bench PATTERN --role recv ...` (`fastmq bench group --role
+// member ...`), so it works only inside the fastmq command (or a test
+// binary acting as it).
 package bench

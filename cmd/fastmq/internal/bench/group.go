@@ -1,0 +1,328 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/fastmq/fastmq/internal/ctxutil"
+	"github.com/fastmq/fastmq/patterns/group"
+	"github.com/fastmq/fastmq/patterns/pull"
+	"github.com/fastmq/fastmq/spool"
+)
+
+// GroupOptions configure `fastmq bench group`.
+type GroupOptions struct {
+	Count         int // records
+	Size          int // record value size
+	Members       int // member processes
+	Rate          int // records per second (0: as fast as possible)
+	Buffer        int // a member's MemberConfig.Buffer
+	Concurrency   int // a member's Run concurrency
+	MaxAckPending int // a member's MaxAckPending
+	Rounds        int
+	JSON          bool
+	CPUProfile    string // the publisher's; member i writes CPUProfile.member<i>
+
+	// Member mode (a child of the publisher's run).
+	Role    string // "member"
+	Connect string // the publisher's spool endpoint
+}
+
+// GroupResult is one run's figures.
+type GroupResult struct {
+	Impl      string  `json:"impl"`
+	Count     int     `json:"count"`
+	Size      int     `json:"size"`
+	Members   int     `json:"members"`
+	Rate      int     `json:"rate,omitempty"`
+	AckedPerS float64 `json:"acked_per_s"`
+	P50us     float64 `json:"p50_us,omitempty"`
+	P99us     float64 `json:"p99_us,omitempty"`
+	MaxUs     float64 `json:"max_us,omitempty"`
+	// DurableP50us and DurableP99us: from the append's acknowledgement
+	// (durable) to delivery: what the group path adds to the fsync.
+	DurableP50us float64 `json:"durable_p50_us,omitempty"`
+	DurableP99us float64 `json:"durable_p99_us,omitempty"`
+}
+
+// memberReport is what a member process prints when its stdin closes.
+type memberReport struct {
+	Processed int      `json:"processed"`
+	LatNs     []int64  `json:"lat_ns,omitempty"`  // append to delivery, with a rate
+	Offsets   []uint64 `json:"offsets,omitempty"` // of LatNs's records
+	AtNs      []int64  `json:"at_ns,omitempty"`   // when each was delivered (Unix ns)
+}
+
+// Group measures consumer groups end to end: one publisher (this
+// process: spool, spool server, group server on tcp loopback) and
+// Members member processes of one group; the publisher appends Count
+// records while the members lease, handle (nothing) and acknowledge
+// them explicitly (Run: nil acks; an ack is confirmed once the
+// publisher's group commit holds it). It prints acknowledged records per
+// second, from the first append to the last acknowledgement; with a Rate,
+// append-to-delivery percentiles.
+func Group(ctx context.Context, out io.Writer, o GroupOptions) error {
+	if o.Role == "member" {
+		return groupMember(ctx, out, o)
+	}
+	if o.Role != "" {
+		return fmt.Errorf("unknown role %q", o.Role)
+	}
+	if o.Count <= 0 || o.Size < 0 || o.Members <= 0 || o.Rate < 0 {
+		return errors.New("--count and --members must be positive, --size and --rate not negative")
+	}
+	if o.CPUProfile != "" {
+		f, err := os.Create(o.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var res []GroupResult
+	for range max(o.Rounds, 1) {
+		r, err := groupRun(ctx, o)
+		if err != nil {
+			return err
+		}
+		res = append(res, r)
+		if o.JSON {
+			json.NewEncoder(out).Encode(r)
+			continue
+		}
+		fmt.Fprintf(out, "group end to end: 1 publisher, %d member processes, %d records of %d B, explicit acks\n", r.Members, r.Count, r.Size)
+		fmt.Fprintf(out, "  %.0f acked records/s\n", r.AckedPerS)
+		if r.Rate > 0 {
+			fmt.Fprintf(out, "    durable to delivered (leased, sent, handed to a handler): p50 %.0f µs  p99 %.0f µs\n", r.DurableP50us, r.DurableP99us)
+			fmt.Fprintf(out, "  append-to-delivery latency at %d records/s: p50 %.0f µs  p99 %.0f µs  max %.0f µs\n", r.Rate, r.P50us, r.P99us, r.MaxUs)
+		}
+	}
+	if len(res) > 1 && !o.JSON {
+		rates := make([]float64, len(res))
+		for i, r := range res {
+			rates[i] = r.AckedPerS
+		}
+		slices.Sort(rates)
+		fmt.Fprintf(out, "median of %d rounds: %.0f acked records/s (min %.0f, max %.0f)\n", len(res), rates[len(rates)/2], rates[0], rates[len(rates)-1])
+	}
+	return nil
+}
+
+// groupRun runs one round in a fresh spool.
+func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
+	res := GroupResult{Impl: "fastmq", Count: o.Count, Size: o.Size, Members: o.Members, Rate: o.Rate}
+	dir, err := os.MkdirTemp("", "fastmq-bench-group-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+	l, err := spool.Open(spool.Config{Dir: filepath.Join(dir, "stream"), GroupInterval: -1})
+	if err != nil {
+		return res, err
+	}
+	defer l.Close()
+	lookup := func(s string) (*spool.Log, bool) { return l, s == "bench" }
+	srv, err := pull.NewServer(pull.ServerConfig{Lookup: lookup, Endpoints: []string{"tcp://127.0.0.1:0"}})
+	if err != nil {
+		return res, err
+	}
+	defer srv.Close()
+	gs, err := group.NewServer(group.ServerConfig{Dir: filepath.Join(dir, "groups"), Lookup: lookup,
+		Open: func(string) (*spool.Log, error) { return nil, errors.New("no dead letters in this benchmark") }, Send: srv})
+	if err != nil {
+		return res, err
+	}
+	if err := srv.HandleVersion(group.Version, gs); err != nil {
+		gs.Close()
+		return res, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return res, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type child struct {
+		cmd   *exec.Cmd
+		stdin io.WriteCloser
+		out   chan memberReport
+	}
+	var children []child
+	defer func() {
+		for _, c := range children {
+			c.stdin.Close()
+			c.cmd.Wait()
+		}
+	}()
+	for i := range o.Members {
+		args := []string{"bench", "group", "--role", "member", "--connect", srv.Endpoints()[0],
+			"--buffer", strconv.Itoa(o.Buffer), "--concurrency", strconv.Itoa(o.Concurrency),
+			"--max-ack-pending", strconv.Itoa(o.MaxAckPending), "--rate", strconv.Itoa(o.Rate), "--count", strconv.Itoa(o.Count)}
+		if o.CPUProfile != "" {
+			args = append(args, "--cpuprofile", fmt.Sprintf("%s.member%d", o.CPUProfile, i))
+		}
+		cmd := exec.CommandContext(ctx, exe, args...)
+		cmd.Stderr = os.Stderr
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			return res, err
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return res, err
+		}
+		if err := cmd.Start(); err != nil {
+			return res, fmt.Errorf("start member: %w", err)
+		}
+		c := child{cmd, stdin, make(chan memberReport, 1)}
+		children = append(children, c)
+		ready := make(chan error, 1)
+		go func() {
+			r := bufio.NewReader(stdout)
+			line, err := r.ReadString('\n')
+			if err != nil || line != "ready\n" {
+				ready <- fmt.Errorf("member %d did not start: %q %v", i, line, err)
+				close(c.out)
+				return
+			}
+			ready <- nil
+			var rep memberReport
+			if err := json.NewDecoder(r).Decode(&rep); err == nil {
+				c.out <- rep
+			}
+			close(c.out)
+		}()
+		if err := <-ready; err != nil {
+			return res, err
+		}
+	}
+	// Every member has fetched once (the group exists, with all of them
+	// parked on the empty stream): start.
+	if err := waitFor(ctx, func() bool { _, ok := gs.Stats()["bench/g"]; return ok }); err != nil {
+		return res, err
+	}
+	value := make([]byte, o.Size)
+	for i := range value {
+		value[i] = 'a' + byte(i%26)
+	}
+	start := time.Now()
+	errc := make(chan error, 1)
+	var durable []time.Time // by offset, with a rate: when its append was acknowledged
+	if o.Rate > 0 {
+		durable = make([]time.Time, o.Count)
+	}
+	go func() { errc <- produce(ctx, l, value, o.Count, o.Rate, durable) }()
+	if err := waitFor(ctx, func() bool { return gs.Stats()["bench/g"].Acked >= uint64(o.Count) }); err != nil {
+		return res, err
+	}
+	el := time.Since(start)
+	if err := <-errc; err != nil {
+		return res, err
+	}
+	res.AckedPerS = float64(o.Count) / el.Seconds()
+	var lat, toDelivered []int64
+	for _, c := range children {
+		c.stdin.Close()
+		rep, ok := <-c.out
+		if !ok {
+			return res, errors.New("a member ended without its report")
+		}
+		lat = append(lat, rep.LatNs...)
+		for i, off := range rep.Offsets {
+			if off < uint64(len(durable)) && !durable[off].IsZero() && i < len(rep.AtNs) {
+				toDelivered = append(toDelivered, rep.AtNs[i]-durable[off].UnixNano())
+			}
+		}
+	}
+	if len(toDelivered) > 0 {
+		slices.Sort(toDelivered)
+		q := func(p float64) float64 { return float64(toDelivered[int(p*float64(len(toDelivered)-1))]) / 1e3 }
+		res.DurableP50us, res.DurableP99us = q(0.5), q(0.99)
+	}
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))]) / 1e3 }
+		res.P50us, res.P99us, res.MaxUs = q(0.5), q(0.99), q(1)
+	}
+	return res, nil
+}
+
+// waitFor polls cond every 2 ms until it holds or ctx ends.
+func waitFor(ctx context.Context, cond func() bool) error {
+	for !cond() {
+		if !ctxutil.Sleep(ctx, 2*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// groupMember is a member process: it consumes the group until its
+// stdin closes, then prints its report.
+func groupMember(ctx context.Context, out io.Writer, o GroupOptions) error {
+	if o.CPUProfile != "" {
+		f, err := os.Create(o.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	host, _ := os.Hostname()
+	m, err := group.NewMember(group.MemberConfig{Stream: "bench", Group: "g", Name: fmt.Sprintf("%s-%d", host, os.Getpid()),
+		Publishers: map[string]string{"p": o.Connect}, Buffer: o.Buffer, MaxAckPending: o.MaxAckPending})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // the publisher closes stdin at the end
+		io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	var mu sync.Mutex
+	rep := memberReport{}
+	if o.Rate > 0 {
+		rep.LatNs = make([]int64, 0, o.Count)
+		rep.Offsets = make([]uint64, 0, o.Count)
+		rep.AtNs = make([]int64, 0, o.Count)
+	}
+	fmt.Fprintln(out, "ready")
+	err = m.Run(ctx, o.Concurrency, func(_ context.Context, msg *group.Message) error {
+		now := time.Now()
+		mu.Lock()
+		rep.Processed++
+		if o.Rate > 0 {
+			rep.LatNs = append(rep.LatNs, now.Sub(msg.Time).Nanoseconds())
+			rep.Offsets = append(rep.Offsets, msg.Offset)
+			rep.AtNs = append(rep.AtNs, now.UnixNano())
+		}
+		mu.Unlock()
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return json.NewEncoder(out).Encode(rep)
+}
