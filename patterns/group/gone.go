@@ -35,7 +35,10 @@ const DefaultMemberSafetyCheck = 5 * time.Second
 // that node refutes as soon as it runs and is alive again a moment later,
 // still processing what it leased. Releasing its leases at once would hand
 // those records to a second member while the first still works on them. A
-// node that left gracefully is released at once.
+// node that left gracefully is released at once. A Member likewise keeps
+// its link to a publisher declared failed for FailedGrace: a link stopped
+// loses the reply of its fetch in flight, and the records that fetch
+// leased would stay leased to the member, unseen, until AckWait.
 //
 // A node declared failed that comes back within FailedGrace from the same
 // gossip address with the same endpoints is taken for the same process

@@ -112,3 +112,46 @@ func TestFailedNodeBackFromElsewhereReleased(t *testing.T) {
 	w <- discovery.Event{Type: discovery.Added, Instance: memberInstance("node-a", "127.0.0.1:7003")}
 	testutil.WaitFor(t, "the old process's leases released", 30*time.Second, func() bool { return released(p) == uint64(len(held)) })
 }
+
+// streamWatcher is a group.StreamWatcher fed by the test.
+type streamWatcher chan discovery.Event
+
+func (w streamWatcher) WatchStream(ctx context.Context, stream string) (<-chan discovery.Event, error) {
+	return w, nil
+}
+
+// TestMemberKeepsLinkToRefutedPublisher: gossip declares a publisher
+// failed while the member's fetch waits there, and alive again a moment
+// later. The member keeps its link: the record the waiting fetch leases
+// reaches it (a link stopped and started again would lose that reply and
+// leave the record leased to the member, unseen, until AckWait).
+func TestMemberKeepsLinkToRefutedPublisher(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	if _, err := p.open("s"); err != nil {
+		t.Fatal(err)
+	}
+	w := make(streamWatcher, 16)
+	pub := discovery.Instance{Node: "p0", Addr: "127.0.0.1:7001", Service: discovery.Service{Name: "s", Kind: discovery.SpoolKind, Endpoints: p.srv.Endpoints()[:1]}}
+	w <- discovery.Event{Type: discovery.Added, Instance: pub}
+	m, err := group.NewMember(group.MemberConfig{Stream: "s", Group: "g", Name: "a", Discovery: w, AckWait: time.Minute, MaxWait: 30 * time.Second, Buffer: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	testutil.WaitFor(t, "the member's fetch waiting at the publisher", 30*time.Second, func() bool {
+		_, ok := p.groups.Stats()["s/g"] // created by the fetch, which then waits
+		return ok
+	})
+	w <- discovery.Event{Type: discovery.Removed, Reason: discovery.ReasonFailed, Instance: pub}
+	w <- discovery.Event{Type: discovery.Added, Instance: pub}
+	p.publish(t, "s", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	msg, err := m.Next(ctx)
+	if err != nil {
+		t.Fatalf("the record leased to the member never reached it: %v (%+v)", err, p.groups.Stats()["s/g"])
+	}
+	if err := msg.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
