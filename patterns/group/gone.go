@@ -32,20 +32,18 @@ const DefaultMemberSafetyCheck = 5 * time.Second
 // FailedGrace is how long a node gossip declared failed must stay failed
 // before the leases of its members are released. Under load, SWIM now and
 // then declares a live node failed (it missed its probes while starved);
-// that node refutes as soon as it runs and is alive again a moment later,
-// still processing what it leased. Releasing its leases at once would hand
-// those records to a second member while the first still works on them. A
-// node that left gracefully is released at once. A Member likewise keeps
-// its link to a publisher declared failed for FailedGrace: a link stopped
-// loses the reply of its fetch in flight, and the records that fetch
-// leased would stay leased to the member, unseen, until AckWait.
+// that node refutes as soon as it runs and is alive again moments later
+// (seen up to about 3 s on a loaded 2-core host), still processing what
+// it leased. Releasing its leases at once would hand those records to a
+// second member while the first still works on them. A node that left
+// gracefully is released at once.
 //
 // A node declared failed that comes back within FailedGrace from the same
 // gossip address with the same endpoints is taken for the same process
 // (a refuted suspicion) and keeps its leases; one that comes back from
 // another address or with other endpoints is a new process, and the
 // leases of the old one are released then.
-const FailedGrace = 2 * time.Second
+const FailedGrace = 5 * time.Second
 
 // startGoneWatch starts the goroutine that releases the leases of nodes
 // gossip reports failed or left.
@@ -58,6 +56,14 @@ func (s *Server) startGoneWatch() error {
 	go s.goneLoop(events)
 	return nil
 }
+
+// LinkFailedGrace is how long a Member keeps its link to a publisher
+// gossip declared failed. Stopping the link could not help a publisher
+// that is gone, and would hurt one that is alive: a stopped link loses
+// the reply of its fetch in flight or waiting at the publisher, and the
+// records that fetch leased would stay leased to the member, unseen,
+// until AckWait. So the link stays much longer than FailedGrace.
+const LinkFailedGrace = 30 * time.Second
 
 // failedNode is a node gossip declared failed whose members still hold
 // their leases, for FailedGrace.

@@ -161,10 +161,7 @@ func (m *Member) ID() string { return m.id }
 func (m *Member) discoverLoop(events <-chan discovery.Event) {
 	defer m.wg.Done()
 	// Publishers gossip declared failed, with when: their links are kept
-	// for FailedGrace, since a live publisher declared failed under load
-	// is alive again a moment later, and a stopped link loses the reply
-	// of its fetch in flight, whose records would stay leased to this
-	// member, unseen, until AckWait.
+	// for LinkFailedGrace (see there).
 	failed := make(map[string]time.Time)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -199,7 +196,7 @@ func (m *Member) discoverLoop(events <-chan discovery.Event) {
 		now := time.Now()
 		var next time.Time
 		for node, at := range failed {
-			due := at.Add(FailedGrace)
+			due := at.Add(LinkFailedGrace)
 			if !now.Before(due) {
 				delete(failed, node)
 				m.stopLink(node)
