@@ -12,7 +12,7 @@ import (
 // group members (its spool endpoint as the endpoint, for a valid
 // advertisement): a Server with ServerConfig.Watch watches it, and
 // releases the leases of a node's members as soon as gossip reports the
-// node failed or left.
+// node left, or failed and still failed FailedGrace later.
 const MemberService = "fastmq-group"
 
 // MemberKind is MemberService's kind.

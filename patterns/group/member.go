@@ -27,9 +27,9 @@ type MemberConfig struct {
 	Stream string // required
 	Group  string // required
 	// Name prefixes the member's id ("Name/random"). A publisher
-	// releases the leases of a member at once when gossip says the node
-	// called Name failed or left, so with Discovery it must be the node's
-	// gossip name.
+	// releases the leases of a member when gossip says the node called
+	// Name left, or failed (after FailedGrace), so with Discovery it must
+	// be the node's gossip name.
 	Name string
 	// Discovery finds the publishers of Stream; or Publishers lists their
 	// spool endpoints (by node name). One of them is required.
