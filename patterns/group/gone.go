@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/fastmq/fastmq/discovery"
@@ -11,7 +12,7 @@ import (
 // group members (its spool endpoint as the endpoint, for a valid
 // advertisement): a Server with ServerConfig.Watch watches it, and
 // releases the leases of a node's members as soon as gossip reports the
-// node failed or left.
+// node left, or failed and still failed FailedGrace later.
 const MemberService = "fastmq-group"
 
 // MemberKind is MemberService's kind.
@@ -28,6 +29,22 @@ type ServiceWatcher interface {
 // node does not advertise MemberService.
 const DefaultMemberSafetyCheck = 5 * time.Second
 
+// FailedGrace is how long a node gossip declared failed must stay failed
+// before the leases of its members are released. Under load, SWIM now and
+// then declares a live node failed (it missed its probes while starved);
+// that node refutes as soon as it runs and is alive again moments later
+// (seen up to about 3 s on a loaded 2-core host), still processing what
+// it leased. Releasing its leases at once would hand those records to a
+// second member while the first still works on them. A node that left
+// gracefully is released at once.
+//
+// A node declared failed that comes back within FailedGrace from the same
+// gossip address with the same endpoints is taken for the same process
+// (a refuted suspicion) and keeps its leases; one that comes back from
+// another address or with other endpoints is a new process, and the
+// leases of the old one are released then.
+const FailedGrace = 5 * time.Second
+
 // startGoneWatch starts the goroutine that releases the leases of nodes
 // gossip reports failed or left.
 func (s *Server) startGoneWatch() error {
@@ -40,26 +57,131 @@ func (s *Server) startGoneWatch() error {
 	return nil
 }
 
+// LinkFailedGrace is how long a Member keeps its link to a publisher
+// gossip declared failed. Stopping the link could not help a publisher
+// that is gone, and would hurt one that is alive: a stopped link loses
+// the reply of its fetch in flight or waiting at the publisher, and the
+// records that fetch leased would stay leased to the member, unseen,
+// until AckWait. So the link stays much longer than FailedGrace.
+const LinkFailedGrace = 30 * time.Second
+
+// failedNode is a node gossip declared failed whose members still hold
+// their leases, for FailedGrace.
+type failedNode struct {
+	at   time.Time
+	inst discovery.Instance // as it was removed
+}
+
 // goneLoop reacts to the Removed events of MemberService instances: a
-// node that failed or left has its members' leases released and their
-// parked fetches ended at once. (A node that withdrew the service is
-// alive: its members keep their leases.)
+// node that left has its members' leases released and their parked
+// fetches ended at once, a node that failed once it stayed failed for
+// FailedGrace. (A node that withdrew the service is alive: its members
+// keep their leases.)
 func (s *Server) goneLoop(events <-chan discovery.Event) {
 	defer s.wg.Done()
+	failed := make(map[string]failedNode)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
+		case <-timer.C:
 		case ev, ok := <-events:
 			if !ok {
 				return
 			}
-			if ev.Type != discovery.Removed || (ev.Reason != discovery.ReasonFailed && ev.Reason != discovery.ReasonLeft) {
-				continue
+			node := ev.Instance.Node
+			switch {
+			case ev.Type == discovery.Removed && ev.Reason == discovery.ReasonLeft:
+				delete(failed, node)
+				s.releaseNodes(map[string]bool{node: true})
+			case ev.Type == discovery.Removed && ev.Reason == discovery.ReasonFailed:
+				if _, ok := failed[node]; !ok {
+					failed[node] = failedNode{at: time.Now(), inst: ev.Instance}
+				}
+			case ev.Type == discovery.Added || ev.Type == discovery.Updated:
+				f, ok := failed[node]
+				if !ok {
+					continue
+				}
+				delete(failed, node)
+				if !sameProcess(f.inst, ev.Instance) {
+					s.releaseNodes(map[string]bool{node: true})
+				}
 			}
-			s.releaseNodes(map[string]bool{ev.Instance.Node: true})
+		}
+		if next, ok := s.releaseFailed(failed, time.Now()); ok {
+			timer.Reset(time.Until(next))
 		}
 	}
+}
+
+// releaseFailed releases the nodes of failed that stayed failed for
+// FailedGrace and drops them from it. It returns when the next one is due
+// (ok false when none is left).
+func (s *Server) releaseFailed(failed map[string]failedNode, now time.Time) (next time.Time, ok bool) {
+	var due map[string]bool
+	for node, f := range failed {
+		at := f.at.Add(FailedGrace)
+		if !now.Before(at) {
+			if due == nil {
+				due = make(map[string]bool)
+			}
+			due[node] = true
+			delete(failed, node)
+			continue
+		}
+		if !ok || at.Before(next) {
+			next, ok = at, true
+		}
+	}
+	if len(due) > 0 {
+		s.releaseNodes(due)
+	}
+	return next, ok
+}
+
+// sameProcess tells whether b, an instance back after a failure, is
+// likely the process that a was: a refuted suspicion keeps its gossip
+// address and endpoints.
+func sameProcess(a, b discovery.Instance) bool {
+	return a.Addr == b.Addr && a.Identity == b.Identity && slices.Equal(a.Service.Endpoints, b.Service.Endpoints)
+}
+
+// goneNodes returns the names of the nodes gossip says left, and of those
+// it says failed that were already failed FailedGrace ago: failedSince,
+// owned by the caller, keeps since when each node is seen failed.
+func goneNodes(ms []discovery.Member, failedSince map[string]time.Time, now time.Time) map[string]bool {
+	var gone map[string]bool
+	add := func(name string) {
+		if gone == nil {
+			gone = make(map[string]bool)
+		}
+		gone[name] = true
+	}
+	seen := make(map[string]bool, len(failedSince))
+	for _, m := range ms {
+		switch m.Status {
+		case discovery.StatusLeft, discovery.StatusLeaving:
+			add(m.Name)
+		case discovery.StatusFailed:
+			seen[m.Name] = true
+			since, ok := failedSince[m.Name]
+			if !ok {
+				failedSince[m.Name] = now
+			} else if now.Sub(since) >= FailedGrace {
+				add(m.Name)
+			}
+		}
+	}
+	for name := range failedSince {
+		if !seen[name] {
+			delete(failedSince, name) // alive again, or reaped
+		}
+	}
+	return gone
 }
 
 // releaseNodes releases the leases of every member on the gone nodes, in

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/fastmq/fastmq/discovery"
 	"github.com/fastmq/fastmq/spool"
 )
 
@@ -380,12 +379,13 @@ func (s *Server) clockLoop() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	lastCheck := time.Time{}
+	failedSince := make(map[string]time.Time) // for goneNodes
 	for {
 		now := time.Now()
 		var gone map[string]bool
 		if s.cfg.Members != nil && now.Sub(lastCheck) >= s.cfg.MemberCheck {
 			lastCheck = now
-			gone = goneNodes(s.cfg.Members.Members())
+			gone = goneNodes(s.cfg.Members.Members(), failedSince, now)
 		}
 		earliest := now.Add(time.Hour)
 		if s.cfg.Members != nil {
@@ -446,20 +446,6 @@ func (s *Server) clockLoop() {
 			}
 		}
 	}
-}
-
-// goneNodes returns the names of the nodes gossip says failed or left.
-func goneNodes(ms []discovery.Member) map[string]bool {
-	var gone map[string]bool
-	for _, m := range ms {
-		if m.Status == discovery.StatusFailed || m.Status == discovery.StatusLeft || m.Status == discovery.StatusLeaving {
-			if gone == nil {
-				gone = make(map[string]bool)
-			}
-			gone[m.Name] = true
-		}
-	}
-	return gone
 }
 
 // flushLoop is the group commit: it appends dead letters, writes the

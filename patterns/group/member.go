@@ -27,9 +27,9 @@ type MemberConfig struct {
 	Stream string // required
 	Group  string // required
 	// Name prefixes the member's id ("Name/random"). A publisher
-	// releases the leases of a member at once when gossip says the node
-	// called Name failed or left, so with Discovery it must be the node's
-	// gossip name.
+	// releases the leases of a member when gossip says the node called
+	// Name left, or failed (after FailedGrace), so with Discovery it must
+	// be the node's gossip name.
 	Name string
 	// Discovery finds the publishers of Stream; or Publishers lists their
 	// spool endpoints (by node name). One of them is required.
@@ -164,24 +164,52 @@ func (m *Member) ID() string { return m.id }
 
 func (m *Member) discoverLoop(events <-chan discovery.Event) {
 	defer m.wg.Done()
+	// Publishers gossip declared failed, with when: their links are kept
+	// for LinkFailedGrace (see there).
+	failed := make(map[string]time.Time)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	for {
 		select {
 		case <-m.ctx.Done():
 			return
+		case <-timer.C:
 		case ev, ok := <-events:
 			if !ok {
 				return
 			}
+			node := ev.Instance.Node
 			switch ev.Type {
 			case discovery.Added, discovery.Updated:
+				delete(failed, node)
 				if len(ev.Instance.Service.Endpoints) > 0 {
-					if err := m.startLink(ev.Instance.Node, ev.Instance.Service.Endpoints[0]); err != nil {
-						m.log.Warn("connect to publisher", "peer", ev.Instance.Node, "err", err)
+					if err := m.startLink(node, ev.Instance.Service.Endpoints[0]); err != nil {
+						m.log.Warn("connect to publisher", "peer", node, "err", err)
 					}
 				}
 			case discovery.Removed:
-				m.stopLink(ev.Instance.Node)
+				if ev.Reason != discovery.ReasonFailed {
+					delete(failed, node)
+					m.stopLink(node)
+				} else if _, ok := failed[node]; !ok {
+					failed[node] = time.Now()
+				}
 			}
+		}
+		now := time.Now()
+		var next time.Time
+		for node, at := range failed {
+			due := at.Add(LinkFailedGrace)
+			if !now.Before(due) {
+				delete(failed, node)
+				m.stopLink(node)
+			} else if next.IsZero() || due.Before(next) {
+				next = due
+			}
+		}
+		if !next.IsZero() {
+			timer.Reset(time.Until(next))
 		}
 	}
 }

@@ -1,0 +1,157 @@
+package group_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/fastmq/fastmq/discovery"
+	"github.com/fastmq/fastmq/internal/testutil"
+	"github.com/fastmq/fastmq/patterns/group"
+	"github.com/fastmq/fastmq/patterns/pull"
+	"github.com/fastmq/fastmq/spool"
+)
+
+// eventWatcher is a group.ServiceWatcher fed by the test: the MemberService
+// events gossip would deliver.
+type eventWatcher chan discovery.Event
+
+func (w eventWatcher) Watch(ctx context.Context, name string) (<-chan discovery.Event, error) {
+	return w, nil
+}
+
+// newWatchedPublisher is newPublisher with a group server that learns of
+// gone member nodes from w.
+func newWatchedPublisher(t *testing.T, w eventWatcher) *publisher {
+	t.Helper()
+	p := &publisher{dir: t.TempDir(), logs: map[string]*spool.Log{}}
+	lookup := func(s string) (*spool.Log, bool) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		l, ok := p.logs[s]
+		return l, ok
+	}
+	srv, err := pull.NewServer(pull.ServerConfig{Lookup: lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, err := group.NewServer(group.ServerConfig{Dir: filepath.Join(p.dir, "groups"), Lookup: lookup, Open: p.open, Send: srv, Watch: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.HandleVersion(group.Version, gs); err != nil {
+		t.Fatal(err)
+	}
+	p.srv, p.groups = srv, gs
+	t.Cleanup(p.close)
+	return p
+}
+
+// lease makes a member on node lease n records and returns them.
+func lease(t *testing.T, p *publisher, node string, n int) []*group.Message {
+	t.Helper()
+	m := member(t, group.MemberConfig{Name: node, AckWait: time.Minute, Buffer: n, MaxAckPending: n}, p)
+	var msgs []*group.Message
+	for len(msgs) < n {
+		msg, err := m.Next(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, msg)
+	}
+	return msgs
+}
+
+func released(p *publisher) uint64 { return p.groups.Stats()["s/g"].Released }
+
+func memberInstance(node, addr string) discovery.Instance {
+	return discovery.Instance{Node: node, Addr: addr, Identity: node + "-id", Service: group.MemberServiceOf("tcp://" + addr)}
+}
+
+// TestFailedNodeThatRefutesKeepsLeases: gossip declares a live member's
+// node failed and a moment later alive again, from the same address (a
+// refuted suspicion under load). Its members keep their leases and their
+// acks count; a node that stays failed has its leases released.
+func TestFailedNodeThatRefutesKeepsLeases(t *testing.T) {
+	w := make(eventWatcher, 16)
+	p := newWatchedPublisher(t, w)
+	p.publish(t, "s", 20)
+	live := lease(t, p, "node-a", 2)
+	gone := lease(t, p, "node-z", 3)
+
+	a := memberInstance("node-a", "127.0.0.1:7001")
+	w <- discovery.Event{Type: discovery.Removed, Reason: discovery.ReasonFailed, Instance: a}
+	w <- discovery.Event{Type: discovery.Added, Instance: a}
+	// node-z fails for good: its release, after the grace, also shows the
+	// events before it were handled.
+	w <- discovery.Event{Type: discovery.Removed, Reason: discovery.ReasonFailed, Instance: memberInstance("node-z", "127.0.0.1:7002")}
+	testutil.WaitFor(t, "node-z's leases released", 30*time.Second, func() bool { return released(p) >= uint64(len(gone)) })
+	if n := released(p); n != uint64(len(gone)) {
+		t.Fatalf("%d leases released, want node-z's %d: the refuted node lost its leases", n, len(gone))
+	}
+	for _, msg := range live {
+		if err := msg.Ack(context.Background()); err != nil {
+			t.Fatalf("ack of the refuted node's lease: %v", err)
+		}
+	}
+	if st := p.groups.Stats()["s/g"]; st.Acked != uint64(len(live)) {
+		t.Fatalf("acked %d, want %d", st.Acked, len(live))
+	}
+}
+
+// TestFailedNodeBackFromElsewhereReleased: a node declared failed that
+// comes back from another address is another process: the leases of the
+// failed one are released at once, without waiting for the grace.
+func TestFailedNodeBackFromElsewhereReleased(t *testing.T) {
+	w := make(eventWatcher, 16)
+	p := newWatchedPublisher(t, w)
+	p.publish(t, "s", 20)
+	held := lease(t, p, "node-a", 2)
+	w <- discovery.Event{Type: discovery.Removed, Reason: discovery.ReasonFailed, Instance: memberInstance("node-a", "127.0.0.1:7001")}
+	w <- discovery.Event{Type: discovery.Added, Instance: memberInstance("node-a", "127.0.0.1:7003")}
+	testutil.WaitFor(t, "the old process's leases released", 30*time.Second, func() bool { return released(p) == uint64(len(held)) })
+}
+
+// streamWatcher is a group.StreamWatcher fed by the test.
+type streamWatcher chan discovery.Event
+
+func (w streamWatcher) WatchStream(ctx context.Context, stream string) (<-chan discovery.Event, error) {
+	return w, nil
+}
+
+// TestMemberKeepsLinkToRefutedPublisher: gossip declares a publisher
+// failed while the member's fetch waits there, and alive again a moment
+// later. The member keeps its link: the record the waiting fetch leases
+// reaches it (a link stopped and started again would lose that reply and
+// leave the record leased to the member, unseen, until AckWait).
+func TestMemberKeepsLinkToRefutedPublisher(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	if _, err := p.open("s"); err != nil {
+		t.Fatal(err)
+	}
+	w := make(streamWatcher, 16)
+	pub := discovery.Instance{Node: "p0", Addr: "127.0.0.1:7001", Service: discovery.Service{Name: "s", Kind: discovery.SpoolKind, Endpoints: p.srv.Endpoints()[:1]}}
+	w <- discovery.Event{Type: discovery.Added, Instance: pub}
+	m, err := group.NewMember(group.MemberConfig{Stream: "s", Group: "g", Name: "a", Discovery: w, AckWait: time.Minute, MaxWait: 30 * time.Second, Buffer: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	testutil.WaitFor(t, "the member's fetch waiting at the publisher", 30*time.Second, func() bool {
+		_, ok := p.groups.Stats()["s/g"] // created by the fetch, which then waits
+		return ok
+	})
+	w <- discovery.Event{Type: discovery.Removed, Reason: discovery.ReasonFailed, Instance: pub}
+	w <- discovery.Event{Type: discovery.Added, Instance: pub}
+	p.publish(t, "s", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	msg, err := m.Next(ctx)
+	if err != nil {
+		t.Fatalf("the record leased to the member never reached it: %v (%+v)", err, p.groups.Stats()["s/g"])
+	}
+	if err := msg.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
