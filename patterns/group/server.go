@@ -58,13 +58,15 @@ type ServerConfig struct {
 	// Send sends replies; the spool server the Server extends. Required.
 	Send Sender
 	// Members, if set, is looked at every MemberCheck: the leases of
-	// members on nodes that failed or left are released at once.
+	// members on nodes that left are released at once, on nodes that
+	// stayed failed for FailedGrace then.
 	Members     MemberLister
 	MemberCheck time.Duration
 	// Watch, if set, is watched for MemberService: the leases of the
 	// members of a node that advertised it are released as soon as
-	// gossip reports the node failed or left (its Removed event), with
-	// no polling. Members is then a safety net only: MemberCheck
+	// gossip reports the node left, and FailedGrace after it reports it
+	// failed unless it came back (its Removed and Added events), with no
+	// polling. Members is then a safety net only: MemberCheck
 	// defaults to DefaultMemberSafetyCheck.
 	Watch ServiceWatcher
 	// MaxWait caps a fetch's wait. Default 30 s.
