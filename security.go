@@ -238,15 +238,15 @@ func (s *nodeSecurity) publicZ85() string {
 // forbidGroup answers a group request whose client the spool server's ACL
 // does not let read the request's stream (frame 1 of the group protocol)
 // and reports true; the answer is the same whether the stream exists or
-// not. The group protocol has no status of its own for it: the refusal is
-// a bad request whose message starts with "forbidden: ".
+// not: group.StatusForbidden, which a member reports through Next
+// (group.ErrForbidden).
 func (n *Node) forbidGroup(env, frames [][]byte) bool {
 	if len(frames) < 2 || len(frames[0]) < 6 || n.server.Allowed(env, string(frames[1])) {
 		return false
 	}
 	id := binary.BigEndian.Uint32(frames[0][2:])
 	msg := "forbidden: " + pull.ForbiddenMessage(string(frames[1]))
-	_ = n.server.Send(env, group.EncodeReply(&group.Reply{Status: group.StatusBadRequest, ID: id, Data: []byte(msg)}))
+	_ = n.server.Send(env, group.EncodeReply(&group.Reply{Status: group.StatusForbidden, ID: id, Data: []byte(msg)}))
 	return true
 }
 

@@ -213,12 +213,22 @@ func TestCurveMeshACL(t *testing.T) {
 	if st, err := group.Info(ctx, a.SpoolEndpoint(), "audit", "g", b.ClientSocketConfig(socket.Config{})); err != nil || st.Acked != 20 {
 		t.Fatalf("group info from b over CURVE: %+v, %v", st, err)
 	}
-	if _, err := c.Group(fastmq.GroupConfig{Stream: "audit", Group: "g"}); err != nil {
+	gc, err := c.Group(fastmq.GroupConfig{Stream: "audit", Group: "g"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, "group fetches refused on both publishers", 30*time.Second, func() bool {
 		return a.Status().Server.Forbidden > fa && b.Status().Server.Forbidden > fb
 	})
+	// c's member says so, once per publisher, instead of retrying quietly.
+	for range 2 {
+		nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err := gc.Next(nctx)
+		cancel()
+		if !errors.Is(err, group.ErrForbidden) {
+			t.Fatalf("c's group member: %v, want group.ErrForbidden", err)
+		}
+	}
 
 	if _, err := a.Handle("upper", func(_ context.Context, req []byte) ([]byte, error) {
 		return bytes.ToUpper(req), nil

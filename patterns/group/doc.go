@@ -157,7 +157,9 @@
 // written: the change is not confirmed); 6 unavailable; 7 partial: data
 // lists the refused entries, count x (offset u64 | code u8), code 1 the
 // lease is not this member's (it ran out and moved) and 2 the offset is
-// not pending (settled, or never leased); the other entries were applied.
+// not pending (settled, or never leased); the other entries were applied;
+// 9 forbidden: the spool server's access control does not let the client
+// read the stream (the same answer whether the stream exists or not).
 // A fetch's ok data holds count records, each offset u64 | delivery u32 |
 // time ns u64 | header count u16 | per header: key length u16, key, value
 // length u32, value | value length u32 | value. An empty ok reply: the

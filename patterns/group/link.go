@@ -173,6 +173,16 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("group: publisher answered status %d: %s", e.Status, e.Msg)
 }
 
+// Is makes a StatusForbidden error match ErrForbidden.
+func (e *StatusError) Is(target error) bool {
+	return target == ErrForbidden && e.Status == StatusForbidden
+}
+
+// ErrForbidden matches the error of a publisher whose spool server does
+// not let this member read the stream (StatusForbidden): the member stops
+// fetching from that publisher and Next returns the error once.
+var ErrForbidden = errors.New("group: forbidden")
+
 // fetchLoop leases records while the member has buffer room.
 func (ln *link) fetchLoop() {
 	defer ln.wg.Done()
@@ -240,6 +250,16 @@ func (ln *link) fetchLoop() {
 		}
 		if err != nil {
 			if ln.ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, ErrForbidden) {
+				// Asking again cannot help: say it, once, and stop
+				// fetching from this publisher.
+				m.log.Error("publisher refuses the stream", "peer", ln.node, "stream", m.cfg.Stream, "err", err)
+				select {
+				case m.errs <- fmt.Errorf("group: publisher %s: %w", ln.node, err):
+				default:
+				}
 				return
 			}
 			m.log.Debug("fetch failed", "peer", ln.node, "err", err)

@@ -89,6 +89,7 @@ type Member struct {
 
 	out    chan *Message
 	tokens chan struct{} // free buffer slots
+	errs   chan error    // publishers that stopped serving this member (ErrForbidden)
 
 	mu     sync.Mutex
 	links  map[string]*link // by publisher node
@@ -135,7 +136,7 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	m := &Member{cfg: cfg, id: cfg.Name + "/" + hex.EncodeToString(rnd[:]),
-		out: make(chan *Message, cfg.Buffer), tokens: make(chan struct{}, cfg.Buffer), links: make(map[string]*link)}
+		out: make(chan *Message, cfg.Buffer), tokens: make(chan struct{}, cfg.Buffer), errs: make(chan error, 64), links: make(map[string]*link)}
 	m.log = lg.With("component", "group-member", "stream", cfg.Stream, "group", cfg.Group)
 	for i := 0; i < cfg.Buffer; i++ {
 		m.tokens <- struct{}{}
@@ -252,7 +253,9 @@ func (m *Member) link(node string) *link {
 }
 
 // Next returns the next leased record, from any publisher. It blocks
-// until one is leased, ctx ends or the member closes (ErrClosed).
+// until one is leased, ctx ends or the member closes (ErrClosed). A
+// publisher that refuses the member the stream (ErrForbidden) is not
+// asked again; Next returns its error once, then goes on with the others.
 func (m *Member) Next(ctx context.Context) (*Message, error) {
 	select { // fast path: one channel locked, not three
 	case msg := <-m.out:
@@ -264,6 +267,8 @@ func (m *Member) Next(ctx context.Context) (*Message, error) {
 	case msg := <-m.out:
 		m.tokens <- struct{}{}
 		return msg, nil
+	case err := <-m.errs:
+		return nil, err
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-m.ctx.Done():

@@ -45,6 +45,7 @@ const (
 	StatusUnavailable  Status = 6 // server closing
 	StatusPartial      Status = 7 // some entries were refused: data lists them
 	StatusLimitReached Status = 8 // unused by fetch (an empty ok reply says so); reserved
+	StatusForbidden    Status = 9 // the client may not read the stream (the spool server's ACL)
 )
 
 // Refusal codes of StatusPartial entries.
