@@ -35,6 +35,8 @@ type nodeFlags struct {
 	codec     string
 	retAge    time.Duration
 	retBytes  int64
+	dedupWin  time.Duration
+	interest  bool
 	diskMax   int64
 	diskFree  int64
 	diskPct   float64
@@ -62,6 +64,8 @@ func (f *nodeFlags) register(cmd *cobra.Command, nameFlag, defaultName string) {
 	fl.StringVar(&f.codec, "codec", "s2", "spool batch codec: none, s2 or zstd")
 	fl.DurationVar(&f.retAge, "retention-age", 0, "delete spool segments whose newest record is older than this (0: keep)")
 	fl.Int64Var(&f.retBytes, "retention-bytes", 0, "keep each stream's spool under this many bytes, oldest segments first (0: no limit)")
+	fl.DurationVar(&f.dedupWin, "dedup-window", 0, "how long a record's message id (fastmq-msg-id) is remembered to refuse a duplicate append (0: 2m; negative: ids are not looked at)")
+	fl.BoolVar(&f.interest, "interest-retention", false, "keep records until every consumer group of the stream acknowledged them (capped by --retention-age and --retention-bytes)")
 	fl.Int64Var(&f.diskMax, "disk-max-bytes", 0, "disk guard: refuse appends (or drop, see --disk-policy) once all streams' spools hold this many bytes (0: no limit)")
 	fl.Int64Var(&f.diskFree, "disk-min-free-bytes", 0, "disk guard: keep this many bytes free on the data directory's disk (0: none in bytes)")
 	fl.Float64Var(&f.diskPct, "disk-min-free-percent", 5, "disk guard: keep this share of the data directory's disk free, in percent (0: none)")
@@ -141,7 +145,8 @@ func (f *nodeFlags) config() (fastmq.Config, error) {
 		GossipPlaintext: f.plaintext,
 		SpoolEndpoints:  spoolEPs,
 		SpoolAdvertise:  f.advertise,
-		Spool:           spool.Config{Sync: sp, Codec: codec, RetentionAge: f.retAge, RetentionBytes: f.retBytes},
+		Spool:           spool.Config{Sync: sp, Codec: codec, RetentionAge: f.retAge, RetentionBytes: f.retBytes, DedupWindow: f.dedupWin},
+		Interest:        fastmq.InterestConfig{Retain: f.interest},
 		DiskGuard:       guard,
 		Logger:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 	}

@@ -42,6 +42,13 @@ func TestCLIPublishDedup(t *testing.T) {
 	p.cmd.Process.Signal(os.Interrupt)
 	p.wait()
 
+	// --dedup-window negative: ids are not looked at, the repeat is stored.
+	p = run("--stream", "nodedup", "--dedup", "--dedup-window", "-1s")
+	p.feed("alpha", "alpha")
+	expect(p, "0", "1")
+	p.cmd.Process.Signal(os.Interrupt)
+	p.wait()
+
 	p = run("--stream", "ids", "--id-header", "order-id")
 	p.feed("o-1\tfirst", "o-2\tsecond", "o-1\tfirst again")
 	expect(p, "0", "1", "0 duplicate")
