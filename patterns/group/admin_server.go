@@ -277,15 +277,11 @@ func headerOf(hs []spool.Header, key string) string {
 	return ""
 }
 
-// withoutDLQHeaders returns hs without the dead-letter headers.
+// withoutDLQHeaders returns hs without the dead-letter headers, nor the
+// idempotence ones: a replay appends the record anew, which its message id
+// (still in the window) or its producer's sequence would refuse as a
+// duplicate.
 func withoutDLQHeaders(hs []spool.Header) []spool.Header {
-	var out []spool.Header
-	for _, h := range hs {
-		switch h.Key {
-		case HeaderDLQStream, HeaderDLQOffset, HeaderDLQGroup, HeaderDLQDeliveries, HeaderDLQReason:
-			continue
-		}
-		out = append(out, h)
-	}
-	return out
+	return withoutHeaders(hs, HeaderDLQStream, HeaderDLQOffset, HeaderDLQGroup, HeaderDLQDeliveries, HeaderDLQReason,
+		spool.HeaderMsgID, spool.HeaderProducer)
 }

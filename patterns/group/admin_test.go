@@ -449,3 +449,56 @@ func TestAdminBadInput(t *testing.T) {
 		t.Fatalf("%d groups after the refusals, want none", n)
 	}
 }
+
+// An idempotently published record (message id and producer sequence) that
+// fails every time is dead-lettered, and the group goes on: the dead-letter
+// stream never saw the producer, so its sequence is not carried there. A
+// replay appends it anew, not refused as a duplicate of itself.
+func TestDeadLetterOfIdempotentRecord(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	l, err := p.open("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := l.Append(ctx, spool.Record{Value: []byte("first"), Headers: []spool.Header{spool.MsgID("m-1"), spool.ProducerSeq("prod", 1)}},
+		spool.Record{Value: []byte("poison"), Headers: []spool.Header{spool.MsgID("m-2"), spool.ProducerSeq("prod", 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	m := member(t, group.MemberConfig{MaxDeliver: 1, Buffer: 1}, p)
+	msg, err := m.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := msg.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err = m.Next(ctx); err != nil || string(msg.Value) != "poison" {
+		t.Fatalf("next: %v %v", msg, err)
+	}
+	if err := msg.Nak(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the dead letter", 0, func() bool {
+		dl, err := p.open(group.DLQStream("s", "g"))
+		return err == nil && dl.NextOffset() == 1
+	})
+	// The group still commits: a record after it is acked.
+	if _, err := l.Append(ctx, spool.Record{Value: []byte("fine")}); err != nil {
+		t.Fatal(err)
+	}
+	msg, err = m.Next(ctx)
+	if err != nil || string(msg.Value) != "fine" {
+		t.Fatalf("next: %v %v", msg, err)
+	}
+	if err := msg.Ack(ctx); err != nil {
+		t.Fatalf("ack after the dead letter: %v", err)
+	}
+	res, err := group.Replay(ctx, p.srv.Endpoints()[0], "s", "g", 0, 0, socket.Config{})
+	if err != nil || res.Replayed != 1 {
+		t.Fatalf("replay: %+v, %v", res, err)
+	}
+	if l.NextOffset() != 4 {
+		t.Fatalf("stream next %d after the replay, want 4", l.NextOffset())
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -502,7 +503,9 @@ func (s *Server) deadLetter(d deadLetter) error {
 	if err != nil {
 		return err
 	}
-	hs := append(r.Headers[:len(r.Headers):len(r.Headers)],
+	// Not the producer's sequence: the dead-letter stream never saw the
+	// producer, and would refuse the record as out of sequence.
+	hs := append(withoutHeaders(r.Headers, spool.HeaderProducer),
 		spool.Header{Key: HeaderDLQStream, Value: []byte(d.stream)},
 		spool.Header{Key: HeaderDLQOffset, Value: []byte(strconv.FormatUint(d.offset, 10))},
 		spool.Header{Key: HeaderDLQGroup, Value: []byte(d.group)},
@@ -511,5 +514,19 @@ func (s *Server) deadLetter(d deadLetter) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err = dl.Append(ctx, spool.Record{Value: r.Value, Headers: hs})
+	if errors.Is(err, spool.ErrDuplicate) {
+		return nil // dead-lettered before (its message id): it is there once
+	}
 	return err
+}
+
+// withoutHeaders returns a copy of hs without the headers named keys.
+func withoutHeaders(hs []spool.Header, keys ...string) []spool.Header {
+	out := make([]spool.Header, 0, len(hs)+5)
+	for _, h := range hs {
+		if !slices.Contains(keys, h.Key) {
+			out = append(out, h)
+		}
+	}
+	return out
 }
