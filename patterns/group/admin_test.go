@@ -502,3 +502,46 @@ func TestDeadLetterOfIdempotentRecord(t *testing.T) {
 		t.Fatalf("stream next %d after the replay, want 4", l.NextOffset())
 	}
 }
+
+// Floors reports what is on disk: a served group's floor once its acks are
+// written, and for a group known only from disk its snapshot's floor,
+// read without touching its files (the flusher may be appending to them).
+func TestFloors(t *testing.T) {
+	dir := t.TempDir()
+	p := newPublisher(t, dir)
+	p.publish(t, "s", 10)
+	m := member(t, group.MemberConfig{}, p)
+	ctx := context.Background()
+	for range 10 {
+		msg, err := m.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := msg.Ack(ctx); err != nil { // answered once written
+			t.Fatal(err)
+		}
+	}
+	if f := p.groups.Floors("s"); f["g"] != 10 {
+		t.Fatalf("served group: floors %v, want g at 10", f)
+	}
+	m.Close()
+	p.close()
+	files := func() map[string]int64 {
+		out := map[string]int64{}
+		ents, _ := os.ReadDir(filepath.Join(dir, "groups", "s"))
+		for _, e := range ents {
+			info, _ := e.Info()
+			out[e.Name()] = info.Size()
+		}
+		return out
+	}
+	before := files()
+	p2 := newPublisher(t, dir)
+	f := p2.groups.Floors("s")
+	if v, ok := f["g"]; !ok || v > 10 {
+		t.Fatalf("group on disk: floors %v, want g at or below 10", f)
+	}
+	if after := files(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("Floors changed the group's files: %v -> %v", before, after)
+	}
+}

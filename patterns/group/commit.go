@@ -13,15 +13,28 @@ import (
 
 // entryWrite is one journal entry for the flusher to write.
 type entryWrite struct {
-	key string
-	j   *journal
-	b   []byte
+	key   string
+	j     *journal
+	b     []byte
+	floor uint64 // the group's floor once the entry is written
 }
 
 // snapWrite is one snapshot for the flusher to write, with a new journal.
 type snapWrite struct {
 	key string
 	f   fileState
+}
+
+// setDurable records, for Floors, the floor of every group whose write
+// did not fail.
+func (s *Server) setDurable(floors map[string]uint64, failed []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key, floor := range floors {
+		if g := s.groups[key]; g != nil && !slices.Contains(failed, key) {
+			g.durable = floor
+		}
+	}
 }
 
 func (a *settings) equal(b *settings) bool {
@@ -51,7 +64,7 @@ func (s *Server) flush() error {
 				continue
 			}
 			if b := appendEntry(nil, &e); len(b) <= entryHdrLen+maxEntryLen {
-				writes = append(writes, entryWrite{key, j, b})
+				writes = append(writes, entryWrite{key, j, b, g.floor})
 				continue
 			}
 		}
@@ -106,6 +119,14 @@ func (s *Server) flush() error {
 		}
 		s.mu.Unlock()
 	}
+	floors := make(map[string]uint64, len(writes)+len(snaps))
+	for _, w := range writes {
+		floors[w.key] = w.floor
+	}
+	for _, sn := range snaps {
+		floors[sn.key] = sn.f.Floor
+	}
+	s.setDurable(floors, failed)
 	for _, r := range replies {
 		frames := r.frames
 		if firstErr != nil && frames[0][1] == byte(StatusOK) && !isFetchReply(frames) {

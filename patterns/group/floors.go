@@ -4,21 +4,24 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/fastmq/fastmq/internal/fsutil"
 )
 
 // Floors returns the floor of every group of stream this server knows, by
 // group name: the groups it serves and those it keeps a state file for
 // (a publisher that restarted knows its groups before their members come
 // back). Every record below a group's floor is acknowledged or
-// dead-lettered. It only reads: a group on disk is not loaded. A state
-// file that does not decode is left out (the group reports it when it is
-// served).
+// dead-lettered, and that is on disk: a served group's floor is the one
+// of its last written group commit. It only reads: a group on disk is not
+// loaded, and only its snapshot is read (see snapshotFloor); a state file
+// that does not decode counts as floor 0.
 func (s *Server) Floors(stream string) map[string]uint64 {
 	out := make(map[string]uint64)
 	s.mu.Lock()
 	for _, g := range s.groups {
 		if g.stream == stream {
-			out[g.group] = g.floor
+			out[g.group] = g.durable
 		}
 	}
 	s.mu.Unlock()
@@ -31,9 +34,24 @@ func (s *Server) Floors(stream string) map[string]uint64 {
 		if _, known := out[name]; known {
 			continue
 		}
-		if g, _, err := loadState(s.cfg.Dir, stream, name); err == nil && g != nil {
-			out[name] = g.floor
-		}
+		out[name] = snapshotFloor(s.cfg.Dir, stream, name)
 	}
 	return out
+}
+
+// snapshotFloor returns the floor a group's snapshot holds: at or below
+// its true floor (its journal only moves the floor on; a seek writes a
+// snapshot). The journal is not read: Floors must not race the flusher
+// that appends to it. A snapshot that does not read or decode gives 0,
+// which keeps everything.
+func snapshotFloor(dir, stream, group string) uint64 {
+	b, err := os.ReadFile(statePath(dir, stream, group))
+	if err != nil {
+		return 0
+	}
+	var f fileState
+	if _, err := fsutil.DecodeVersionedJSON(b, stateVersion, &f); err != nil {
+		return 0
+	}
+	return f.Floor
 }

@@ -313,6 +313,9 @@ func (m *Member) Run(ctx context.Context, concurrency int, h Handler) error {
 			defer workers.Done()
 			for {
 				msg, err := m.Next(ctx)
+				if errors.Is(err, ErrForbidden) {
+					continue // one publisher refused (logged): the others serve
+				}
 				if err != nil {
 					errc <- err
 					return

@@ -120,6 +120,7 @@ type state struct {
 	stream, group string
 	set           settings
 	floor         uint64 // every offset below is acknowledged or dead-lettered
+	durable       uint64 // floor as of the last written commit (Floors reports it)
 	next          uint64 // the cursor: offsets from here were never leased
 	done          spanSet
 	pend          map[uint64]*pending
@@ -142,7 +143,7 @@ type state struct {
 }
 
 func newState(stream, group string, set settings, start uint64) *state {
-	return &state{stream: stream, group: group, set: set, floor: start, next: start,
+	return &state{stream: stream, group: group, set: set, floor: start, durable: start, next: start,
 		pend: make(map[uint64]*pending), held: make(map[string]int), keys: make(map[string][]uint64)}
 }
 
@@ -406,6 +407,7 @@ func loadState(dir, stream, group string) (*state, recovery, error) {
 	}
 	g.gen, g.written, g.needSnap = f.Journal, g.set, true
 	if f.Journal == 0 {
+		g.durable = g.floor
 		return g, rec, nil // version 1: no journal
 	}
 	entries, rec, err := readJournal(journalPath(dir, stream, group, f.Journal), f.Journal)
@@ -419,6 +421,7 @@ func loadState(dir, stream, group string) (*state, recovery, error) {
 		}
 	}
 	g.forget()
+	g.durable = g.floor
 	return g, rec, nil
 }
 
