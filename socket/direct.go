@@ -45,6 +45,11 @@ func newConnWriter(c net.Conn) *connWriter {
 // earlier direct write left first, then b, waiting as long as it takes.
 func (w *connWriter) Write(b []byte) (int, error) {
 	if w.nonblock {
+		if len(w.rest) > 0 {
+			// What an earlier write left goes first: keep b behind it.
+			w.rest = append(w.rest, b...)
+			return len(b), nil
+		}
 		n, err := w.try(b)
 		if err != nil {
 			return n, err

@@ -75,14 +75,15 @@ func (q *outQueue) push(m Msg, n int64) bool {
 
 // pushDrop is push for a sender that drops what does not fit: it also
 // refuses a message that would take the socket's total past
-// Config.SendHWMBytesTotal.
+// Config.SendHWMBytesTotal, unless nothing is queued for this peer (each
+// peer still gets one message at a time, as the Config documents).
 func (q *outQueue) pushDrop(m Msg, n int64) bool {
 	q.mu.Lock()
 	if q.gone {
 		q.mu.Unlock()
 		return true
 	}
-	if !q.fitsLocked(n) || (q.total != nil && q.total.Load()+n > q.totalMax) {
+	if !q.fitsLocked(n) || (q.total != nil && q.ring.n > 0 && q.total.Load()+n > q.totalMax) {
 		q.mu.Unlock()
 		return false
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -206,5 +207,28 @@ func TestOutQueueRoomBesideTheWrittenBatch(t *testing.T) {
 	}
 	if q.pushDrop(m, n) {
 		t.Fatal("a third message queued past hwmBytes")
+	}
+}
+
+// TestOutQueueTotalLetsAnEmptyPeerThrough: SendHWMBytesTotal drops for a
+// peer with messages queued, but a peer with none still gets one message
+// (as Config documents), so one slow peer cannot starve the others.
+func TestOutQueueTotalLetsAnEmptyPeerThrough(t *testing.T) {
+	var total atomic.Int64
+	m := Msg{Frames: [][]byte{make([]byte, 600)}}
+	n := msgBytes(m)
+	slow := newOutQueue(1000, 1<<20, &total, 2*n)
+	other := newOutQueue(1000, 1<<20, &total, 2*n)
+	if !slow.pushDrop(m, n) || !slow.pushDrop(m, n) {
+		t.Fatal("the slow peer's first messages refused")
+	}
+	if slow.pushDrop(m, n) {
+		t.Fatal("a third message queued past the total")
+	}
+	if !other.pushDrop(m, n) {
+		t.Fatal("a peer with nothing queued dropped for the others' total")
+	}
+	if other.pushDrop(m, n) {
+		t.Fatal("a second message queued past the total")
 	}
 }
