@@ -77,10 +77,12 @@ func (s *Server) flush() error {
 	}
 	s.mu.Unlock()
 	var firstErr error
+	retry := dlq[:0] // the dead letters to append again: those that failed
 	for _, d := range dlq {
 		if err := s.deadLetter(d); err != nil {
 			s.log.Error("append dead letter", "stream", d.stream, "group", d.group, "offset", d.offset, "err", err)
 			firstErr = cmp.Or(firstErr, err)
+			retry = append(retry, d)
 		}
 	}
 	var failed []string
@@ -109,7 +111,7 @@ func (s *Server) flush() error {
 	}
 	if firstErr != nil {
 		s.mu.Lock()
-		s.dlq = append(dlq, s.dlq...) // tried again with the next commit
+		s.dlq = append(retry, s.dlq...) // tried again with the next commit
 		for _, key := range failed {
 			if g := s.groups[key]; g != nil {
 				// The changes were taken: the next commit writes them
