@@ -190,7 +190,7 @@ func Socket(ctx context.Context, w io.Writer, pattern string, o *SocketOptions) 
 			fmt.Fprintf(w, ", ratio fastmq/libzmq msg/s %.2f (min %.2f, max %.2f)", median(ratios), slices.Min(ratios), slices.Max(ratios))
 		}
 		if len(latRatios) > 0 {
-			fmt.Fprintf(w, ", ratio fastmq/libzmq p50 round trip %.2f", median(latRatios))
+			fmt.Fprintf(w, ", ratio fastmq/libzmq p50 round trip %.2f (min %.2f, max %.2f)", median(latRatios), slices.Min(latRatios), slices.Max(latRatios))
 		}
 		fmt.Fprintln(w)
 	}
