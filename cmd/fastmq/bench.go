@@ -51,7 +51,9 @@ func newSocketBenchCmd(pattern, short string) *cobra.Command {
 			"gives the one-way latency (under full load) of pushpull and pubsub.\n\n" +
 			"--libzmq PERF.PY runs libzmq's figure for the same test through the perf script " +
 			"shipped with the socket package's interop suite (both ends libzmq, in separate " +
-			"processes) and prints the ratio.",
+			"processes) and prints the ratio.\n\n" +
+			"--curve encrypts both ends with CURVE (libzmq's test server key pair, known to " +
+			"everyone: it measures the cost, it protects nothing).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return bench.Socket(cmd.Context(), cmd.OutOrStdout(), pattern, o)
@@ -83,6 +85,7 @@ func newSocketBenchCmd(pattern, short string) *cobra.Command {
 	if pattern == "pubsub" {
 		f.BoolVar(&o.NoDrop, "no-drop", false, "the publisher waits for the subscriber instead of dropping (ZMQ_XPUB_NODROP)")
 	}
+	f.BoolVar(&o.Curve, "curve", false, "CURVE security on both ends: the receiving end (PULL, SUB or REP) the server, the other its client (with --libzmq, libzmq's figure with CURVE too)")
 	f.IntVar(&o.Rounds, "rounds", 1, "repeat the run `N` times (alternating with libzmq's under --libzmq) and print the medians")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of this process to `FILE` (with --separate, the child's goes to FILE.recv)")
 	return cmd

@@ -2,8 +2,8 @@
 """libzmq's own figures for the FastMQ comparison benchmarks.
 
 Usage:
-  perf.py thr --transport tcp|ipc --size N --count N [--native]
-  perf.py lat --transport tcp|ipc --size N --count N [--native]
+  perf.py thr --transport tcp|ipc --size N --count N [--native] [--curve]
+  perf.py lat --transport tcp|ipc --size N --count N [--native] [--curve]
 
 "thr" runs a PULL receiver (bind) and a PUSH sender (connect) in two separate
 processes, in the style of libzmq's local_thr/remote_thr: the receiver times
@@ -17,8 +17,11 @@ small C program (perf.c next to this script) compiled with the system C
 compiler and linked directly against libzmq.so.5 (no headers needed): that
 is libzmq's figure without Python in the loop.
 
+With --curve both ends use CURVE security (RFC 26): the binding end is the
+server, the connecting end its client, with libzmq's test key pairs.
+
 The worker modes local_thr, remote_thr, local_lat, remote_lat take
-ENDPOINT SIZE COUNT and can be run by hand on two terminals.
+ENDPOINT SIZE COUNT [curve] and can be run by hand on two terminals.
 """
 
 import json
@@ -32,14 +35,42 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+# libzmq's test key pairs (RFC 26's examples), as perf.c has them.
+SERVER_PUBLIC = bytes.fromhex("54fcba24e93249969316fb617c872bb0c1d1ff14800427c594cbfacf1bc2d652")
+SERVER_SECRET = bytes.fromhex("8e0bdd697628b91d8f245587ee95c5b04d48963f79259877b49cd9063aead3b7")
+CLIENT_PUBLIC = bytes.fromhex("bb88471d65e2659b30c55a5321cebb5aab2b70a398645c26dca2b2fcb43fc518")
+CLIENT_SECRET = bytes.fromhex("7bb864b489afa3671fbe69101f94b38972f24816dfb01b51656b3fec8dfd0888")
 
-def worker(mode, endpoint, size, count):
+
+def secure(zmq, s, server):
+    """Makes s a CURVE server or client with the test keys."""
+    if server:
+        s.setsockopt(zmq.CURVE_SERVER, 1)
+        s.setsockopt(zmq.CURVE_SECRETKEY, SERVER_SECRET)
+    else:
+        s.setsockopt(zmq.CURVE_SERVERKEY, SERVER_PUBLIC)
+        s.setsockopt(zmq.CURVE_PUBLICKEY, CLIENT_PUBLIC)
+        s.setsockopt(zmq.CURVE_SECRETKEY, CLIENT_SECRET)
+
+
+def worker(mode, endpoint, size, count, curve=False):
     import zmq
     ctx = zmq.Context()
+
+    def bind(s):
+        if curve:
+            secure(zmq, s, True)
+        s.bind(endpoint)
+
+    def connect(s):
+        if curve:
+            secure(zmq, s, False)
+        s.connect(endpoint)
+
     if mode == "local_thr":
         s = ctx.socket(zmq.PULL)
         s.rcvhwm = 0
-        s.bind(endpoint)
+        bind(s)
         print("READY", flush=True)
         s.recv()
         t0 = time.perf_counter()
@@ -51,7 +82,7 @@ def worker(mode, endpoint, size, count):
         s = ctx.socket(zmq.SUB)
         s.rcvhwm = 0
         s.setsockopt(zmq.SUBSCRIBE, b"")
-        s.bind(endpoint)
+        bind(s)
         print("READY", flush=True)
         s.recv()
         t0 = time.perf_counter()
@@ -63,7 +94,7 @@ def worker(mode, endpoint, size, count):
         s = ctx.socket(zmq.PUB)
         s.sndhwm = 0
         s.linger = -1
-        s.connect(endpoint)
+        connect(s)
         time.sleep(1)  # the slow joiner: let the subscription arrive
         msg = b"x" * size
         for _ in range(count):
@@ -72,19 +103,19 @@ def worker(mode, endpoint, size, count):
         s = ctx.socket(zmq.PUSH)
         s.sndhwm = 0
         s.linger = -1
-        s.connect(endpoint)
+        connect(s)
         msg = b"x" * size
         for _ in range(count):
             s.send(msg)
     elif mode == "local_lat":
         s = ctx.socket(zmq.REP)
-        s.bind(endpoint)
+        bind(s)
         print("READY", flush=True)
         for _ in range(count):
             s.send(s.recv())
     elif mode == "remote_lat":
         s = ctx.socket(zmq.REQ)
-        s.connect(endpoint)
+        connect(s)
         msg = b"x" * size
         lats = []
         pc = time.perf_counter_ns
@@ -123,7 +154,7 @@ def percentile(sorted_vals, p):
     return sorted_vals[i]
 
 
-def drive(kind, transport, size, count, native):
+def drive(kind, transport, size, count, native, curve=False):
     tmp = tempfile.mkdtemp(prefix="fastmq-perf-")
     try:
         if transport == "ipc":
@@ -143,7 +174,7 @@ def drive(kind, transport, size, count, native):
             exe = [sys.executable, os.path.abspath(__file__)]
         local, remote = {"thr": ("local_thr", "remote_thr"), "lat": ("local_lat", "remote_lat"),
                          "pub": ("local_sub", "remote_pub")}[kind]
-        args = [ep, str(size), str(count)]
+        args = [ep, str(size), str(count)] + (["curve"] if curve else [])
         lp = subprocess.Popen(exe + [local] + args, stdout=subprocess.PIPE, text=True)
         if lp.stdout.readline().strip() != "READY":
             sys.exit("perf.py: receiver did not start")
@@ -153,7 +184,8 @@ def drive(kind, transport, size, count, native):
         if rp.returncode or lp.returncode:
             sys.exit("perf.py: worker failed")
         res = {"impl": "libzmq-native" if native else "libzmq-pyzmq",
-               "transport": transport, "size": size, "count": count}
+               "transport": transport, "size": size, "count": count,
+               "mechanism": "curve" if curve else "null"}
         if kind in ("thr", "pub"):
             r = json.loads(lout)
             rate = r["count"] / r["elapsed_s"] if r["elapsed_s"] > 0 else 0
@@ -175,8 +207,11 @@ def drive(kind, transport, size, count, native):
 def main():
     signal.alarm(120)
     argv = sys.argv[1:]
-    if len(argv) == 4 and argv[0] in ("local_thr", "remote_thr", "local_lat", "remote_lat", "local_sub", "remote_pub"):
-        worker(argv[0], argv[1], int(argv[2]), int(argv[3]))
+    workers = ("local_thr", "remote_thr", "local_lat", "remote_lat", "local_sub", "remote_pub")
+    if len(argv) in (4, 5) and argv[0] in workers:
+        if len(argv) == 5 and argv[4] != "curve":
+            sys.exit("perf.py: the fifth worker argument can only be curve")
+        worker(argv[0], argv[1], int(argv[2]), int(argv[3]), len(argv) == 5)
         return
     import argparse
     ap = argparse.ArgumentParser()
@@ -185,9 +220,10 @@ def main():
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--count", type=int, default=0)
     ap.add_argument("--native", action="store_true")
+    ap.add_argument("--curve", action="store_true")
     a = ap.parse_args(argv)
     count = a.count or (200000 if a.kind == "thr" else 20000)
-    drive(a.kind, a.transport, a.size, count, a.native)
+    drive(a.kind, a.transport, a.size, count, a.native, a.curve)
 
 
 if __name__ == "__main__":

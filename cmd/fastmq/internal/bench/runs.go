@@ -40,7 +40,11 @@ func benchInProcess(ctx context.Context, pattern string, o *SocketOptions, cfg s
 		return benchResult{}, err
 	}
 	defer cleanup()
-	rs, err := socket.New(rk, kindConfig(cfg, rk))
+	rcfg, err := endConfig(o, cfg, rk, true)
+	if err != nil {
+		return benchResult{}, err
+	}
+	rs, err := socket.New(rk, rcfg)
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -54,7 +58,11 @@ func benchInProcess(ctx context.Context, pattern string, o *SocketOptions, cfg s
 			return benchResult{}, err
 		}
 	}
-	ss, err := socket.New(sk, kindConfig(cfg, sk))
+	scfg, err := endConfig(o, cfg, sk, false)
+	if err != nil {
+		return benchResult{}, err
+	}
+	ss, err := socket.New(sk, scfg)
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -109,7 +117,11 @@ func benchOneEnd(ctx context.Context, pattern string, o *SocketOptions, cfg sock
 	if o.Role == "recv" {
 		kind = rk
 	}
-	s, err := socket.New(kind, kindConfig(cfg, kind))
+	kcfg, err := endConfig(o, cfg, kind, o.Role == "recv")
+	if err != nil {
+		return benchResult{}, err
+	}
+	s, err := socket.New(kind, kcfg)
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -176,6 +188,9 @@ func benchSeparate(ctx context.Context, pattern string, o *SocketOptions, cfg so
 		"--count", strconv.Itoa(o.Count), "--size", strconv.Itoa(o.Size), "--hwm", strconv.Itoa(o.HWM), "--json")
 	if o.NoDrop {
 		child.Args = append(child.Args, "--no-drop")
+	}
+	if o.Curve {
+		child.Args = append(child.Args, "--curve")
 	}
 	if o.CPUProfile != "" {
 		child.Args = append(child.Args, "--cpuprofile", o.CPUProfile+".recv")
@@ -245,6 +260,7 @@ type libzmqFigure struct {
 	Impl      string  `json:"impl"`
 	Pattern   string  `json:"pattern"`
 	Transport string  `json:"transport"`
+	Mechanism string  `json:"mechanism"`
 	Size      int     `json:"size"`
 	Count     int     `json:"count"`
 	MsgsPerS  float64 `json:"msgs_per_s"`
@@ -273,6 +289,9 @@ func runLibzmqPerf(ctx context.Context, pattern string, o *SocketOptions) (libzm
 	args := []string{o.Libzmq, kind, "--transport", tr, "--size", strconv.Itoa(o.Size), "--count", strconv.Itoa(o.Count)}
 	if o.Native {
 		args = append(args, "--native")
+	}
+	if o.Curve {
+		args = append(args, "--curve")
 	}
 	c := exec.CommandContext(ctx, o.Python, args...)
 	c.Stderr = os.Stderr

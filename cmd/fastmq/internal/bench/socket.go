@@ -35,6 +35,9 @@ type SocketOptions struct {
 	CPUProfile string
 	Rounds     int
 	NoDrop     bool
+	// Curve makes both ends CURVE: the receiving end (PULL, SUB, REP) the
+	// server, the other its client; perf.py gets --curve too.
+	Curve bool
 }
 
 // benchResult is what one run measured.
@@ -106,6 +109,9 @@ func Socket(ctx context.Context, w io.Writer, pattern string, o *SocketOptions) 
 		defer pprof.StopCPUProfile()
 	}
 	cfg := socket.Config{SendHWM: o.HWM, RecvHWM: o.HWM, Linger: 10 * time.Second, PubNoDrop: o.NoDrop}
+	if o.Curve && o.Transport == "inproc" {
+		return errors.New("--curve needs tcp or ipc (inproc has no security handshake)")
+	}
 	if o.Separate && (o.Bind != "" || o.Connect != "" || o.Role != "") {
 		return errors.New("--separate picks its own endpoint and roles")
 	}
@@ -117,6 +123,7 @@ func Socket(ctx context.Context, w io.Writer, pattern string, o *SocketOptions) 
 			return errors.New("separate-process mode needs --role send or --role recv")
 		}
 		res, err := benchOneEnd(ctx, pattern, o, cfg)
+		res.Transport += mechanism(o)
 		if err != nil || (o.Role == "send" && pattern != "reqrep") || (o.Role == "recv" && pattern == "reqrep") {
 			if err == nil && !o.JSON {
 				fmt.Fprintf(w, "%s: %s end done\n", pattern, o.Role)
@@ -149,6 +156,7 @@ func Socket(ctx context.Context, w io.Writer, pattern string, o *SocketOptions) 
 		if err != nil {
 			return err
 		}
+		res.Transport += mechanism(o)
 		res.print(w)
 		rates = append(rates, res.rate())
 		if o.Libzmq == "" {
@@ -158,7 +166,11 @@ func Socket(ctx context.Context, w io.Writer, pattern string, o *SocketOptions) 
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "%s %s size=%d (%s): %.0f msg/s, %.1f MB/s", pattern, lz.Transport, lz.Size, lz.Impl, lz.MsgsPerS, lz.MBPerS)
+		tr := lz.Transport
+		if lz.Mechanism != "" && lz.Mechanism != "null" {
+			tr += ", " + lz.Mechanism
+		}
+		fmt.Fprintf(w, "%s %s size=%d (%s): %.0f msg/s, %.1f MB/s", pattern, tr, lz.Size, lz.Impl, lz.MsgsPerS, lz.MBPerS)
 		if pattern == "reqrep" {
 			fmt.Fprintf(w, ", round trip p50=%.1fµs p90=%.1fµs p99=%.1fµs", lz.P50us, lz.P90us, lz.P99us)
 		}
@@ -178,7 +190,7 @@ func Socket(ctx context.Context, w io.Writer, pattern string, o *SocketOptions) 
 			fmt.Fprintf(w, ", ratio fastmq/libzmq msg/s %.2f (min %.2f, max %.2f)", median(ratios), slices.Min(ratios), slices.Max(ratios))
 		}
 		if len(latRatios) > 0 {
-			fmt.Fprintf(w, ", ratio fastmq/libzmq p50 round trip %.2f", median(latRatios))
+			fmt.Fprintf(w, ", ratio fastmq/libzmq p50 round trip %.2f (min %.2f, max %.2f)", median(latRatios), slices.Min(latRatios), slices.Max(latRatios))
 		}
 		fmt.Fprintln(w)
 	}
