@@ -219,8 +219,10 @@ func TestOutQueueTotalLetsAnEmptyPeerThrough(t *testing.T) {
 	n := msgBytes(m)
 	slow := newOutQueue(1000, 1<<20, &total, 2*n)
 	other := newOutQueue(1000, 1<<20, &total, 2*n)
-	if !slow.pushDrop(m, n) || !slow.pushDrop(m, n) {
-		t.Fatal("the slow peer's first messages refused")
+	for i := range 2 {
+		if !slow.pushDrop(m, n) {
+			t.Fatalf("the slow peer's message %d refused", i+1)
+		}
 	}
 	if slow.pushDrop(m, n) {
 		t.Fatal("a third message queued past the total")
