@@ -37,7 +37,7 @@ func (a *agent) url(path string) string { return a.srv.URL + path }
 
 // startAgent starts a node on loopback with its console served and its
 // HTTP address advertised, as "fastmq agent --http" does.
-func startAgent(t *testing.T, name string, seeds ...string) *agent {
+func startAgent(t testing.TB, name string, seeds ...string) *agent {
 	t.Helper()
 	n, err := fastmq.New(fastmq.Config{Name: name, DataDir: filepath.Join(t.TempDir(), name), Seeds: seeds})
 	if err != nil {
@@ -62,7 +62,7 @@ func startAgent(t *testing.T, name string, seeds ...string) *agent {
 
 // startMesh starts n agents joined to the first, and waits until the first
 // sees all of them with their HTTP address.
-func startMesh(t *testing.T, names ...string) []*agent {
+func startMesh(t testing.TB, names ...string) []*agent {
 	t.Helper()
 	as := []*agent{startAgent(t, names[0])}
 	for _, n := range names[1:] {
