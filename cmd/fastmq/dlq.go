@@ -10,11 +10,14 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/cmd/fastmq/internal/records"
 	"github.com/fastmq/fastmq/patterns/group"
 	"github.com/fastmq/fastmq/socket"
+	"github.com/fastmq/fastmq/spool"
 )
 
 func init() {
@@ -29,15 +32,6 @@ func init() {
 	rootCmd.AddCommand(dlq)
 }
 
-// dlqLine is one dead letter as dlq ls --json prints it.
-type dlqLine struct {
-	Publisher string            `json:"publisher"`
-	Offset    uint64            `json:"offset"` // in the dead-letter stream
-	Time      time.Time         `json:"time"`
-	Headers   map[string]string `json:"headers"`
-	Value     string            `json:"value"`
-}
-
 func dlqLsCmd() *cobra.Command {
 	var a adminFlags
 	var stream, name, only string
@@ -48,8 +42,9 @@ func dlqLsCmd() *cobra.Command {
 		Short: "List the dead letters of a consumer group on every publisher of its stream",
 		Long: "Prints, per publisher of --stream, the group's dead letters from --from (an offset of the " +
 			"dead-letter stream): the offset in the dead-letter stream, the record's offset in STREAM, its " +
-			"deliveries, the reason, its own headers and its value. --json prints one JSON object per " +
-			"dead letter with every header.",
+			"deliveries, the reason, its own headers and its value (abridged). --json prints each dead " +
+			"letter whole, in the record shape of every --json (publisher, the dead-letter stream, its " +
+			"offset there, every header and the value; no id).",
 		Example: "  fastmq dlq ls --join 127.0.0.1:7946 --data /tmp/d --stream orders --group billing",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -62,7 +57,7 @@ func dlqLsCmd() *cobra.Command {
 					return err
 				}
 				out := cmd.OutOrStdout()
-				enc := json.NewEncoder(out)
+				enc := records.NewEncoder(out)
 				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 				if !a.asJSON {
 					fmt.Fprintln(tw, "PUBLISHER\tDLQ OFFSET\tOFFSET\tDELIVERIES\tREASON\tHEADERS\tVALUE")
@@ -90,7 +85,13 @@ func dlqLsCmd() *cobra.Command {
 								}
 							}
 							if a.asJSON {
-								if err := enc.Encode(dlqLine{p.Node, r.Offset, r.Time.UTC(), hs, printable(r.Value)}); err != nil {
+								// The one record shape of every --json, value and
+								// headers whole (the table below abridges them).
+								rhs := make([]spool.Header, len(r.Headers))
+								for i, h := range r.Headers {
+									rhs[i] = spool.Header{Key: h.Key, Value: h.Value}
+								}
+								if err := enc.Encode(p.Node, group.DLQStream(stream, name), r.Offset, uuid.Nil, r.Time, rhs, r.Value); err != nil {
 									return err
 								}
 								continue

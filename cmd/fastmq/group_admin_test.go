@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -11,7 +12,9 @@ import (
 	"time"
 
 	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/cmd/fastmq/internal/records"
 	"github.com/fastmq/fastmq/internal/testutil"
+	"github.com/fastmq/fastmq/patterns/group"
 	"github.com/fastmq/fastmq/spool"
 )
 
@@ -137,6 +140,28 @@ func TestCLIGroupAdmin(t *testing.T) {
 	sort.Strings(got)
 	if want := "pub0:3:pub0-3 pub0:7:pub0-7 pub1:3:pub1-3 pub1:7:pub1-7"; strings.Join(got, " ") != want {
 		t.Fatalf("dead letters %v, want %s", got, want)
+	}
+	// --json: each dead letter whole, in the one record shape of --json.
+	got = got[:0]
+	for _, l := range cli("dj", "dlq", "ls", "--stream", "jobs", "--group", "workers", "--json").mustSucceed() {
+		var r records.JSONRecord
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("dlq ls --json line %q: %v", l, err)
+		}
+		reason := ""
+		for _, h := range r.Headers {
+			if h.Key == group.HeaderDLQReason {
+				reason = h.Value
+			}
+		}
+		if r.Stream != group.DLQStream("jobs", "workers") || reason != "max deliveries" || r.ID != "" {
+			t.Fatalf("dlq ls --json line %q", l)
+		}
+		got = append(got, r.Publisher+":"+r.Value)
+	}
+	sort.Strings(got)
+	if want := "pub0:pub0-3 pub0:pub0-7 pub1:pub1-3 pub1:pub1-7"; strings.Join(got, " ") != want {
+		t.Fatalf("dlq ls --json: %v, want %s", got, want)
 	}
 
 	out := strings.Join(cli("r1", "dlq", "replay", "--stream", "jobs", "--group", "workers").mustSucceed(), "\n")

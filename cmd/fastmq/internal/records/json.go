@@ -15,7 +15,8 @@ import (
 // JSONHelp describes the --json record shape, for the commands' help.
 const JSONHelp = `With --json, each record is one JSON object on its own line:
   {"offset":N,"id":"UUID","time":"RFC3339Nano, UTC","headers":[{"key":K,"value":V},...],"value":V}
-"headers" is omitted when there are none and keeps their order (a key may repeat).
+"headers" is omitted when there are none and keeps their order (a key may repeat);
+"id" is omitted where the record's id is not known (dlq ls).
 A value (of the record or of a header) that is valid UTF-8 is the JSON string
 itself; any other value is base64 (standard, padded), marked by
 "encoding":"base64" beside it.`
@@ -35,7 +36,7 @@ type JSONRecord struct {
 	Publisher string       `json:"publisher,omitempty"`
 	Stream    string       `json:"stream,omitempty"`
 	Offset    uint64       `json:"offset"`
-	ID        string       `json:"id"`
+	ID        string       `json:"id,omitempty"` // omitted where unknown (dlq ls)
 	Time      string       `json:"time"`
 	Headers   []JSONHeader `json:"headers,omitempty"`
 	Value     string       `json:"value"`
@@ -53,7 +54,10 @@ func jsonValue(b []byte) (string, string) {
 
 // newJSONRecord builds the JSON form of one record.
 func newJSONRecord(publisher, stream string, offset uint64, id uuid.UUID, t time.Time, headers []spool.Header, value []byte) JSONRecord {
-	jr := JSONRecord{Publisher: publisher, Stream: stream, Offset: offset, ID: id.String(), Time: t.UTC().Format(time.RFC3339Nano)}
+	jr := JSONRecord{Publisher: publisher, Stream: stream, Offset: offset, Time: t.UTC().Format(time.RFC3339Nano)}
+	if id != uuid.Nil {
+		jr.ID = id.String()
+	}
 	jr.Value, jr.Encoding = jsonValue(value)
 	if len(headers) > 0 {
 		jr.Headers = make([]JSONHeader, len(headers))
