@@ -69,3 +69,20 @@ func TestCallCtx(t *testing.T) {
 		}
 	})
 }
+
+// context.Cause of a call whose deadline passed is the deadline, not the
+// cause (none) of the server's context it derives from.
+func TestCallCtxCause(t *testing.T) {
+	srv, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := newCallCtx(srv, time.Now().Add(-time.Millisecond))
+	if err := context.Cause(c); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("cause %v, want the deadline", err)
+	}
+	c.release()
+	live := newCallCtx(srv, time.Now().Add(time.Hour))
+	if err := context.Cause(live); err != nil {
+		t.Fatalf("cause of a live call: %v", err)
+	}
+	live.release()
+}
