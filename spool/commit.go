@@ -102,6 +102,7 @@ func (l *Log) commit(batch []*pendingWrite, doSync bool) {
 			}
 		}
 		l.pre.observe(bytes)
+		l.fsyncs.carried(bytes, l.pre.takeZeros())
 		t0 := time.Now()
 		defer func() {
 			if d := time.Since(t0); d > slowFsync && err == nil {

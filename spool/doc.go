@@ -122,7 +122,7 @@
 //	   v
 //	writer                        write.go: assigns offsets, encodes and
 //	   |   <--> preallocator      compresses a group, one pwrite, rolls
-//	   |        (prealloc.go)     segments; its helper zero-fills ahead
+//	   |        (prealloc.go)     segments; zero-fills a small step ahead
 //	   | syncCh: written groups
 //	   v
 //	syncer                        commit.go: group commit, fdatasync per policy

@@ -26,3 +26,61 @@ func TestFsyncStats(t *testing.T) {
 		t.Fatalf("fsync stats %+v after three synced appends", st)
 	}
 }
+
+// TestPreallocZerosPerFsync: while fsyncs are small the writer keeps zeros
+// ahead of the data, and no fsync carries more than a small run of them: a
+// large run of zeros reaching the disk at once made the group commit's
+// fdatasync wait for all of it (a stall of milliseconds at 10 K records/s).
+func TestPreallocZerosPerFsync(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(Config{Dir: dir, GroupInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	value := make([]byte, 1000)
+	const n, window = 2000, 8
+	acks := make([]*Ack, 0, window)
+	for i := 0; i < n; i++ {
+		if len(acks) == window {
+			if _, err := acks[0].Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			acks = acks[1:]
+		}
+		a, err := l.AppendAsync(ctx, Record{Value: value})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acks = append(acks, a)
+	}
+	for _, a := range acks {
+		if _, err := a.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := l.FsyncStats()
+	if st.Bytes < n*int64(len(value)) {
+		t.Fatalf("fsyncs carried %d record bytes, want at least %d", st.Bytes, n*len(value))
+	}
+	// 2 MB of data in small fsyncs: the zeros ahead of it were written in
+	// about as many bytes, a step at a time.
+	if st.ZeroBytes < st.Bytes/2 {
+		t.Fatalf("%d bytes of zeros preallocated for %d of data: preallocation is off", st.ZeroBytes, st.Bytes)
+	}
+	if st.MaxZeroBytes > 256<<10 {
+		t.Fatalf("one fsync carried %d bytes of zeros: more than 256 KiB", st.MaxZeroBytes)
+	}
+	l.mu.RLock()
+	seg := l.segs[len(l.segs)-1]
+	end := seg.size
+	l.mu.RUnlock()
+	fi, err := seg.f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() <= end {
+		t.Fatalf("segment of %d bytes with data to %d: no zeros ahead of the data", fi.Size(), end)
+	}
+}

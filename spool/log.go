@@ -279,7 +279,6 @@ func open(cfg Config, ro bool) (*Log, error) {
 	l.retainCh = make(chan struct{}, 1)
 	l.stopCh = make(chan struct{})
 	l.ckptCh = make(chan struct{}, 1)
-	l.pre.start() // stopped by the writer as it exits
 	l.wg.Add(3)
 	go l.writer()
 	go l.syncer()
