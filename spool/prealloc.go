@@ -19,8 +19,11 @@ const preallocStep = 128 << 10
 const preallocLow = 32 << 10
 
 // largeSyncBytes: fsyncs that carry more than this on average are not helped
-// by preallocated space.
-const largeSyncBytes = 512 << 10
+// by preallocated space. The zeros reach the disk with the data, so a step
+// pays only while it covers several fsyncs (each of which then overwrites
+// blocks instead of growing the file); with larger fsyncs the zeros would
+// add as many bytes as they save metadata writes.
+const largeSyncBytes = 32 << 10
 
 var zeroBuf = make([]byte, 64<<10)
 
