@@ -109,8 +109,9 @@
 // [Config.GroupRecords] records are written or [Config.GroupInterval] has
 // passed since the first unsynced one (with a negative GroupInterval it
 // waits for nothing: each fsync takes what was written during the previous
-// one); [SyncNone] acknowledges once written to the OS (it survives the
-// process, not the machine). [Log.AppendAsync] lets one goroutine keep
+// one; [Config.MinSyncInterval] paces the fsyncs on top of either);
+// [SyncNone] acknowledges once written to the OS (it survives the process,
+// not the machine). [Log.AppendAsync] lets one goroutine keep
 // several appends in flight. New segments are created as a temporary file
 // (header and zeros), fsynced and renamed into place.
 //

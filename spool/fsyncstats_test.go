@@ -3,6 +3,7 @@ package spool
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 // TestFsyncStats: each synced Append is one observed fsync.
@@ -82,5 +83,47 @@ func TestPreallocZerosPerFsync(t *testing.T) {
 	}
 	if fi.Size() <= end {
 		t.Fatalf("segment of %d bytes with data to %d: no zeros ahead of the data", fi.Size(), end)
+	}
+}
+
+// TestMinSyncInterval: group fsyncs start at least MinSyncInterval apart
+// however fast the appends come, so their count is bounded by the time the
+// appends took.
+func TestMinSyncInterval(t *testing.T) {
+	const interval = 5 * time.Millisecond
+	l, err := Open(Config{Dir: t.TempDir(), GroupInterval: -1, MinSyncInterval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	const n, window = 200, 4
+	start := time.Now()
+	acks := make([]*Ack, 0, window)
+	for i := 0; i < n; i++ {
+		if len(acks) == window {
+			if _, err := acks[0].Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			acks = acks[1:]
+		}
+		a, err := l.AppendAsync(ctx, Record{Value: []byte("x")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acks = append(acks, a)
+	}
+	for _, a := range acks {
+		if _, err := a.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	took := time.Since(start)
+	st := l.FsyncStats()
+	if limit := uint64(took/interval) + 2; st.Count > limit {
+		t.Fatalf("%d fsyncs in %v: more than one per %v (%d)", st.Count, took, interval, limit)
+	}
+	if st.Count < 2 {
+		t.Fatalf("%d fsyncs for %d appends with %d in flight", st.Count, n, window)
 	}
 }

@@ -94,7 +94,7 @@ func newSocketBenchCmd(pattern, short string) *cobra.Command {
 func init() {
 	var count, size, rate int
 	var codec, syncPol string
-	var groupInterval time.Duration
+	var groupInterval, minSync time.Duration
 	var reference bool
 	cmd := &cobra.Command{
 		Use:   "pull",
@@ -121,7 +121,7 @@ at the same rate right after: the floor of the disk at that moment.`,
 			if err != nil {
 				return fmt.Errorf("--sync: %w", err)
 			}
-			if err := bench.Pull(cmd.Context(), cmd.OutOrStdout(), count, size, rate, spool.Config{Codec: c, Sync: sp, GroupInterval: groupInterval}); err != nil {
+			if err := bench.Pull(cmd.Context(), cmd.OutOrStdout(), count, size, rate, spool.Config{Codec: c, Sync: sp, GroupInterval: groupInterval, MinSyncInterval: minSync}); err != nil {
 				return err
 			}
 			if reference && rate > 0 {
@@ -135,6 +135,7 @@ at the same rate right after: the floor of the disk at that moment.`,
 	cmd.Flags().IntVar(&rate, "rate", 0, "append this many records per second and report latency (0: as fast as possible)")
 	cmd.Flags().StringVar(&codec, "codec", "s2", "batch codec: none, s2 or zstd")
 	cmd.Flags().StringVar(&syncPol, "sync", "group", "sync policy: each, group or none")
+	cmd.Flags().DurationVar(&minSync, "min-sync-interval", 0, "group commit: least time between the starts of two fsyncs (0: none, as a node's streams)")
 	cmd.Flags().BoolVar(&reference, "reference", false, "with --rate: also run a bare group commit (pwrite + fdatasync) at the same rate and print its figures")
 	cmd.Flags().DurationVar(&groupInterval, "group-interval", -1, "group commit: longest wait for more records before an fsync (negative: none, as a node's streams; 0: the spool default of 1ms)")
 	benchCmd.AddCommand(cmd)
