@@ -32,6 +32,7 @@ func (l *Log) syncer() {
 	var batch []*pendingWrite
 	var records int
 	var force bool
+	var lastSync time.Time // start of the last group fsync, for MinSyncInterval
 	open := true
 	// take adds a received group to the batch; false once the writer has exited.
 	take := func(p *pendingWrite, ok bool) bool {
@@ -76,7 +77,28 @@ func (l *Log) syncer() {
 			}
 			timer.Stop()
 		}
-		l.commit(batch, force || l.cfg.Sync != SyncNone)
+		if l.cfg.Sync == SyncGroup && l.cfg.MinSyncInterval > 0 && !force && open && records < l.cfg.GroupRecords {
+			if d := time.Until(lastSync.Add(l.cfg.MinSyncInterval)); d > 0 {
+				timer.Reset(d)
+			pace:
+				for records < l.cfg.GroupRecords && !force {
+					select {
+					case p, ok := <-l.syncCh:
+						if !take(p, ok) {
+							break pace
+						}
+					case <-timer.C:
+						break pace
+					}
+				}
+				timer.Stop()
+			}
+		}
+		doSync := force || l.cfg.Sync != SyncNone
+		if doSync {
+			lastSync = time.Now()
+		}
+		l.commit(batch, doSync)
 	}
 }
 
@@ -102,6 +124,7 @@ func (l *Log) commit(batch []*pendingWrite, doSync bool) {
 			}
 		}
 		l.pre.observe(bytes)
+		l.fsyncs.carried(bytes, l.pre.takeZeros())
 		t0 := time.Now()
 		defer func() {
 			if d := time.Since(t0); d > slowFsync && err == nil {

@@ -109,8 +109,9 @@
 // [Config.GroupRecords] records are written or [Config.GroupInterval] has
 // passed since the first unsynced one (with a negative GroupInterval it
 // waits for nothing: each fsync takes what was written during the previous
-// one); [SyncNone] acknowledges once written to the OS (it survives the
-// process, not the machine). [Log.AppendAsync] lets one goroutine keep
+// one; [Config.MinSyncInterval] paces the fsyncs on top of either);
+// [SyncNone] acknowledges once written to the OS (it survives the process,
+// not the machine). [Log.AppendAsync] lets one goroutine keep
 // several appends in flight. New segments are created as a temporary file
 // (header and zeros), fsynced and renamed into place.
 //
@@ -122,7 +123,7 @@
 //	   v
 //	writer                        write.go: assigns offsets, encodes and
 //	   |   <--> preallocator      compresses a group, one pwrite, rolls
-//	   |        (prealloc.go)     segments; its helper zero-fills ahead
+//	   |        (prealloc.go)     segments; zero-fills a small step ahead
 //	   | syncCh: written groups
 //	   v
 //	syncer                        commit.go: group commit, fdatasync per policy

@@ -15,12 +15,21 @@ var FsyncBuckets = [...]time.Duration{
 }
 
 // FsyncStats is the latency of a Log's group fsyncs (one observation per
-// group commit, covering every segment it synced), as a histogram.
+// group commit, covering every segment it synced), as a histogram, and
+// what they carried.
 type FsyncStats struct {
 	Counts [len(FsyncBuckets) + 1]uint64 `json:"counts"` // per bucket of FsyncBuckets, then above the last
 	Count  uint64                        `json:"count"`  // fsyncs
 	Sum    time.Duration                 `json:"sum_ns"`
 	Max    time.Duration                 `json:"max_ns"`
+	// Bytes are the stored batch bytes the fsyncs made durable.
+	Bytes int64 `json:"bytes"`
+	// ZeroBytes are the preallocated zeros the writer wrote ahead of the
+	// data, which the fsyncs put on disk with it; MaxZeroBytes is the most
+	// written between two fsyncs (at most one preallocation step: zeros
+	// never reach the disk in large runs that an fsync would wait for).
+	ZeroBytes    int64 `json:"zero_bytes"`
+	MaxZeroBytes int64 `json:"max_zero_bytes"`
 }
 
 // fsyncStats counts fsync latencies with atomics only: the syncer
@@ -29,6 +38,19 @@ type fsyncStats struct {
 	counts [len(FsyncBuckets) + 1]atomic.Uint64
 	sum    atomic.Int64
 	max    atomic.Int64
+	bytes  atomic.Int64
+	zeros  atomic.Int64
+	maxZ   atomic.Int64
+}
+
+// carried records what one fsync carried: bytes of batches and zeros of
+// preallocation (syncer goroutine only).
+func (s *fsyncStats) carried(bytes, zeros int64) {
+	s.bytes.Add(bytes)
+	s.zeros.Add(zeros)
+	if zeros > s.maxZ.Load() {
+		s.maxZ.Store(zeros) // one writer: no lost update
+	}
 }
 
 // observe records one fsync of duration d (syncer goroutine only).
@@ -51,6 +73,7 @@ func (s *fsyncStats) snapshot() FsyncStats {
 		st.Count += st.Counts[i]
 	}
 	st.Sum, st.Max = time.Duration(s.sum.Load()), time.Duration(s.max.Load())
+	st.Bytes, st.ZeroBytes, st.MaxZeroBytes = s.bytes.Load(), s.zeros.Load(), s.maxZ.Load()
 	return st
 }
 

@@ -3,6 +3,7 @@ package spool
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 // TestFsyncStats: each synced Append is one observed fsync.
@@ -24,5 +25,105 @@ func TestFsyncStats(t *testing.T) {
 	}
 	if st.Count < 3 || n != st.Count || st.Sum <= 0 || st.Max <= 0 || st.Max > st.Sum {
 		t.Fatalf("fsync stats %+v after three synced appends", st)
+	}
+}
+
+// TestPreallocZerosPerFsync: while fsyncs are small the writer keeps zeros
+// ahead of the data, and no fsync carries more than a small run of them: a
+// large run of zeros reaching the disk at once made the group commit's
+// fdatasync wait for all of it (a stall of milliseconds at 10 K records/s).
+func TestPreallocZerosPerFsync(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(Config{Dir: dir, GroupInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	value := make([]byte, 1000)
+	const n, window = 2000, 8
+	acks := make([]*Ack, 0, window)
+	for i := 0; i < n; i++ {
+		if len(acks) == window {
+			if _, err := acks[0].Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			acks = acks[1:]
+		}
+		a, err := l.AppendAsync(ctx, Record{Value: value})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acks = append(acks, a)
+	}
+	for _, a := range acks {
+		if _, err := a.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := l.FsyncStats()
+	if st.Bytes < n*int64(len(value)) {
+		t.Fatalf("fsyncs carried %d record bytes, want at least %d", st.Bytes, n*len(value))
+	}
+	// 2 MB of data in small fsyncs: the zeros ahead of it were written in
+	// about as many bytes, a step at a time.
+	if st.ZeroBytes < st.Bytes/2 {
+		t.Fatalf("%d bytes of zeros preallocated for %d of data: preallocation is off", st.ZeroBytes, st.Bytes)
+	}
+	if st.MaxZeroBytes > 256<<10 {
+		t.Fatalf("one fsync carried %d bytes of zeros: more than 256 KiB", st.MaxZeroBytes)
+	}
+	l.mu.RLock()
+	seg := l.segs[len(l.segs)-1]
+	end := seg.size
+	l.mu.RUnlock()
+	fi, err := seg.f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() <= end {
+		t.Fatalf("segment of %d bytes with data to %d: no zeros ahead of the data", fi.Size(), end)
+	}
+}
+
+// TestMinSyncInterval: group fsyncs start at least MinSyncInterval apart
+// however fast the appends come, so their count is bounded by the time the
+// appends took.
+func TestMinSyncInterval(t *testing.T) {
+	const interval = 5 * time.Millisecond
+	l, err := Open(Config{Dir: t.TempDir(), GroupInterval: -1, MinSyncInterval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	const n, window = 200, 4
+	start := time.Now()
+	acks := make([]*Ack, 0, window)
+	for i := 0; i < n; i++ {
+		if len(acks) == window {
+			if _, err := acks[0].Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			acks = acks[1:]
+		}
+		a, err := l.AppendAsync(ctx, Record{Value: []byte("x")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acks = append(acks, a)
+	}
+	for _, a := range acks {
+		if _, err := a.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	took := time.Since(start)
+	st := l.FsyncStats()
+	if limit := uint64(took/interval) + 2; st.Count > limit {
+		t.Fatalf("%d fsyncs in %v: more than one per %v (%d)", st.Count, took, interval, limit)
+	}
+	if st.Count < 2 {
+		t.Fatalf("%d fsyncs for %d appends with %d in flight", st.Count, n, window)
 	}
 }

@@ -30,6 +30,15 @@ type Config struct {
 	// arrive during one fsync form the next group (the lowest latency;
 	// groups still grow with the load).
 	GroupInterval time.Duration
+	// MinSyncInterval: with SyncGroup, the least time from the start of one
+	// group fsync to the start of the next (0 = none). After a fast fsync
+	// the syncer waits out the rest of it, gathering what is written
+	// meanwhile; after a slow one it does not wait. It caps the fsyncs per
+	// second, and so the I/O operations per second, that a steady stream
+	// of small appends costs: a disk that throttles operations (a cloud
+	// volume's IOPS limit) stalls every fsync when it is exceeded, which
+	// costs more than the wait.
+	MinSyncInterval time.Duration
 	// Codec compresses each stored batch (default CodecNone).
 	Codec Codec
 	// SegmentBytes: a new segment starts when the next batch would take the
@@ -279,7 +288,6 @@ func open(cfg Config, ro bool) (*Log, error) {
 	l.retainCh = make(chan struct{}, 1)
 	l.stopCh = make(chan struct{})
 	l.ckptCh = make(chan struct{}, 1)
-	l.pre.start() // stopped by the writer as it exits
 	l.wg.Add(3)
 	go l.writer()
 	go l.syncer()

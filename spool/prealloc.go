@@ -8,15 +8,24 @@ import (
 	"syscall"
 )
 
-// preallocChunk is how much zero-filled space the preallocator keeps ahead
-// of the data, at most.
-const preallocChunk = 4 << 20
+// preallocStep is how much zero-filled space the writer adds ahead of the
+// data at a time (and how much a new segment starts with). Every step is
+// put on disk by the next group commit's fdatasync, so it is kept small: a
+// commit that carries a step writes that much more, once per step of data.
+const preallocStep = 128 << 10
+
+// preallocLow: when a write would leave less zero-filled space than this
+// ahead of the data, the writer adds the next step first.
+const preallocLow = 32 << 10
 
 // largeSyncBytes: fsyncs that carry more than this on average are not helped
-// by preallocated space.
-const largeSyncBytes = 512 << 10
+// by preallocated space. The zeros reach the disk with the data, so a step
+// pays only while it covers several fsyncs (each of which then overwrites
+// blocks instead of growing the file); with larger fsyncs the zeros would
+// add as many bytes as they save metadata writes.
+const largeSyncBytes = 32 << 10
 
-var zeroBuf = make([]byte, 256<<10)
+var zeroBuf = make([]byte, 64<<10)
 
 // writeZeros writes zeros to f over [from, to).
 func writeZeros(f *os.File, from, to int64) error {
@@ -37,81 +46,46 @@ func noSpace(err error) bool {
 
 // preallocator keeps zero-filled space ahead of the data in the active
 // segment, so that fdatasync overwrites blocks that already exist instead of
-// growing the file, which saves a journal commit per fsync. It zero-fills
-// the next chunk in a goroutine of its own while the writer writes below it,
-// as etcd's file pipeline prepares the next WAL file.
+// growing the file, which saves writing the inode (and, with a journal, a
+// journal commit) on most fsyncs.
+//
+// The writer adds the zeros itself, a small step at a time just before the
+// data reaches them, and never fsyncs them: the syncer's next fdatasync
+// carries them with the data. There is one stream of fsyncs per file. (An
+// earlier design filled 4 MiB at a time in a goroutine of its own and
+// fdatasynced the fill: the syncer's fdatasync of the same file then waited
+// for the whole fill to reach the disk, a stall of several milliseconds at
+// each fill.) FsyncStats counts the zeros each fsync carried.
 //
 // Preallocation pays only while fsyncs carry little data: the syncer reports
-// each fsync's size (observe) and the preallocator stops zero-filling while
-// they are large, when writing the zeros costs more than it saves.
+// each fsync's size (observe) and the writer stops zero-filling while they
+// are large, when writing the zeros costs more than it saves.
 //
 // Preallocation is never what makes a write fail: when the disk has no room
 // for the zeros, the zeros written are cut off again and the segment goes
 // on without preallocation, so that the data takes the space that is left.
 //
-// The writer goroutine owns it and calls every method but observe, which
-// the syncer calls. Close stops its goroutine.
+// The writer calls every method but observe and takeZeros, which the
+// syncer calls.
 type preallocator struct {
 	limit int64 // the segment size: nothing is zero-filled past it
 
 	// writer only
-	f       *os.File // the active segment
-	alloc   int64    // end of the zero-filled part of f
-	filling bool     // a fill job is running
-	full    bool     // the disk had no room for zeros in f: do not preallocate in it
+	f     *os.File // the active segment
+	alloc int64    // end of the zero-filled part of f
+	full  bool     // the disk had no room for zeros in f: do not preallocate in it
 
-	started bool
-	jobs    chan fillJob
-	results chan fillJob
-	done    chan struct{} // closed when the goroutine has exited
-
-	small   atomic.Bool // fsyncs carry little data: preallocate
-	syncAvg int64       // syncer only: moving average of bytes per fsync
-}
-
-type fillJob struct {
-	f        *os.File
-	from, to int64
-	err      error
+	small   atomic.Bool  // fsyncs carry little data: preallocate
+	zeros   atomic.Int64 // zeros written in the active segment since the syncer last took the count
+	syncAvg int64        // syncer only: moving average of bytes per fsync
 }
 
 // newPreallocator returns a preallocator for segments of at most limit
 // bytes; on says whether to preallocate until the first fsync is observed.
 func newPreallocator(limit int64, on bool) *preallocator {
-	p := &preallocator{limit: limit, jobs: make(chan fillJob), results: make(chan fillJob, 1), done: make(chan struct{})}
+	p := &preallocator{limit: limit}
 	p.small.Store(on)
 	return p
-}
-
-// start starts the goroutine that zero-fills in the background.
-func (p *preallocator) start() {
-	p.started = true
-	go p.run()
-}
-
-func (p *preallocator) run() {
-	defer close(p.done)
-	for j := range p.jobs {
-		j.err = writeZeros(j.f, j.from, j.to)
-		if j.err == nil {
-			// Put the zeros on disk now, so that the syncer's fdatasync has
-			// only the data to write.
-			j.err = fdatasync(j.f)
-		}
-		p.results <- j
-	}
-}
-
-// Close waits for a running fill and stops the goroutine. It returns the
-// error of that fill.
-func (p *preallocator) Close() error {
-	err := p.wait()
-	if p.started {
-		close(p.jobs)
-		<-p.done
-		p.started = false
-	}
-	return err
 }
 
 // observe records the size of an fsync (syncer only).
@@ -120,12 +94,17 @@ func (p *preallocator) observe(bytes int64) {
 	p.small.Store(p.syncAvg < largeSyncBytes)
 }
 
-// prepare zero-fills a new segment file past its header, when preallocation
-// pays, and returns the end of the zeros.
+// takeZeros returns the zeros written since the last call (syncer only,
+// just before its fdatasync, which puts them on disk).
+func (p *preallocator) takeZeros() int64 { return p.zeros.Swap(0) }
+
+// prepare zero-fills the first step of a new segment file past its header,
+// when preallocation pays, and returns the end of the zeros. The caller
+// fsyncs the file.
 func (p *preallocator) prepare(f *os.File) (int64, error) {
 	alloc := int64(segHeaderLen)
 	if p.small.Load() {
-		alloc = max(alloc, min(p.limit, preallocChunk))
+		alloc = max(alloc, min(p.limit, preallocStep))
 		if err := writeZeros(f, segHeaderLen, alloc); err != nil {
 			if !noSpace(err) {
 				return 0, err
@@ -144,30 +123,30 @@ func (p *preallocator) reset(f *os.File, alloc int64) {
 	p.f, p.alloc, p.full = f, alloc, false
 }
 
-// reserve readies [pos, end) of the file for a write: it waits for a running
-// fill that covers it and, when preallocation pays, zero-fills ahead now.
+// reserve readies the file for a write that ends at end: when preallocation
+// pays and less than preallocLow of zeros would be left past end, it writes
+// the next step of zeros past the data first.
 func (p *preallocator) reserve(end int64) error {
-	if end > p.alloc {
-		if err := p.wait(); err != nil {
-			return err
-		}
+	if !p.small.Load() || p.full || end+preallocLow <= p.alloc || p.alloc >= p.limit {
+		return nil
 	}
-	if end > p.alloc && p.small.Load() && !p.full {
-		// Keep zero-filled space ahead of the data: fdatasync of blocks that
-		// already exist does not wait for a journal commit.
-		na := max(end, min(p.alloc+preallocChunk, p.limit))
-		if err := writeZeros(p.f, end, na); err != nil {
-			return p.noRoom(err, p.alloc)
-		}
-		p.alloc = max(na, end)
+	from := max(p.alloc, end)
+	to := min(from+preallocStep, p.limit)
+	if to <= from {
+		return nil
 	}
+	if err := writeZeros(p.f, from, to); err != nil {
+		return p.noRoom(err, from)
+	}
+	p.alloc = to
+	p.zeros.Add(to - from)
 	return nil
 }
 
-// noRoom handles a failed zero-fill that began at or after from, the end of
-// the data or of the zeros before it: a full disk stops preallocation in
-// this file and cuts the zeros written at from, so that the data gets the
-// space; any other error is returned.
+// noRoom handles a failed zero-fill that began at from, at or after the
+// end of the data and of the zeros before it: a full disk stops
+// preallocation in this file and cuts the zeros written at from, so that
+// the data gets the space; any other error is returned.
 func (p *preallocator) noRoom(err error, from int64) error {
 	if !noSpace(err) {
 		return err
@@ -179,35 +158,13 @@ func (p *preallocator) noRoom(err error, from int64) error {
 	return nil
 }
 
-// wrote says the data now ends at pos; when the zeros ahead run low it
-// zero-fills the next chunk in the background while the writer writes below it.
+// wrote says the data now ends at pos.
 func (p *preallocator) wrote(pos int64) {
 	p.alloc = max(p.alloc, pos)
-	if p.small.Load() && !p.filling && !p.full && p.alloc-pos < preallocChunk/2 && p.alloc < p.limit {
-		p.filling = true
-		p.jobs <- fillJob{f: p.f, from: p.alloc, to: min(p.alloc+preallocChunk, p.limit)}
-	}
 }
 
-// wait waits for the background zero-fill, if one runs.
-func (p *preallocator) wait() error {
-	if !p.filling {
-		return nil
-	}
-	j := <-p.results
-	p.filling = false
-	if j.err != nil {
-		return p.noRoom(j.err, j.from) // the writer writes nothing past j.from while the fill runs
-	}
-	p.alloc = max(p.alloc, j.to)
-	return nil
-}
-
-// trim waits for a running fill and reports whether zeros lie past pos; the
-// caller then truncates the file to pos and calls reset.
-func (p *preallocator) trim(pos int64) (bool, error) {
-	if err := p.wait(); err != nil {
-		return false, err
-	}
-	return p.alloc > pos, nil
+// trim reports whether zeros lie past pos; the caller then truncates the
+// file to pos and calls reset.
+func (p *preallocator) trim(pos int64) bool {
+	return p.alloc > pos
 }

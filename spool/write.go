@@ -176,11 +176,6 @@ func (l *Log) Sync() error {
 func (l *Log) writer() {
 	defer l.wg.Done()
 	defer close(l.syncCh)
-	defer func() {
-		if err := l.pre.Close(); err != nil {
-			l.fail(err)
-		}
-	}()
 	group := make([]*Ack, 0, 256)
 	for {
 		req, ok := <-l.reqCh
@@ -388,11 +383,7 @@ func (l *Log) roll() error {
 
 // trimActive cuts the preallocated zeros off the active segment and fsyncs it.
 func (l *Log) trimActive() error {
-	zeros, err := l.pre.trim(l.wpos)
-	if err != nil {
-		return err
-	}
-	if zeros {
+	if l.pre.trim(l.wpos) {
 		if err := l.active.f.Truncate(l.wpos); err != nil {
 			return fmt.Errorf("spool: trim segment %s: %w", l.active.name, err)
 		}

@@ -94,7 +94,8 @@ func newSocketBenchCmd(pattern, short string) *cobra.Command {
 func init() {
 	var count, size, rate int
 	var codec, syncPol string
-	var groupInterval time.Duration
+	var groupInterval, minSync time.Duration
+	var reference bool
 	cmd := &cobra.Command{
 		Use:   "pull",
 		Short: "End to end: append to a spool, serve it over tcp loopback, consume it",
@@ -104,7 +105,9 @@ are appended with the chosen sync policy while a consumer pulls them.
 Without --rate it appends as fast as it can (4 group commits of 1024 records in
 flight) and prints records/s and MB/s end to end. With --rate R it appends R
 records per second, one at a time, and prints append-to-delivery latency
-percentiles.`,
+percentiles, the group commits' fdatasync histogram and, with --reference,
+the same figures for a bare group commit (pwrite and fdatasync, nothing else)
+at the same rate right after: the floor of the disk at that moment.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if count <= 0 || size <= 0 || rate < 0 {
@@ -118,7 +121,13 @@ percentiles.`,
 			if err != nil {
 				return fmt.Errorf("--sync: %w", err)
 			}
-			return bench.Pull(cmd.Context(), cmd.OutOrStdout(), count, size, rate, spool.Config{Codec: c, Sync: sp, GroupInterval: groupInterval})
+			if err := bench.Pull(cmd.Context(), cmd.OutOrStdout(), count, size, rate, spool.Config{Codec: c, Sync: sp, GroupInterval: groupInterval, MinSyncInterval: minSync}); err != nil {
+				return err
+			}
+			if reference && rate > 0 {
+				return bench.PullReference(cmd.Context(), cmd.OutOrStdout(), count, size, rate)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().IntVar(&count, "count", 1_000_000, "records to pass end to end")
@@ -126,6 +135,8 @@ percentiles.`,
 	cmd.Flags().IntVar(&rate, "rate", 0, "append this many records per second and report latency (0: as fast as possible)")
 	cmd.Flags().StringVar(&codec, "codec", "s2", "batch codec: none, s2 or zstd")
 	cmd.Flags().StringVar(&syncPol, "sync", "group", "sync policy: each, group or none")
+	cmd.Flags().DurationVar(&minSync, "min-sync-interval", 0, "group commit: least time between the starts of two fsyncs (0: none, as a node's streams)")
+	cmd.Flags().BoolVar(&reference, "reference", false, "with --rate: also run a bare group commit (pwrite + fdatasync) at the same rate and print its figures")
 	cmd.Flags().DurationVar(&groupInterval, "group-interval", -1, "group commit: longest wait for more records before an fsync (negative: none, as a node's streams; 0: the spool default of 1ms)")
 	benchCmd.AddCommand(cmd)
 }

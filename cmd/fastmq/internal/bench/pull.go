@@ -93,12 +93,41 @@ func Pull(ctx context.Context, out io.Writer, count, size, rate int, scfg spool.
 			fmt.Fprintf(out, "  %s: p50 %v  p90 %v  p99 %v  max %v\n", what, q(0.5), q(0.9), q(0.99), lat[len(lat)-1])
 		}
 		if len(total) > 0 {
+			fsyncLine(out, l.FsyncStats(), count)
 			line("  append to durable (fsync and acknowledgement)", toDurable)
 			line("  durable to delivered (served, sent, decoded)", toDelivered)
 			line(fmt.Sprintf("append-to-delivery latency at %d records/s", rate), total)
 		}
 	}
 	return nil
+}
+
+// fsyncLine prints the group commits' fdatasync histogram: the count per
+// bucket, the share of fsyncs over 2 ms per 10 K records, and what they
+// carried (record bytes and preallocated zeros).
+func fsyncLine(out io.Writer, st spool.FsyncStats, records int) {
+	if st.Count == 0 {
+		return
+	}
+	fmt.Fprintf(out, "    fdatasyncs: %d, mean %v, max %v; by upper bound:", st.Count, (st.Sum / time.Duration(st.Count)).Round(time.Microsecond), st.Max.Round(time.Microsecond))
+	var over2 uint64
+	for i, n := range st.Counts {
+		if i < len(spool.FsyncBuckets) {
+			if n > 0 {
+				fmt.Fprintf(out, " <=%v %d", spool.FsyncBuckets[i], n)
+			}
+			if spool.FsyncBuckets[i] > 2*time.Millisecond {
+				over2 += n
+			}
+		} else {
+			over2 += n
+			if n > 0 {
+				fmt.Fprintf(out, " more %d", n)
+			}
+		}
+	}
+	fmt.Fprintf(out, "\n    fdatasyncs over 2ms: %.1f per 10 K records; per fdatasync %d B of records, zeros at most %d B (%d B in all)\n",
+		float64(over2)*1e4/float64(records), st.Bytes/int64(st.Count), st.MaxZeroBytes, st.ZeroBytes)
 }
 
 // produce appends count records, either as fast as possible with several
