@@ -36,10 +36,9 @@ type instance struct {
 	fails       int           // consecutive failed attempts
 	state       health
 	ejectedAt   time.Time
-	probing     bool          // a half-open probe is out
-	draining    bool          // it answered StatusUnavailable
-	connected   bool          // a connection is up
-	lost        chan struct{} // closed when the connection drops or the instance goes; then replaced
+	probing     bool // a half-open probe is out
+	draining    bool // it answered StatusUnavailable
+	connected   bool // a connection is up
 	gone        bool
 
 	st InstanceStats
@@ -186,7 +185,7 @@ func (c *Client) newInstance(node string, eps []string) (*instance, error) {
 			return nil, err
 		}
 	}
-	inst := &instance{node: node, eps: slices.Clone(eps), sock: s, lost: make(chan struct{})}
+	inst := &instance{node: node, eps: slices.Clone(eps), sock: s}
 	inst.st.Node = node
 	inst.wg.Add(2)
 	go c.recvLoop(inst)
@@ -200,8 +199,7 @@ func (c *Client) removeLocked(inst *instance) {
 		delete(c.insts, inst.node)
 	}
 	inst.gone = true
-	close(inst.lost)
-	inst.lost = make(chan struct{})
+	c.loseLocked(inst)
 	c.notifyLocked()
 }
 
@@ -278,8 +276,7 @@ func (c *Client) eventLoop(inst *instance) {
 			c.mu.Lock()
 			inst.connected = false
 			if !inst.gone {
-				close(inst.lost)
-				inst.lost = make(chan struct{})
+				c.loseLocked(inst)
 			}
 			c.mu.Unlock()
 		}
@@ -372,6 +369,8 @@ const (
 	outcomeOK        outcome = iota // replied (also with a remote error)
 	outcomeFailed                   // timed out or lost its connection
 	outcomeRefused                  // overloaded or unavailable: alive but not taking it
+	outcomeDraining                 // unavailable: shutting down (refused, and it gets no more calls)
+	outcomeTimedOut                 // timed out (failed, and counted as a timeout)
 	outcomeAbandoned                // the call ended for another reason (ctx, another reply)
 )
 
@@ -404,7 +403,10 @@ func (c *Client) finishLocked(inst *instance, o outcome, lat time.Duration, now 
 		} else {
 			inst.ewma += (lat - inst.ewma) / 8
 		}
-	case outcomeFailed:
+	case outcomeFailed, outcomeTimedOut:
+		if o == outcomeTimedOut {
+			inst.st.Timeouts++
+		}
 		inst.fails++
 		inst.st.Failures++
 		if wasProbe || (inst.state == healthy && inst.fails >= c.cfg.EjectAfter) {
@@ -413,7 +415,10 @@ func (c *Client) finishLocked(inst *instance, o outcome, lat time.Duration, now 
 			c.ejections++
 			c.log.Warn("instance ejected", "peer", inst.node, "failures", inst.fails)
 		}
-	case outcomeRefused:
+	case outcomeRefused, outcomeDraining:
+		if o == outcomeDraining {
+			inst.draining = true
+		}
 		inst.st.Failures++
 	}
 }
