@@ -341,7 +341,11 @@ func (c *Client) call(ctx context.Context, req []byte, opts CallOptions, start t
 			tried = tried[:0]
 		}
 		tried = append(tried, pk.inst)
-		b, err, done := c.attempt(ctx, pk, p, hr, req, key != "", attemptTimeout)
+		sent := start // the first attempt follows at once
+		if attempt > 0 {
+			sent = time.Now()
+		}
+		b, err, done := c.attempt(ctx, pk, p, hr, req, key != "", attemptTimeout, sent)
 		if done {
 			return b, err
 		}
@@ -368,12 +372,11 @@ func (c *Client) pick(ctx context.Context, tried []*instance, wait bool, p *pend
 			c.mu.Unlock()
 			return picked{}, ErrClosed
 		}
-		now := time.Now()
 		var pk picked
-		inst, err := c.pickLocked(tried, now)
+		inst, err := c.pickLocked(tried, time.Time{})
 		if errors.Is(err, errAllTried) {
 			pk.restart = true
-			inst, err = c.pickLocked(nil, now)
+			inst, err = c.pickLocked(nil, time.Time{})
 		}
 		if err == nil {
 			pk.inst, pk.connected = inst, inst.connected
@@ -400,10 +403,9 @@ func (c *Client) pick(ctx context.Context, tried []*instance, wait bool, p *pend
 
 // attempt sends the request to inst and waits for its outcome. done says
 // the call is over (with b or err); otherwise err is why the attempt
-// failed and the call may retry.
-func (c *Client) attempt(ctx context.Context, pk picked, p *pendingCall, hr request, req []byte, retryable bool, attemptTimeout time.Duration) (b []byte, err error, done bool) {
+// failed and the call may retry. sent is when it began.
+func (c *Client) attempt(ctx context.Context, pk picked, p *pendingCall, hr request, req []byte, retryable bool, attemptTimeout time.Duration, sent time.Time) (b []byte, err error, done bool) {
 	inst := pk.inst
-	sent := time.Now()
 	if d, ok := ctx.Deadline(); ok {
 		hr.timeout = d.Sub(sent)
 		if hr.timeout <= 0 {
@@ -465,7 +467,7 @@ func (c *Client) attempt(ctx context.Context, pk picked, p *pendingCall, hr requ
 func (c *Client) end(p *pendingCall, inst *instance, o outcome, lat time.Duration) {
 	c.mu.Lock()
 	p.inst = nil
-	c.finishLocked(inst, o, lat, time.Now())
+	c.finishLocked(inst, o, lat, time.Time{})
 	c.mu.Unlock()
 	if o == outcomeFailed || o == outcomeTimedOut {
 		c.failures.Add(1)

@@ -290,7 +290,7 @@ var errAllTried = errors.New("rpc: every instance tried")
 // traffic and were not tried by this call, two at random, the one with
 // fewer outstanding attempts, then the nearer (gossip RTT, then measured
 // latency). Ejected instances are used only when nothing else is left.
-// It counts the attempt as outstanding.
+// It counts the attempt as outstanding. A zero now is read when needed.
 func (c *Client) pickLocked(tried []*instance, now time.Time) (*instance, error) {
 	if len(c.insts) == 0 {
 		return nil, ErrNoInstance
@@ -302,6 +302,9 @@ func (c *Client) pickLocked(tried []*instance, now time.Time) (*instance, error)
 		}
 		switch inst.state {
 		case ejected:
+			if now.IsZero() {
+				now = time.Now()
+			}
 			if now.Sub(inst.ejectedAt) >= c.cfg.ProbeAfter {
 				inst.state = halfOpen
 			} else {
@@ -374,7 +377,8 @@ const (
 	outcomeAbandoned                // the call ended for another reason (ctx, another reply)
 )
 
-// finishLocked ends an attempt on inst and updates its health.
+// finishLocked ends an attempt on inst and updates its health. A zero now
+// is read when needed.
 func (c *Client) finishLocked(inst *instance, o outcome, lat time.Duration, now time.Time) {
 	inst.outstanding--
 	if _, ok := c.retiring[inst]; ok && inst.outstanding == 0 {
@@ -410,6 +414,9 @@ func (c *Client) finishLocked(inst *instance, o outcome, lat time.Duration, now 
 		inst.fails++
 		inst.st.Failures++
 		if wasProbe || (inst.state == healthy && inst.fails >= c.cfg.EjectAfter) {
+			if now.IsZero() {
+				now = time.Now()
+			}
 			inst.state, inst.ejectedAt = ejected, now
 			inst.st.Ejections++
 			c.ejections++

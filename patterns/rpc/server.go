@@ -248,9 +248,12 @@ func (s *Server) Stats() ServerStats {
 const maxWaiters = 8
 
 // run serves one request: drops it if it expired, else runs the handler
-// and replies to it and to the copies that arrived meanwhile.
-func (s *Server) run(j job) {
-	now := time.Now()
+// and replies to it and to the copies that arrived meanwhile. now is the
+// time, or zero to read the clock.
+func (s *Server) run(j job, now time.Time) {
+	if now.IsZero() {
+		now = time.Now()
+	}
 	if !j.deadline.IsZero() && !now.Before(j.deadline) {
 		s.expired.Add(1)
 		if j.key != nil {
