@@ -94,13 +94,17 @@ type Client struct {
 	wg     sync.WaitGroup // watch (which waits for the instances' goroutines)
 	nextID atomic.Uint64
 
+	// pmu guards pending, the calls waiting for replies by request id; it
+	// is taken after mu when both are held.
+	pmu     sync.Mutex
+	pending map[uint64]*pendingCall
+
 	mu         sync.Mutex // guards the fields below; never held across I/O
 	insts      map[string]*instance
 	retiring   map[*instance]struct{} // withdrawn or left, still answering outstanding attempts
 	failedAt   map[string]time.Time   // nodes gossip declared failed, for half-open on return
-	pending    map[uint64]*pendingCall
-	changed    chan struct{} // closed and replaced when the instance set changes
-	cands      []*instance   // pick's scratch
+	changed    chan struct{}          // closed and replaced when the instance set changes
+	cands      []*instance            // pick's scratch
 	closed     bool
 	watchEnded bool
 	ejections  uint64
@@ -139,6 +143,8 @@ func (c *Client) loseLocked(inst *instance) {
 	if inst.outstanding == 0 {
 		return
 	}
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
 	for _, p := range c.pending {
 		if p.inst == inst {
 			p.inst = nil
@@ -277,19 +283,15 @@ func (c *Client) call(ctx context.Context, req []byte, opts CallOptions, start t
 	}
 	id := c.nextID.Add(1)
 	p := pendingPool.Get().(*pendingCall)
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		pendingPool.Put(p)
-		return nil, ErrClosed
-	}
+	c.pmu.Lock()
 	c.pending[id] = p
-	c.mu.Unlock()
+	c.pmu.Unlock()
 	defer func() {
-		c.mu.Lock()
+		// Every attempt has ended (and cleared p.inst): once out of
+		// pending, p gets nothing more.
+		c.pmu.Lock()
 		delete(c.pending, id)
-		p.inst = nil
-		c.mu.Unlock()
+		c.pmu.Unlock()
 		// No reply can come now: empty the channels for the next call.
 		select {
 		case <-p.replies:

@@ -249,16 +249,16 @@ func (c *Client) recvLoop(inst *instance) {
 			c.log.Debug("malformed reply", "peer", inst.node, "err", err)
 			continue
 		}
-		// Under mu, so that a call that has ended (and whose pendingCall
+		// Under pmu, so that a call that has ended (and whose pendingCall
 		// went back to the pool) gets nothing.
-		c.mu.Lock()
+		c.pmu.Lock()
 		if p := c.pending[id]; p != nil {
 			select {
 			case p.replies <- reply{from: inst, status: st, frames: m.Frames[2:]}:
 			default: // the call already has a reply
 			}
 		}
-		c.mu.Unlock()
+		c.pmu.Unlock()
 	}
 }
 
