@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"sync"
@@ -44,6 +45,8 @@ var (
 	callers   = flag.Int("callers", 16, "concurrent callers")
 	instances = flag.Int("instances", 2, "server instances")
 	size      = flag.Int("size", 100, "request size in bytes")
+	only      = flag.String("only", "", "run only this implementation (fastmq, nats or grpc), for a profile")
+	cpuprof   = flag.String("cpuprofile", "", "write a CPU profile of the measured runs to this file")
 )
 
 // impl is one implementation under test: call is safe for concurrent use.
@@ -79,7 +82,16 @@ func must(err error) {
 
 func main() {
 	flag.Parse()
-	impls := []impl{setupFastMQ(), setupNATS(), setupGRPC()}
+	setups := map[string]func() impl{"fastmq": setupFastMQ, "nats": setupNATS, "grpc": setupGRPC}
+	var impls []impl
+	for _, name := range []string{"fastmq", "nats", "grpc"} {
+		if *only == "" || *only == name {
+			impls = append(impls, setups[name]())
+		}
+	}
+	if len(impls) == 0 {
+		must(fmt.Errorf("-only %q: no such implementation", *only))
+	}
 	defer func() {
 		for _, im := range impls {
 			im.close()
@@ -88,6 +100,15 @@ func main() {
 	req := make([]byte, *size)
 	for _, im := range impls { // warm up: connections, buffers
 		run(im, req, 2000)
+	}
+	if *cpuprof != "" {
+		f, err := os.Create(*cpuprof)
+		must(err)
+		must(pprof.StartCPUProfile(f))
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
 	}
 	res := map[string][]result{}
 	for r := range *rounds {
@@ -103,6 +124,9 @@ func main() {
 	}
 	fmt.Printf("\n%d callers, %d instances, %d-byte requests, %d calls per run, %d rounds\n", *callers, *instances, *size, *calls, *rounds)
 	f := res["fastmq"]
+	if *only != "" {
+		return
+	}
 	for _, peer := range impls[1:] {
 		p := res[peer.name]
 		var rate, p50, p99, cpu []float64

@@ -94,13 +94,17 @@ type Client struct {
 	wg     sync.WaitGroup // watch (which waits for the instances' goroutines)
 	nextID atomic.Uint64
 
+	// pmu guards pending, the calls waiting for replies by request id; it
+	// is taken after mu when both are held.
+	pmu     sync.Mutex
+	pending map[uint64]*pendingCall
+
 	mu         sync.Mutex // guards the fields below; never held across I/O
 	insts      map[string]*instance
 	retiring   map[*instance]struct{} // withdrawn or left, still answering outstanding attempts
 	failedAt   map[string]time.Time   // nodes gossip declared failed, for half-open on return
-	pending    map[uint64]*pendingCall
-	changed    chan struct{} // closed and replaced when the instance set changes
-	cands      []*instance   // pick's scratch
+	changed    chan struct{}          // closed and replaced when the instance set changes
+	cands      []*instance            // pick's scratch
 	closed     bool
 	watchEnded bool
 	ejections  uint64
@@ -114,9 +118,43 @@ type Client struct {
 // while the call is in pending, and emptied before reuse.
 type pendingCall struct {
 	replies chan reply
+	// lost is signalled, under the Client's mu, when the connection of
+	// inst drops or inst goes while an attempt on it is in progress: a
+	// channel of the call's own, so that calls do not all wait on one
+	// channel of the instance's.
+	lost chan struct{}
+	inst *instance // the instance of the attempt in progress; guarded by the Client's mu
 }
 
-var pendingPool = sync.Pool{New: func() any { return &pendingCall{replies: make(chan reply, 1)} }}
+// reqMsg is a request message's frames and header in one allocation. The
+// socket holds it until written, so it is not reused.
+type reqMsg struct {
+	frames [3][]byte // the empty delimiter, the header, the request
+	hdr    [reqHeaderMin + MaxClientID + 8]byte
+}
+
+var pendingPool = sync.Pool{New: func() any {
+	return &pendingCall{replies: make(chan reply, 1), lost: make(chan struct{}, 1)}
+}}
+
+// loseLocked tells the calls with an attempt in progress on inst that its
+// connection is lost.
+func (c *Client) loseLocked(inst *instance) {
+	if inst.outstanding == 0 {
+		return
+	}
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	for _, p := range c.pending {
+		if p.inst == inst {
+			p.inst = nil
+			select {
+			case p.lost <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
 
 // reply is one reply a recvLoop handed to its call.
 type reply struct {
@@ -245,21 +283,22 @@ func (c *Client) call(ctx context.Context, req []byte, opts CallOptions, start t
 	}
 	id := c.nextID.Add(1)
 	p := pendingPool.Get().(*pendingCall)
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		pendingPool.Put(p)
-		return nil, ErrClosed
-	}
+	c.pmu.Lock()
 	c.pending[id] = p
-	c.mu.Unlock()
+	c.pmu.Unlock()
 	defer func() {
-		c.mu.Lock()
+		// Every attempt has ended (and cleared p.inst): once out of
+		// pending, p gets nothing more.
+		c.pmu.Lock()
 		delete(c.pending, id)
-		c.mu.Unlock()
-		// No reply can come now: empty the channel for the next call.
+		c.pmu.Unlock()
+		// No reply can come now: empty the channels for the next call.
 		select {
 		case <-p.replies:
+		default:
+		}
+		select {
+		case <-p.lost:
 		default:
 		}
 		pendingPool.Put(p)
@@ -293,7 +332,7 @@ func (c *Client) call(ctx context.Context, req []byte, opts CallOptions, start t
 				return nil, c.ctxErr(ctx, lastErr)
 			}
 		}
-		pk, err := c.pick(ctx, tried, opts.WaitForInstance)
+		pk, err := c.pick(ctx, tried, opts.WaitForInstance, p)
 		if err != nil {
 			if lastErr != nil && errors.Is(err, ErrNoInstance) {
 				return nil, fmt.Errorf("rpc: call %q: %w (after: %w)", c.cfg.Service, err, lastErr)
@@ -304,7 +343,11 @@ func (c *Client) call(ctx context.Context, req []byte, opts CallOptions, start t
 			tried = tried[:0]
 		}
 		tried = append(tried, pk.inst)
-		b, err, done := c.attempt(ctx, pk, p, hr, req, key != "", attemptTimeout)
+		sent := start // the first attempt follows at once
+		if attempt > 0 {
+			sent = time.Now()
+		}
+		b, err, done := c.attempt(ctx, pk, p, hr, req, key != "", attemptTimeout, sent)
 		if done {
 			return b, err
 		}
@@ -312,34 +355,38 @@ func (c *Client) call(ctx context.Context, req []byte, opts CallOptions, start t
 	}
 }
 
-// picked is the instance pick chose, with its lost channel and whether
-// it was connected then; restart says every instance had been tried, so
-// the call's list of tried instances starts over.
+// picked is the instance pick chose and whether it was connected then;
+// restart says every instance had been tried, so the call's list of tried
+// instances starts over.
 type picked struct {
 	inst      *instance
-	lost      <-chan struct{}
 	connected bool
 	restart   bool
 }
 
 // pick waits as the call asks for an instance and chooses one that is not
-// in tried (the instances this call has used) if it can.
-func (c *Client) pick(ctx context.Context, tried []*instance, wait bool) (picked, error) {
+// in tried (the instances this call has used) if it can. It makes the
+// attempt p's attempt in progress on it.
+func (c *Client) pick(ctx context.Context, tried []*instance, wait bool, p *pendingCall) (picked, error) {
 	for {
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
 			return picked{}, ErrClosed
 		}
-		now := time.Now()
 		var pk picked
-		inst, err := c.pickLocked(tried, now)
+		inst, err := c.pickLocked(tried, time.Time{})
 		if errors.Is(err, errAllTried) {
 			pk.restart = true
-			inst, err = c.pickLocked(nil, now)
+			inst, err = c.pickLocked(nil, time.Time{})
 		}
 		if err == nil {
-			pk.inst, pk.lost, pk.connected = inst, inst.lost, inst.connected
+			pk.inst, pk.connected = inst, inst.connected
+			p.inst = inst
+			select { // a loss told to an earlier attempt
+			case <-p.lost:
+			default:
+			}
 			c.mu.Unlock()
 			return pk, nil
 		}
@@ -358,19 +405,19 @@ func (c *Client) pick(ctx context.Context, tried []*instance, wait bool) (picked
 
 // attempt sends the request to inst and waits for its outcome. done says
 // the call is over (with b or err); otherwise err is why the attempt
-// failed and the call may retry.
-func (c *Client) attempt(ctx context.Context, pk picked, p *pendingCall, hr request, req []byte, retryable bool, attemptTimeout time.Duration) (b []byte, err error, done bool) {
-	inst, lost := pk.inst, pk.lost
-	sent := time.Now()
+// failed and the call may retry. sent is when it began.
+func (c *Client) attempt(ctx context.Context, pk picked, p *pendingCall, hr request, req []byte, retryable bool, attemptTimeout time.Duration, sent time.Time) (b []byte, err error, done bool) {
+	inst := pk.inst
 	if d, ok := ctx.Deadline(); ok {
 		hr.timeout = d.Sub(sent)
 		if hr.timeout <= 0 {
-			c.end(inst, outcomeAbandoned, 0)
+			c.end(p, inst, outcomeAbandoned, 0)
 			return nil, c.ctxErr(ctx, nil), true
 		}
 	}
-	hdr := appendRequest(make([]byte, 0, reqHeaderMin+len(hr.clientID)+1+len(hr.key)), hr)
-	msg := socket.NewMsg(nil, hdr, req)
+	rm := new(reqMsg)
+	rm.frames = [3][]byte{nil, appendRequest(rm.hdr[:0], hr), req}
+	msg := socket.Msg{Frames: rm.frames[:]}
 	// Queue it within the attempt's time: a DEALER blocks while its
 	// instance is not connected. A call that is not retried after a
 	// timeout and goes to a connected instance needs no timer of its own.
@@ -381,7 +428,7 @@ func (c *Client) attempt(ctx context.Context, pk picked, p *pendingCall, hr requ
 		defer cancel()
 	}
 	if err := inst.sock.Send(actx, msg); err != nil {
-		c.end(inst, outcomeFailed, 0)
+		c.end(p, inst, outcomeFailed, 0)
 		if ctx.Err() != nil {
 			return nil, c.ctxErr(ctx, nil), true
 		}
@@ -395,56 +442,50 @@ func (c *Client) attempt(ctx context.Context, pk picked, p *pendingCall, hr requ
 	select {
 	case r := <-p.replies:
 		if r.from == inst {
-			return c.resultFrom(r, inst, time.Since(sent))
+			return c.resultFrom(p, r, inst, time.Since(sent))
 		}
-		c.end(inst, outcomeAbandoned, 0)
-		b, err, done := c.result(r)
-		return b, err, done
-	case <-lost:
-		c.end(inst, outcomeFailed, 0)
+		c.end(p, inst, outcomeAbandoned, 0)
+		return c.result(r)
+	case <-p.lost:
+		c.end(p, inst, outcomeFailed, 0)
 		if !retryable {
 			return nil, fmt.Errorf("rpc: call %q to %s: %w", c.cfg.Service, inst.node, ErrOutcomeUnknown), true
 		}
 		return nil, fmt.Errorf("rpc: connection to %s lost", inst.node), false
 	case <-timeout:
 		if ctx.Err() != nil {
-			c.end(inst, outcomeAbandoned, 0)
+			c.end(p, inst, outcomeAbandoned, 0)
 			return nil, c.ctxErr(ctx, nil), true
 		}
-		c.end(inst, outcomeFailed, 0)
-		c.mu.Lock()
-		inst.st.Timeouts++
-		c.mu.Unlock()
+		c.end(p, inst, outcomeTimedOut, 0)
 		return nil, fmt.Errorf("rpc: attempt on %s timed out after %v", inst.node, attemptTimeout), false
 	case <-ctx.Done():
-		c.end(inst, outcomeAbandoned, 0)
+		c.end(p, inst, outcomeAbandoned, 0)
 		return nil, c.ctxErr(ctx, nil), true
 	}
 }
 
-// end finishes an attempt on inst.
-func (c *Client) end(inst *instance, o outcome, lat time.Duration) {
+// end finishes p's attempt on inst.
+func (c *Client) end(p *pendingCall, inst *instance, o outcome, lat time.Duration) {
 	c.mu.Lock()
-	c.finishLocked(inst, o, lat, time.Now())
+	p.inst = nil
+	c.finishLocked(inst, o, lat, time.Time{})
 	c.mu.Unlock()
-	if o == outcomeFailed {
+	if o == outcomeFailed || o == outcomeTimedOut {
 		c.failures.Add(1)
 	}
 }
 
-// resultFrom ends the attempt on inst with its reply r.
-func (c *Client) resultFrom(r reply, inst *instance, lat time.Duration) ([]byte, error, bool) {
+// resultFrom ends p's attempt on inst with its reply r.
+func (c *Client) resultFrom(p *pendingCall, r reply, inst *instance, lat time.Duration) ([]byte, error, bool) {
 	o := outcomeOK
 	switch r.status {
 	case StatusUnavailable:
-		o = outcomeRefused
-		c.mu.Lock()
-		inst.draining = true
-		c.mu.Unlock()
+		o = outcomeDraining
 	case StatusOverloaded:
 		o = outcomeRefused
 	}
-	c.end(inst, o, lat)
+	c.end(p, inst, o, lat)
 	return c.result(r)
 }
 

@@ -36,10 +36,9 @@ type instance struct {
 	fails       int           // consecutive failed attempts
 	state       health
 	ejectedAt   time.Time
-	probing     bool          // a half-open probe is out
-	draining    bool          // it answered StatusUnavailable
-	connected   bool          // a connection is up
-	lost        chan struct{} // closed when the connection drops or the instance goes; then replaced
+	probing     bool // a half-open probe is out
+	draining    bool // it answered StatusUnavailable
+	connected   bool // a connection is up
 	gone        bool
 
 	st InstanceStats
@@ -186,7 +185,7 @@ func (c *Client) newInstance(node string, eps []string) (*instance, error) {
 			return nil, err
 		}
 	}
-	inst := &instance{node: node, eps: slices.Clone(eps), sock: s, lost: make(chan struct{})}
+	inst := &instance{node: node, eps: slices.Clone(eps), sock: s}
 	inst.st.Node = node
 	inst.wg.Add(2)
 	go c.recvLoop(inst)
@@ -200,8 +199,7 @@ func (c *Client) removeLocked(inst *instance) {
 		delete(c.insts, inst.node)
 	}
 	inst.gone = true
-	close(inst.lost)
-	inst.lost = make(chan struct{})
+	c.loseLocked(inst)
 	c.notifyLocked()
 }
 
@@ -251,16 +249,16 @@ func (c *Client) recvLoop(inst *instance) {
 			c.log.Debug("malformed reply", "peer", inst.node, "err", err)
 			continue
 		}
-		// Under mu, so that a call that has ended (and whose pendingCall
+		// Under pmu, so that a call that has ended (and whose pendingCall
 		// went back to the pool) gets nothing.
-		c.mu.Lock()
+		c.pmu.Lock()
 		if p := c.pending[id]; p != nil {
 			select {
 			case p.replies <- reply{from: inst, status: st, frames: m.Frames[2:]}:
 			default: // the call already has a reply
 			}
 		}
-		c.mu.Unlock()
+		c.pmu.Unlock()
 	}
 }
 
@@ -278,8 +276,7 @@ func (c *Client) eventLoop(inst *instance) {
 			c.mu.Lock()
 			inst.connected = false
 			if !inst.gone {
-				close(inst.lost)
-				inst.lost = make(chan struct{})
+				c.loseLocked(inst)
 			}
 			c.mu.Unlock()
 		}
@@ -293,7 +290,7 @@ var errAllTried = errors.New("rpc: every instance tried")
 // traffic and were not tried by this call, two at random, the one with
 // fewer outstanding attempts, then the nearer (gossip RTT, then measured
 // latency). Ejected instances are used only when nothing else is left.
-// It counts the attempt as outstanding.
+// It counts the attempt as outstanding. A zero now is read when needed.
 func (c *Client) pickLocked(tried []*instance, now time.Time) (*instance, error) {
 	if len(c.insts) == 0 {
 		return nil, ErrNoInstance
@@ -305,6 +302,9 @@ func (c *Client) pickLocked(tried []*instance, now time.Time) (*instance, error)
 		}
 		switch inst.state {
 		case ejected:
+			if now.IsZero() {
+				now = time.Now()
+			}
 			if now.Sub(inst.ejectedAt) >= c.cfg.ProbeAfter {
 				inst.state = halfOpen
 			} else {
@@ -372,10 +372,13 @@ const (
 	outcomeOK        outcome = iota // replied (also with a remote error)
 	outcomeFailed                   // timed out or lost its connection
 	outcomeRefused                  // overloaded or unavailable: alive but not taking it
+	outcomeDraining                 // unavailable: shutting down (refused, and it gets no more calls)
+	outcomeTimedOut                 // timed out (failed, and counted as a timeout)
 	outcomeAbandoned                // the call ended for another reason (ctx, another reply)
 )
 
-// finishLocked ends an attempt on inst and updates its health.
+// finishLocked ends an attempt on inst and updates its health. A zero now
+// is read when needed.
 func (c *Client) finishLocked(inst *instance, o outcome, lat time.Duration, now time.Time) {
 	inst.outstanding--
 	if _, ok := c.retiring[inst]; ok && inst.outstanding == 0 {
@@ -404,16 +407,25 @@ func (c *Client) finishLocked(inst *instance, o outcome, lat time.Duration, now 
 		} else {
 			inst.ewma += (lat - inst.ewma) / 8
 		}
-	case outcomeFailed:
+	case outcomeFailed, outcomeTimedOut:
+		if o == outcomeTimedOut {
+			inst.st.Timeouts++
+		}
 		inst.fails++
 		inst.st.Failures++
 		if wasProbe || (inst.state == healthy && inst.fails >= c.cfg.EjectAfter) {
+			if now.IsZero() {
+				now = time.Now()
+			}
 			inst.state, inst.ejectedAt = ejected, now
 			inst.st.Ejections++
 			c.ejections++
 			c.log.Warn("instance ejected", "peer", inst.node, "failures", inst.fails)
 		}
-	case outcomeRefused:
+	case outcomeRefused, outcomeDraining:
+		if o == outcomeDraining {
+			inst.draining = true
+		}
 		inst.st.Failures++
 	}
 }

@@ -52,6 +52,12 @@ func TestRPCExpiredInReceiveQueueNeverRuns(t *testing.T) {
 		ln.Close()
 		t.Fatalf("err = %v, want DeadlineExceeded", err)
 	}
+	// The request's timeout (at most 100 ms) counts from when the socket's
+	// reader queued it, which under load may be well after the call began:
+	// the server starts once it surely passed, unless the request took
+	// longer than that to reach the queue after the call gave up.
+	gaveUp := time.Now()
+	testutil.WaitFor(t, "the request's deadline passed in the queue", 0, func() bool { return time.Since(gaveUp) > 100*time.Millisecond })
 	var ran atomic.Int64
 	srv, err := rpc.NewServer(rpc.ServerConfig{Service: "svc", Listener: ln, Handler: func(ctx context.Context, req []byte) ([]byte, error) {
 		if string(req) == "late" {

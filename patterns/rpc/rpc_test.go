@@ -105,6 +105,12 @@ func TestRPCExpiredNeverRuns(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want DeadlineExceeded", err)
 	}
+	// The server counts the request's timeout (at most 50 ms) from when it
+	// arrived, which may be later than the client's start: the handler is
+	// freed once the server has had the request for 50 ms.
+	testutil.WaitFor(t, "the late request received", 0, func() bool { return srv.Stats().Requests == 2 })
+	received := time.Now()
+	testutil.WaitFor(t, "its deadline passed at the server", 0, func() bool { return time.Since(received) > 50*time.Millisecond })
 	close(release)
 	if err := <-blocked; err != nil {
 		t.Fatal(err)

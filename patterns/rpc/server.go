@@ -93,8 +93,9 @@ type ServerStats struct {
 
 // Server serves a Handler over a ROUTER socket, as the service Service.
 //
-// A Server is safe for concurrent use. New starts it: one goroutine
-// receives, Concurrency goroutines run the handler. Close stops at once
+// A Server is safe for concurrent use. New starts it: Concurrency + 1
+// goroutines receive, each running the handler on what it received while
+// fewer than Concurrency run (dispatch.go). Close stops at once
 // (running handlers see their ctx end; their replies are dropped) and
 // Shutdown drains; both are idempotent and return after every goroutine
 // has exited.
@@ -107,14 +108,14 @@ type Server struct {
 	ctx    context.Context // ends on Close; handlers' parent
 	cancel context.CancelFunc
 	jobs   chan job
-	recvWG sync.WaitGroup // the receive loop
-	workWG sync.WaitGroup // the workers
+	wg     sync.WaitGroup // the receivers
 
 	idle chan struct{} // receives after every finished request, for Shutdown
 
 	mu       sync.Mutex // guards the fields below
 	cache    *replyCache
 	nIn      int  // requests accepted and not yet answered or dropped
+	busy     int  // receivers running a request (at most Concurrency)
 	draining bool // Shutdown or Close began: refuse new requests
 	closed   bool
 
@@ -186,11 +187,11 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		}
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.recvWG.Add(1)
-	go s.recvLoop()
-	s.workWG.Add(cfg.Concurrency)
-	for range cfg.Concurrency {
-		go s.worker()
+	// One receiver more than handlers may run: while every slot is busy,
+	// the one left queues or refuses what arrives.
+	s.wg.Add(cfg.Concurrency + 1)
+	for range cfg.Concurrency + 1 {
+		go s.receive()
 	}
 	s.log.Info("rpc server started", "endpoint", s.eps, "concurrency", cfg.Concurrency)
 	return s, nil
@@ -242,156 +243,17 @@ func (s *Server) Stats() ServerStats {
 	}
 }
 
-// recvLoop reads requests until the socket closes.
-func (s *Server) recvLoop() {
-	defer s.recvWG.Done()
-	defer s.cancel() // the socket closed under us (its owner closed it): stop the workers too
-	for {
-		m, arrived, err := s.sock.RecvAt(s.ctx)
-		if errors.Is(err, socket.ErrTimeout) && s.ctx.Err() == nil {
-			continue // Config.Socket.RecvTimeout: serve for as long as the socket lives
-		}
-		if err != nil {
-			if !errors.Is(err, socket.ErrClosed) && s.ctx.Err() == nil {
-				s.log.Error("rpc server receive failed", "err", err)
-			}
-			return
-		}
-		s.requests.Add(1)
-		s.accept(m.Frames, arrived, time.Now())
-	}
-}
-
-// accept decodes one request, which arrived at arrived, and queues it,
-// answers it from the cache or refuses it. A request's deadline counts
-// from its arrival: the time it waited in the socket's receive queue
-// counts against it, as the time in the server's queue does.
-func (s *Server) accept(frames [][]byte, arrived, now time.Time) {
-	env, body, ok := splitEnvelope(frames)
-	if !ok || len(body) == 0 {
-		s.bad.Add(1) // no REQ envelope: nothing to answer to
-		return
-	}
-	j := job{env: env}
-	req, err := decodeRequest(body[0])
-	switch {
-	case errors.Is(err, errNotFastMQ):
-		if len(body) != 1 {
-			s.bad.Add(1)
-			s.replyPlainError(env, "bad-request", "a request is one frame")
-			return
-		}
-		j.plain, j.body = true, body[0]
-	case err != nil:
-		s.bad.Add(1)
-		s.log.Debug("malformed request", "err", err)
-		if len(body[0]) >= 14 {
-			// Answer if the id is readable, so the caller does not wait.
-			s.sendReply(env, req.id, StatusBadRequest)
-		}
-		return
-	case len(body) != 2:
-		s.bad.Add(1)
-		s.sendReply(env, req.id, StatusBadRequest)
-		return
-	default:
-		j.req, j.body = req, body[1]
-		if req.timeout > 0 {
-			j.deadline = arrived.Add(req.timeout)
-			if !now.Before(j.deadline) {
-				s.expired.Add(1) // expired while queued: the caller has given up
-				return
-			}
-		}
-	}
-	s.mu.Lock()
-	if s.draining {
-		s.mu.Unlock()
-		s.unavailable.Add(1)
-		if j.plain {
-			s.replyPlainError(env, "unavailable", "server shutting down")
-		} else {
-			s.sendReply(env, req.id, StatusUnavailable)
-		}
-		return
-	}
-	if j.req.key != nil {
-		k := cacheKey{client: string(j.req.clientID), key: string(j.req.key)}
-		if e, ok := s.cache.get(k, now); ok {
-			s.hits.Add(1)
-			if !e.done {
-				if len(e.waiters) >= maxWaiters {
-					// Copies of one call beyond a few are a peer
-					// misbehaving: they are not held.
-					s.mu.Unlock()
-					s.overloaded.Add(1)
-					s.sendReply(env, req.id, StatusOverloaded)
-					return
-				}
-				e.waiters = append(e.waiters, waiter{env: env, id: req.id})
-				s.mu.Unlock()
-				return
-			}
-			st, fr := e.status, e.frames
-			s.mu.Unlock()
-			s.sendReply(env, req.id, st, fr...)
-			return
-		}
-		s.cache.start(k)
-		j.key = &k
-	}
-	s.nIn++
-	select {
-	case s.jobs <- j:
-		s.mu.Unlock()
-	default:
-		s.nIn--
-		if j.key != nil {
-			s.cache.abandon(*j.key)
-		}
-		s.mu.Unlock()
-		s.overloaded.Add(1)
-		if j.plain {
-			s.replyPlainError(env, "overloaded", "server overloaded")
-		} else {
-			s.sendReply(env, req.id, StatusOverloaded)
-		}
-	}
-}
-
-// worker runs the handler on queued requests until Close.
-func (s *Server) worker() {
-	defer s.workWG.Done()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case j := <-s.jobs:
-			s.run(j)
-			s.finished()
-		}
-	}
-}
-
-// finished accounts for one request answered or dropped.
-func (s *Server) finished() {
-	s.mu.Lock()
-	s.nIn--
-	s.mu.Unlock()
-	select {
-	case s.idle <- struct{}{}:
-	default:
-	}
-}
-
 // maxWaiters bounds the copies of one keyed call (a retry that arrives
 // while the first copy runs) that wait for its reply.
 const maxWaiters = 8
 
 // run serves one request: drops it if it expired, else runs the handler
-// and replies to it and to the copies that arrived meanwhile.
-func (s *Server) run(j job) {
-	now := time.Now()
+// and replies to it and to the copies that arrived meanwhile. now is the
+// time, or zero to read the clock.
+func (s *Server) run(j job, now time.Time) {
+	if now.IsZero() {
+		now = time.Now()
+	}
 	if !j.deadline.IsZero() && !now.Before(j.deadline) {
 		s.expired.Add(1)
 		if j.key != nil {
@@ -596,12 +458,14 @@ func (s *Server) close(ctx context.Context) error {
 	s.mu.Unlock()
 	// Stop receiving and working first, then flush the replies queued.
 	s.cancel()
-	s.recvWG.Wait()
-	s.workWG.Wait()
+	s.wg.Wait()
 	for {
 		select {
 		case <-s.jobs:
-			s.finished()
+			s.mu.Lock()
+			s.nIn--
+			s.mu.Unlock()
+			s.signalIdle()
 			continue
 		default:
 		}
