@@ -202,7 +202,8 @@ func (p *peer) lend() error {
 				}
 			}
 		case <-p.roleFreed:
-			check = lendIdle
+			// Time again from here, keeping the backoff: in a run of
+			// round trips this costs two wake-ups per check.
 		case <-closing:
 			closing, force = nil, true
 		case <-p.quit:
