@@ -14,6 +14,11 @@ import (
 // Frames[0]; REQ and REP strip the envelope. PUB and PUSH return
 // ErrNotSupported; XPUB returns subscription changes (\x01topic,
 // \x00topic). The returned frames belong to the caller (see Msg).
+//
+// A Recv on a REQ, REP, DEALER or ROUTER whose single peer is on tcp or
+// ipc may read the connection itself (see the package doc); if ctx ends
+// while part of a message has arrived, it returns the message once it is
+// whole (or the error if the connection fails), so that nothing is lost.
 func (s *Socket) Recv(ctx context.Context) (Msg, error) {
 	m, _, err := s.recv(ctx)
 	return m, err

@@ -238,6 +238,11 @@ func (s *Socket) takeRole() *peer {
 		return nil
 	}
 	p := ps[0]
+	select {
+	case <-p.quit:
+		return nil // ending: its reader goroutine removes it
+	default:
+	}
 	switch p.role.Load() {
 	case roleFree:
 		if p.role.CompareAndSwap(roleFree, roleCaller) {
