@@ -315,3 +315,57 @@ func TestDirectRecvCurve(t *testing.T) {
 		t.Fatalf("CURVE: Recv read %d and %d messages itself", rep.st.directRecv.Load(), req.st.directRecv.Load())
 	}
 }
+
+// Several goroutines in Recv on a DEALER with one peer take turns reading
+// the connection: every message arrives once.
+func TestDirectRecvConcurrentReceivers(t *testing.T) {
+	ctx := tctx(t)
+	router := mk(t, Router, Config{})
+	dealer := mk(t, Dealer, Config{})
+	connect(t, dealer, bind(t, router, "tcp://127.0.0.1:0"))
+	mustSend(t, ctx, dealer, "hello")
+	id := mustRecv(t, ctx, router)[0]
+	const receivers, n = 4, 400
+	got := make(chan string, n)
+	errs := make(chan error, receivers)
+	for range receivers {
+		go func() {
+			for {
+				m, err := dealer.Recv(ctx)
+				if err != nil {
+					errs <- err
+					return
+				}
+				got <- string(m.Frames[0])
+			}
+		}()
+	}
+	for i := range n {
+		mustSend(t, ctx, router, id, fmt.Sprint(i))
+	}
+	seen := make(map[string]bool)
+	for range n {
+		var m string
+		select {
+		case m = <-got:
+		case <-ctx.Done():
+			t.Fatalf("%d of %d messages arrived", len(seen), n)
+		}
+		if seen[m] {
+			t.Fatalf("message %s twice", m)
+		}
+		seen[m] = true
+	}
+	dealer.Close()
+	for range receivers {
+		if err := <-errs; !errors.Is(err, ErrClosed) {
+			t.Fatalf("Recv after Close: %v", err)
+		}
+	}
+	if len(got) != 0 {
+		t.Fatalf("%d messages more than sent", len(got))
+	}
+	if dealer.st.directRecv.Load() == 0 {
+		t.Fatal("no message read by a Recv itself")
+	}
+}
