@@ -193,7 +193,7 @@ func (p *peer) lend() error {
 			if hb > 0 {
 				check = min(check, max(hb/4, lendIdle))
 			}
-			if p.role.Load() == roleCaller {
+			if closing != nil && p.role.Load() == roleCaller {
 				// A Recv reads, maybe for long: no need to look again
 				// before it gives the role up, which it then tells us.
 				p.watch.Store(true)
