@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -367,5 +369,90 @@ func TestDirectRecvConcurrentReceivers(t *testing.T) {
 	}
 	if dealer.st.directRecv.Load() == 0 {
 		t.Fatal("no message read by a Recv itself")
+	}
+}
+
+// Kicks at any point of a stream (inside a frame header, a body, a
+// multipart message or between messages) never lose or reorder a byte: a
+// Recv reading the connection gets every message whole and in order.
+func TestDirectRecvKicksAnywhere(t *testing.T) {
+	ctx := tctx(t)
+	dealer := mk(t, Dealer, Config{})
+	ep := bind(t, dealer, "tcp://127.0.0.1:0")
+	p := rawConnect(t, ep, "ROUTER")
+	waitPeers(t, dealer, 1)
+	rnd := rand.New(rand.NewPCG(1, 2))
+	const n = 300
+	var want [][]string
+	var buf bytes.Buffer
+	w := zmtp.NewWriter(&buf, 0)
+	for i := range n {
+		m := []string{fmt.Sprint(i)}
+		for range rnd.IntN(3) {
+			size := rnd.IntN(300)
+			if rnd.IntN(20) == 0 {
+				size = 70<<10 + rnd.IntN(100<<10) // larger than a read block
+			}
+			m = append(m, strings.Repeat(string(rune('a'+i%26)), size))
+		}
+		frames := make([][]byte, len(m))
+		for j, f := range m {
+			frames[j] = []byte(f)
+		}
+		if err := w.WriteMessage(frames); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, m)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	stream := buf.Bytes()
+	dp := (*dealer.peers.Load())[0]
+	stop := make(chan struct{})
+	kicked := make(chan int)
+	go func() {
+		k := 0
+		defer func() { kicked <- k }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			dp.kick()
+			k++
+			runtime.Gosched()
+		}
+	}()
+	wrote := make(chan error, 1)
+	go func() {
+		for len(stream) > 0 {
+			k := min(len(stream), 1+rnd.IntN(4096))
+			if _, err := p.c.Write(stream[:k]); err != nil {
+				wrote <- err
+				return
+			}
+			stream = stream[k:]
+			runtime.Gosched()
+		}
+		wrote <- nil
+	}()
+	for i := range n {
+		got := mustRecv(t, ctx, dealer)
+		eq(t, got, want[i]...)
+	}
+	close(stop)
+	if k := <-kicked; k == 0 {
+		t.Fatal("no kicks")
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if d := dealer.st.directRecv.Load(); d == 0 {
+		t.Fatal("no message read by Recv itself")
+	}
+	if st := dealer.Stats(); st.Disconnects != 0 {
+		t.Fatalf("the connection ended: %+v", st)
 	}
 }
