@@ -209,6 +209,9 @@ func (p *peer) lend() error {
 		case <-p.quit:
 			return errPeerGone
 		}
+		if p.role.Load() == roleReader {
+			return nil // given back
+		}
 		if closing == nil {
 			force = true
 			if p.role.Load() == roleCaller {
@@ -266,11 +269,14 @@ func (s *Socket) giveRole(p *peer, back bool) {
 		back = true
 	}
 	p.lastFree.Store(clock())
-	p.role.Store(roleFree)
 	if back {
+		// Straight to the reader goroutine: a Recv cannot take it again
+		// before the reader goroutine ran.
+		p.role.Store(roleReader)
 		signal(p.roleBack)
 		return
 	}
+	p.role.Store(roleFree)
 	if p.watch.Load() && p.watch.Swap(false) {
 		signal(p.roleFreed) // the reader goroutine starts timing again
 	}

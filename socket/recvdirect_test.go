@@ -306,15 +306,28 @@ func TestDirectRecvCurve(t *testing.T) {
 	ep := bind(t, rep, "tcp://127.0.0.1:0")
 	req := mk(t, Req, Config{CurveServerKey: spub, CurveSecretKey: csec, CurvePublicKey: cpub})
 	connect(t, req, ep)
-	for i := range 20 {
-		m := fmt.Sprint("secret-", i, strings.Repeat("y", i*1000))
+	const n = 5
+	for i := range n {
+		m := fmt.Sprint("secret-", i, strings.Repeat("y", i*5000))
+		got := recvAsync(ctx, rep)
+		testutil.WaitFor(t, "a Recv reading the connection", 0, func() bool { return readingDirectly(rep) })
 		mustSend(t, ctx, req, m, "two")
-		eq(t, mustRecv(t, ctx, rep), m, "two")
+		if res := <-got; res.err != nil {
+			t.Fatal(res.err)
+		} else {
+			eq(t, res.frames, m, "two")
+		}
+		got = recvAsync(ctx, req)
+		testutil.WaitFor(t, "a Recv reading the connection", 0, func() bool { return readingDirectly(req) })
 		mustSend(t, ctx, rep, "re:"+m)
-		eq(t, mustRecv(t, ctx, req), "re:"+m)
+		if res := <-got; res.err != nil {
+			t.Fatal(res.err)
+		} else {
+			eq(t, res.frames, "re:"+m)
+		}
 	}
-	if rep.st.directRecv.Load() < 5 || req.st.directRecv.Load() < 5 {
-		t.Fatalf("CURVE: Recv read %d and %d messages itself", rep.st.directRecv.Load(), req.st.directRecv.Load())
+	if rep.st.directRecv.Load() != n || req.st.directRecv.Load() != n {
+		t.Fatalf("CURVE: Recv read %d and %d of %d messages itself", rep.st.directRecv.Load(), req.st.directRecv.Load(), n)
 	}
 }
 
