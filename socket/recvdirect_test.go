@@ -469,3 +469,51 @@ func TestDirectRecvKicksAnywhere(t *testing.T) {
 		t.Fatalf("the connection ended: %+v", st)
 	}
 }
+
+// A Recv that read a message and left part of the next one buffered gives
+// the connection back to its reader goroutine at once: only a reader can
+// read on from inside a message, so a later Recv must not take it first.
+func TestDirectRecvLeavesPartToReader(t *testing.T) {
+	ctx := tctx(t)
+	dealer := mk(t, Dealer, Config{})
+	ep := bind(t, dealer, "tcp://127.0.0.1:0")
+	p := rawConnect(t, ep, "ROUTER")
+	waitPeers(t, dealer, 1)
+	var buf bytes.Buffer
+	w := zmtp.NewWriter(&buf, 0)
+	for _, m := range []string{"first", "second-" + strings.Repeat("z", 1000)} {
+		if err := w.WriteMessage([][]byte{[]byte(m)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	stream := buf.Bytes()
+	cut := len(stream) - 500
+	got := recvAsync(ctx, dealer)
+	testutil.WaitFor(t, "a Recv reading the connection", 0, func() bool { return readingDirectly(dealer) })
+	dp := (*dealer.peers.Load())[0]
+	base := dp.rd.got.Load()
+	p.write(t, stream[:cut])
+	if res := <-got; res.err != nil {
+		t.Fatal(res.err)
+	} else {
+		eq(t, res.frames, "first")
+	}
+	// The Recv read everything written, so the second message is partly
+	// buffered now.
+	if n := dp.rd.got.Load() - base; n != int64(cut) {
+		t.Fatalf("the Recv read %d of %d bytes", n, cut)
+	}
+	if r := dp.role.Load(); r != roleReader {
+		t.Fatalf("reader role %d after a Recv left a message part, want %d (the reader goroutine)", r, roleReader)
+	}
+	got = recvAsync(ctx, dealer)
+	p.write(t, stream[cut:])
+	if res := <-got; res.err != nil {
+		t.Fatal(res.err)
+	} else {
+		eq(t, res.frames, "second-"+strings.Repeat("z", 1000))
+	}
+}
