@@ -63,6 +63,7 @@ func (s *Socket) shutdown(ctx context.Context) error {
 		c.Close()
 	}
 	s.mu.Unlock()
+	s.kickDirect() // a Recv reading a connection itself returns ErrClosed
 	for _, p := range *s.peers.Load() {
 		if s.cfg.Linger < 0 {
 			p.shutdown(ErrClosed)

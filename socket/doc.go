@@ -17,6 +17,14 @@
 // control pushes back on that sender only. Frame sizes are checked
 // against Config.MaxMsgSize before memory is allocated.
 //
+// A round trip takes no hand-off between goroutines on REQ, REP, DEALER
+// and ROUTER sockets with a single tcp or ipc peer: a REQ or REP sender
+// writes to an idle connection itself, and a Recv that finds the receive
+// queue empty reads the connection itself while the reader goroutine
+// waits (it reads again once no Recv has read for about a millisecond,
+// so heartbeats are answered and the receive queue fills meanwhile).
+// With two or more peers the readers read, for fair queueing.
+//
 // The ZMTP handshake runs in the connection's own goroutine under
 // Config.HandshakeTimeout: a silent or malformed peer costs one goroutine
 // until it is dropped and never delays other peers. Failed handshakes are

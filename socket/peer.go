@@ -63,6 +63,21 @@ type peer struct {
 	inRoom      int
 	inRoomBytes int64
 	fbuf        [][]byte
+
+	// The reader role (recvdirect.go): who may read r. The fields above
+	// marked reader only belong to the role's holder, as do clean and rd.
+	lends      bool          // Recv callers may take the role
+	role       atomic.Int32  // roleReader, roleFree or roleCaller
+	lendReq    atomic.Bool   // a Recv asked for the role
+	lastFree   atomic.Int64  // clock() when the role was last left free
+	roleBack   chan struct{} // capacity 1: the reader goroutine may take the role back
+	roleFreed  chan struct{} // capacity 1: the role was left free while watch was set
+	watch      atomic.Bool   // the reader goroutine waits for roleFreed, not for its timer
+	ks         kickState
+	rd         *connReader
+	clean      bool        // nothing of the next message is buffered in r
+	lentUnused bool        // the last lend ended with no Recv taking the role (reader goroutine only)
+	lendTimer  *time.Timer // reader goroutine only
 }
 
 // maxBatch bounds the messages the reader decodes before handing them to
@@ -119,16 +134,21 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 	s.mu.Unlock()
 
 	cw := newConnWriter(c)
+	rd := &connReader{conn: c}
 	p := &peer{
 		s:           s,
 		conn:        c,
 		endpoint:    ep,
 		remote:      remote,
-		r:           zmtp.NewReader(c, 0),
+		r:           zmtp.NewReader(rd, 0),
+		rd:          rd,
+		roleBack:    make(chan struct{}, 1),
+		roleFreed:   make(chan struct{}, 1),
 		w:           zmtp.NewWriter(cw, 0),
 		cw:          cw,
 		direct:      (s.kind == Req || s.kind == Rep) && cw.try != nil,
 		inproc:      isMemConn(c),
+		lends:       directRecvKind(s.kind) && !isMemConn(c),
 		outq:        newOutQueue(s.cfg.SendHWM, s.cfg.SendHWMBytes, &s.queuedBytes, s.cfg.SendHWMBytesTotal),
 		inq:         newInQueue(s.cfg.RecvHWM, s.cfg.RecvHWMBytes),
 		inRoom:      s.cfg.RecvHWM,
@@ -136,6 +156,7 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 		ctrl:        make(chan zmtp.Command, 16),
 		quit:        make(chan struct{}),
 	}
+	rd.p = p
 	p.r.MaxMsgSize = s.cfg.MaxMsgSize
 	switch m := s.cfg.MaxMsgSize; {
 	case m < 0:
@@ -194,6 +215,7 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 			p.minor = 1
 		}
 		p.id = string(info.Identity)
+		p.clean = p.r.Buffered() == 0
 		p.cred = credentials(info, remote)
 		if s.kind == Router {
 			err = s.router.checkIdentity(p)

@@ -3,8 +3,6 @@ package socket
 import (
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"runtime"
 	"time"
 
@@ -40,6 +38,11 @@ func (p *peer) alive(force bool) {
 		return
 	}
 	p.lastAlive = now
+	p.ks.mu.Lock()
+	defer p.ks.mu.Unlock()
+	if p.ks.kicked {
+		return // the kick's deadline stays; unkick restores this one
+	}
 	_ = p.conn.SetReadDeadline(now.Add(d))
 	if dl := p.lingerDL.Load(); dl != 0 {
 		_ = p.conn.SetReadDeadline(time.Unix(0, dl))
@@ -68,19 +71,25 @@ func (p *peer) readLoop() error {
 				}
 			}
 			p.alive(false)
+			// A Recv waits: let it read the connection itself.
+			if p.lendable() {
+				if err := p.lend(); err != nil {
+					return err
+				}
+				continue
+			}
 		}
+		p.rd.fresh = p.clean
 		frames, cmd, err := p.r.Next(p.frameBuf())
+		p.clean = p.r.Buffered() == 0
 		if err != nil {
+			if errors.Is(err, errKicked) {
+				continue // a Recv asked for the role (or a stale kick)
+			}
 			p.flushIn()
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() && !s.closed.Load() {
-				return errHeartbeat
-			}
-			if err == io.EOF {
-				return io.EOF
-			}
-			return err
+			return p.readErr(err)
 		}
+		p.lentUnused = false
 		if frames == nil {
 			if err := p.command(cmd); err != nil {
 				p.flushIn()

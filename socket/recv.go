@@ -14,6 +14,11 @@ import (
 // Frames[0]; REQ and REP strip the envelope. PUB and PUSH return
 // ErrNotSupported; XPUB returns subscription changes (\x01topic,
 // \x00topic). The returned frames belong to the caller (see Msg).
+//
+// A Recv on a REQ, REP, DEALER or ROUTER whose single peer is on tcp or
+// ipc may read the connection itself (see the package doc); if ctx ends
+// while part of a message has arrived, it returns the message once it is
+// whole (or the error if the connection fails), so that nothing is lost.
 func (s *Socket) Recv(ctx context.Context) (Msg, error) {
 	m, _, err := s.recv(ctx)
 	return m, err
@@ -69,6 +74,10 @@ type fairQueue struct {
 	// them when they add messages.
 	blocked waiters
 
+	// direct is the peer whose connection a Recv reads itself, if any
+	// (recvdirect.go): Close and a new peer kick it.
+	direct atomic.Pointer[peer]
+
 	leftN    atomic.Int32 // len(departed) + len(left), a hint for the fast path
 	mu       sync.Mutex   // guards departed and left
 	departed []*peer
@@ -104,16 +113,31 @@ func (s *Socket) recvIn(ctx context.Context) (inMsg, error) {
 	}
 	ctx, cancel := ctxFor(ctx, s.cfg.RecvTimeout)
 	defer cancel()
-	var im inMsg
-	// A receiver that got a message passes the wake-up on to the next
-	// blocked one. One that did not keeps it: every queue was empty, and
-	// the readers wake receivers again when they add.
-	err := s.in.blocked.wait(ctx, nil, s.closing, func() bool {
-		var ok bool
-		im, ok = s.tryRecv()
-		return ok
-	})
-	return im, err
+	for {
+		var (
+			im  inMsg
+			own *peer // a peer whose reader role we took (recvdirect.go)
+		)
+		// A receiver that got a message passes the wake-up on to the next
+		// blocked one. One that did not keeps it: every queue was empty,
+		// and the readers wake receivers again when they add (or lend
+		// their role).
+		err := s.in.blocked.wait(ctx, nil, s.closing, func() bool {
+			var ok bool
+			if im, ok = s.tryRecv(); ok {
+				return true
+			}
+			own = s.takeRole()
+			return own != nil
+		})
+		if err != nil || own == nil {
+			return im, err
+		}
+		im, done, err := s.readDirect(ctx, own)
+		if done {
+			return im, err
+		}
+	}
 }
 
 func (s *Socket) tryRecv() (inMsg, bool) {

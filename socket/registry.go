@@ -32,6 +32,11 @@ func (s *Socket) addPeer(p *peer) error {
 	n = append(n, old...)
 	n = append(n, p)
 	s.peers.Store(&n)
+	// With two peers, Recv fair-queues again: their readers read.
+	s.kickDirect()
+	for _, q := range old {
+		signal(q.roleBack)
+	}
 	return nil
 }
 

@@ -141,7 +141,7 @@ func Socket(ctx context.Context, w io.Writer, pattern string, o *SocketOptions) 
 	}
 	// With several rounds, ours and libzmq's run alternately, so that both
 	// see the same machine, and the medians are printed at the end.
-	var rates, ratios, latRatios []float64
+	var rates, ratios, latRatios, tailRatios []float64
 	for round := 1; round <= o.Rounds; round++ {
 		if o.Rounds > 1 {
 			fmt.Fprintf(w, "round %d of %d\n", round, o.Rounds)
@@ -181,7 +181,12 @@ func Socket(ctx context.Context, w io.Writer, pattern string, o *SocketOptions) 
 		}
 		if pattern == "reqrep" && lz.P50us > 0 {
 			latRatios = append(latRatios, float64(pct(res.Lat, 50))/float64(time.Microsecond)/lz.P50us)
-			fmt.Fprintf(w, "ratio fastmq/libzmq p50 round trip: %.2f\n", latRatios[len(latRatios)-1])
+			fmt.Fprintf(w, "ratio fastmq/libzmq p50 round trip: %.2f", latRatios[len(latRatios)-1])
+			if lz.P99us > 0 {
+				tailRatios = append(tailRatios, float64(pct(res.Lat, 99))/float64(time.Microsecond)/lz.P99us)
+				fmt.Fprintf(w, ", p99: %.2f", tailRatios[len(tailRatios)-1])
+			}
+			fmt.Fprintln(w)
 		}
 	}
 	if o.Rounds > 1 {
@@ -191,6 +196,9 @@ func Socket(ctx context.Context, w io.Writer, pattern string, o *SocketOptions) 
 		}
 		if len(latRatios) > 0 {
 			fmt.Fprintf(w, ", ratio fastmq/libzmq p50 round trip %.2f (min %.2f, max %.2f)", median(latRatios), slices.Min(latRatios), slices.Max(latRatios))
+		}
+		if len(tailRatios) > 0 {
+			fmt.Fprintf(w, ", p99 round trip %.2f (min %.2f, max %.2f)", median(tailRatios), slices.Min(tailRatios), slices.Max(tailRatios))
 		}
 		fmt.Fprintln(w)
 	}
