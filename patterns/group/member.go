@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"sync"
 	"time"
 
@@ -31,6 +32,14 @@ type MemberConfig struct {
 	// Name left, or failed (after FailedGrace), so with Discovery it must
 	// be the node's gossip name.
 	Name string
+	// Incarnation names this start of the member's process (or node): a
+	// publisher that sees a member of node Name with another incarnation
+	// than before takes it for a new process, and releases the leases of
+	// the old incarnation's members at once (a node restarted within
+	// FailedGrace on the same gossip address looks to gossip like the
+	// same process). Letters, digits, '_' and '-', at most 32. Default:
+	// one random value per process; a Node sets one per start.
+	Incarnation string
 	// Discovery finds the publishers of Stream; or Publishers lists their
 	// spool endpoints (by node name). One of them is required.
 	Discovery  StreamWatcher
@@ -129,13 +138,19 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 	if cfg.Name == "" {
 		cfg.Name = "member"
 	}
+	if cfg.Incarnation == "" {
+		cfg.Incarnation = processIncarnation
+	}
+	if !incarnationRE.MatchString(cfg.Incarnation) {
+		return nil, fmt.Errorf("group: bad incarnation %q", cfg.Incarnation)
+	}
 	var rnd [6]byte
 	rand.Read(rnd[:])
 	lg := cfg.Logger
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	m := &Member{cfg: cfg, id: cfg.Name + "/" + hex.EncodeToString(rnd[:]),
+	m := &Member{cfg: cfg, id: cfg.Name + "/" + cfg.Incarnation + "." + hex.EncodeToString(rnd[:]),
 		out: make(chan *Message, cfg.Buffer), tokens: make(chan struct{}, cfg.Buffer), errs: make(chan error, 64), links: make(map[string]*link)}
 	m.log = lg.With("component", "group-member", "stream", cfg.Stream, "group", cfg.Group)
 	for i := 0; i < cfg.Buffer; i++ {
@@ -160,7 +175,21 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 	return m, nil
 }
 
-// ID returns the member's id, as publishers know it.
+// NewIncarnation returns a random incarnation (see
+// MemberConfig.Incarnation), for one start of a process or node.
+func NewIncarnation() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// processIncarnation is MemberConfig.Incarnation's default.
+var processIncarnation = NewIncarnation()
+
+var incarnationRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+
+// ID returns the member's id, as publishers know it:
+// "Name/Incarnation.random".
 func (m *Member) ID() string { return m.id }
 
 func (m *Member) discoverLoop(events <-chan discovery.Event) {

@@ -99,6 +99,8 @@ type Server struct {
 
 	journals map[string]*journal // by group key; the flusher's own
 
+	incarnations map[string]string // the last incarnation seen per member node; guarded by mu
+
 	wakeClock chan struct{}
 	wakeFlush chan struct{}
 
@@ -145,7 +147,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: lg.With("component", "group-server"),
 		groups: make(map[string]*state), watching: make(map[string]bool), journals: make(map[string]*journal),
-		wakeClock: make(chan struct{}, 1), wakeFlush: make(chan struct{}, 1)}
+		incarnations: make(map[string]string),
+		wakeClock:    make(chan struct{}, 1), wakeFlush: make(chan struct{}, 1)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(2)
 	go s.clockLoop()
@@ -201,6 +204,7 @@ func (s *Server) Handle(env [][]byte, frames [][]byte) {
 		s.handleAdmin(env, req)
 		return
 	}
+	s.noteIncarnation(req.Member)
 	if !nameRE.MatchString(req.Group) {
 		s.send(env, &Reply{Status: StatusBadRequest, ID: req.ID, Data: []byte(fmt.Sprintf("bad group name %q", req.Group))})
 		return
@@ -482,10 +486,20 @@ func (s *Server) send(env [][]byte, r *Reply) {
 	}
 }
 
-// nodeOf returns the node name of a member id ("node/suffix").
+// nodeOf returns the node name of a member id ("node/incarnation.random").
 func nodeOf(member string) string {
 	if i := strings.LastIndexByte(member, '/'); i >= 0 {
 		return member[:i]
 	}
 	return member
+}
+
+// incarnationOf returns the incarnation of a member id
+// ("node/incarnation.random"; "" for an id without one).
+func incarnationOf(member string) string {
+	rest := member[strings.LastIndexByte(member, '/')+1:]
+	if i := strings.IndexByte(rest, '.'); i >= 0 {
+		return rest[:i]
+	}
+	return ""
 }
