@@ -149,3 +149,15 @@ func (c *recordTimes) time(stream, group string, l *spool.Log, o uint64) (time.T
 	c.mu.Unlock()
 	return r.Time, true
 }
+
+// Counters returns the counters of one group on this server, without
+// the reads Stats does for the lag time: cheap enough to poll.
+func (s *Server) Counters(stream, group string) (Counters, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.groups[stream+"\x00"+group]
+	if g == nil {
+		return Counters{}, false
+	}
+	return g.cnt, true
+}

@@ -213,7 +213,7 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 	}
 	// Every member has fetched once (the group exists, with all of them
 	// parked on the empty stream): start.
-	if err := waitFor(ctx, func() bool { _, ok := gs.Stats()["bench/g"]; return ok }); err != nil {
+	if err := waitFor(ctx, func() bool { _, ok := gs.Counters("bench", "g"); return ok }); err != nil {
 		return res, err
 	}
 	value := make([]byte, o.Size)
@@ -227,7 +227,7 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 		durable = make([]time.Time, o.Count)
 	}
 	go func() { errc <- produce(ctx, l, value, o.Count, o.Rate, durable) }()
-	if err := waitFor(ctx, func() bool { return gs.Stats()["bench/g"].Acked >= uint64(o.Count) }); err != nil {
+	if err := waitFor(ctx, func() bool { c, _ := gs.Counters("bench", "g"); return c.Acked >= uint64(o.Count) }); err != nil {
 		return res, err
 	}
 	el := time.Since(start)
