@@ -66,24 +66,28 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 	taken := 0
 	// take leases r; fresh says it was just read from the cursor (the
 	// journal's default for those is one delivery: nothing to note).
+	emit := func(r *spool.Record, deliveries uint32) {
+		taken++
+		g.cnt.Delivered++
+		if deliveries > 1 {
+			g.cnt.Redelivered++
+		}
+		if out == nil {
+			out = make([]byte, 0, min(n*(len(r.Value)+64), maxBytes+len(r.Value)+64))
+		}
+		out = appendWire(out, r, deliveries)
+		cnt++
+		size += len(r.Value) + 64
+	}
 	take := func(o uint64, p *pending, r spool.Record, fresh bool) {
 		p.deliveries++
 		p.member, p.leased, p.deadline = req.Member, now, now.Add(g.set.AckWait)
 		if !fresh || p.deliveries != 1 {
 			g.delivered(o)
 		}
-		taken++
-		g.cnt.Delivered++
-		if p.deliveries > 1 {
-			g.cnt.Redelivered++
-		}
-		if out == nil {
-			out = make([]byte, 0, min(n*(len(r.Value)+64), maxBytes+len(r.Value)+64))
-		}
-		out = appendWire(out, &r, p.deliveries)
-		cnt++
-		size += len(r.Value) + 64
+		emit(&r, p.deliveries)
 	}
+	var run *leaseRun // the run this fetch leases fresh records in
 	if g.avail > 0 && n > 0 {
 		var due []uint64
 		for o, p := range g.pend {
@@ -133,6 +137,21 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 				}
 				for o := g.next; o < r.Offset; o++ {
 					g.settle(o) // a gap in the log
+				}
+				keyed := g.set.Ordered && keyOf(r.Headers) != ""
+				if !keyed && !delayed(r.Headers, now) {
+					// The common case: leased in a run.
+					g.next = r.Offset + 1
+					g.dirty = true
+					if run == nil || run.to != r.Offset {
+						run = &leaseRun{from: r.Offset, to: r.Offset, member: req.Member, leased: now, deadline: now.Add(g.set.AckWait)}
+						g.runs = append(g.runs, run)
+					}
+					run.to++
+					run.left++
+					g.inRuns++
+					emit(&r, 1)
+					continue
 				}
 				if len(slab) == 0 {
 					// One allocation for the pending records of a fetch.
@@ -188,6 +207,15 @@ func NotBefore(t time.Time) spool.Header {
 	// Rounded up, so that a record is never leased before t.
 	ms := t.Add(time.Millisecond - 1).UnixMilli()
 	return spool.Header{Key: HeaderNotBefore, Value: []byte(strconv.FormatInt(ms, 10))}
+}
+
+// delayed reports whether hs hold a not-before time after now.
+func delayed(hs []spool.Header, now time.Time) bool {
+	if len(hs) == 0 {
+		return false
+	}
+	nb, ok := notBefore(hs)
+	return ok && nb.After(now)
 }
 
 func notBefore(hs []spool.Header) (time.Time, bool) {
@@ -406,6 +434,9 @@ func (s *Server) clockLoop() {
 				if n := s.releaseLocked(g, func(m string) bool { return gone[nodeOf(m)] }, now); n > 0 {
 					s.log.Info("released the leases of gone members", "stream", g.stream, "group", g.group, "leases", n)
 				}
+			}
+			if next, ok := g.breakExpiredRuns(now); ok && next.Before(earliest) {
+				earliest = next
 			}
 			for o, p := range g.pend {
 				switch {

@@ -367,6 +367,11 @@ func (s *Server) settleLocked(g *state, req Request) *Reply {
 	nref := uint32(0)
 	for _, e := range req.Entries {
 		p := g.pend[e.Offset]
+		if p == nil && g.inRuns > 0 {
+			// Leased in a run: settled record by record from here.
+			g.breakRunAt(e.Offset)
+			p = g.pend[e.Offset]
+		}
 		if p == nil || p.member != req.Member || p.deliveries != e.Delivery {
 			code := RefusedNotLeased
 			if p == nil {
@@ -437,6 +442,7 @@ func (s *Server) deadLocked(g *state, o uint64, p *pending, reason string) {
 // releaseLocked returns the leases of the members gone says so, at once.
 func (s *Server) releaseLocked(g *state, gone func(member string) bool, now time.Time) int {
 	n := 0
+	g.breakRunsWhere(gone)
 	for o, p := range g.pend {
 		if p.member != "" && gone(p.member) {
 			g.cnt.Released++

@@ -81,14 +81,14 @@ func (s *Server) List() []GroupStats {
 // stats is g's state; s.mu held. completeStats adds what needs reads.
 func (g *state) stats(l *spool.Log) GroupStats {
 	st := GroupStats{Counters: g.cnt, Stream: g.stream, Group: g.group, Floor: g.floor, Next: g.next,
-		Pending: len(g.pend), Available: g.avail, InFlight: len(g.pend) - g.avail, Members: len(g.held),
+		Pending: len(g.pend) + g.inRuns, Available: g.avail, InFlight: len(g.pend) + g.inRuns - g.avail, Members: len(g.held),
 		AckWait: g.set.AckWait, MaxDeliver: g.set.MaxDeliver, Ordered: g.set.Ordered}
 	if l != nil {
 		st.High = l.NextOffset()
 		if st.High > g.next {
 			st.Lag = st.High - g.next
 		}
-		st.Lag += uint64(len(g.pend))
+		st.Lag += uint64(len(g.pend) + g.inRuns)
 	}
 	return st
 }
