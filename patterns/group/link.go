@@ -106,7 +106,12 @@ func (ln *link) recvLoop() {
 		if !ok {
 			continue // a reply to a request that gave up
 		}
-		rep, err := DecodeReply(msg.Frames, w.fetch)
+		// A fetch's records are decoded by fetchLoop, straight into
+		// its messages.
+		rep, err := DecodeReply(msg.Frames, false)
+		if err == nil && w.fetch && rep.Status == StatusOK && rep.Count > 0 && uint64(rep.Count)*26 > uint64(len(rep.Data)) {
+			err = malformed("%d records in %d bytes", rep.Count, len(rep.Data))
+		}
 		w.ch <- replyOrErr{rep, err}
 	}
 }
@@ -227,20 +232,26 @@ func (ln *link) fetchLoop() {
 		}
 		rep, err := ln.call(ln.ctx, req, m.cfg.MaxWait+5*time.Second)
 		used := 0
+		var chunks [][]Message
+		if err == nil && rep.Count > 0 {
+			chunks, err = ln.messages(rep, n)
+		}
 		if err == nil {
-			// One allocation for the messages of a reply.
-			msgs := make([]Message, min(len(rep.Records), n))
-			for i, r := range rep.Records {
-				if used >= n {
-					break // more than asked for: never
-				}
-				msg := &msgs[i]
-				*msg = Message{Publisher: ln.node, Offset: r.Offset, Delivery: r.Delivery, Time: r.Time, Headers: r.Headers, Value: r.Value, m: m}
-				select {
-				case m.out <- msg:
-					used++
-				case <-ln.ctx.Done():
-					return
+			for _, msgs := range chunks {
+				for i := range msgs {
+					msg := &msgs[i]
+					select { // fast path: one channel locked, not two
+					case m.out <- msg:
+						used++
+						continue
+					default:
+					}
+					select {
+					case m.out <- msg:
+						used++
+					case <-ln.ctx.Done():
+						return
+					}
 				}
 			}
 			backoff = 50 * time.Millisecond
@@ -271,6 +282,29 @@ func (ln *link) fetchLoop() {
 			backoff = min(2*backoff, 2*time.Second)
 		}
 	}
+}
+
+// msgChunk is how many messages one allocation holds: under 32 KiB, so
+// that they come from the small-object classes, not large allocations
+// that the runtime zeroes and returns to the system one by one.
+const msgChunk = 256
+
+// messages decodes a fetch reply's records into messages, at most n (a
+// publisher never sends more than asked for), in chunks of msgChunk.
+func (ln *link) messages(rep Reply, n int) ([][]Message, error) {
+	count := min(int(rep.Count), n)
+	chunks := make([][]Message, 0, (count+msgChunk-1)/msgChunk)
+	for k := 0; k < count; k += msgChunk {
+		chunks = append(chunks, make([]Message, min(msgChunk, count-k)))
+	}
+	i := 0
+	err := decodeRecords(rep.Data, rep.Count, func(r *Record) {
+		if i < count {
+			chunks[i/msgChunk][i%msgChunk] = Message{Publisher: ln.node, Offset: r.Offset, Delivery: r.Delivery, Time: r.Time, Headers: r.Headers, Value: r.Value, m: ln.m}
+		}
+		i++
+	})
+	return chunks, err
 }
 
 // settle queues one entry and waits for the publisher's answer.

@@ -381,57 +381,68 @@ func DecodeReply(frames [][]byte, fetch bool) (Reply, error) {
 	if r.Status != StatusOK || !fetch || r.Count == 0 {
 		return r, nil
 	}
-	// Each record takes at least 26 bytes: bound the count by the data.
 	if uint64(r.Count)*26 > uint64(len(r.Data)) {
 		return r, malformed("%d records in %d bytes", r.Count, len(r.Data))
 	}
 	r.Records = make([]Record, 0, r.Count)
-	b := r.Data
-	for i := uint32(0); i < r.Count; i++ {
+	err := decodeRecords(r.Data, r.Count, func(rec *Record) { r.Records = append(r.Records, *rec) })
+	return r, err
+}
+
+// decodeRecords decodes a fetch reply's data, count records, calling f
+// for each (the record's headers and value are slices of b; *rec is
+// reused).
+func decodeRecords(b []byte, count uint32, f func(rec *Record)) error {
+	// Each record takes at least 26 bytes: bound the count by the data.
+	if uint64(count)*26 > uint64(len(b)) {
+		return malformed("%d records in %d bytes", count, len(b))
+	}
+	var rec Record
+	for i := uint32(0); i < count; i++ {
 		if len(b) < 22 {
-			return r, malformed("record %d cut short", i)
+			return malformed("record %d cut short", i)
 		}
-		rec := Record{Offset: binary.BigEndian.Uint64(b), Delivery: binary.BigEndian.Uint32(b[8:]),
+		rec = Record{Offset: binary.BigEndian.Uint64(b), Delivery: binary.BigEndian.Uint32(b[8:]),
 			Time: time.Unix(0, int64(binary.BigEndian.Uint64(b[12:])))}
 		nh := int(binary.BigEndian.Uint16(b[20:]))
 		b = b[22:]
 		if nh*6 > len(b) {
-			return r, malformed("record %d: %d headers in %d bytes", i, nh, len(b))
+			return malformed("record %d: %d headers in %d bytes", i, nh, len(b))
 		}
 		if nh > 0 {
 			rec.Headers = make([]Header, nh)
 		}
 		for j := 0; j < nh; j++ {
 			if len(b) < 2 {
-				return r, malformed("record %d header %d cut short", i, j)
+				return malformed("record %d header %d cut short", i, j)
 			}
 			kl := int(binary.BigEndian.Uint16(b))
 			if len(b) < 2+kl+4 {
-				return r, malformed("record %d header %d cut short", i, j)
+				return malformed("record %d header %d cut short", i, j)
 			}
 			rec.Headers[j].Key = string(b[2 : 2+kl])
 			vl := uint64(binary.BigEndian.Uint32(b[2+kl:]))
 			b = b[6+kl:]
 			if vl > uint64(len(b)) {
-				return r, malformed("record %d header %d value cut short", i, j)
+				return malformed("record %d header %d value cut short", i, j)
 			}
 			rec.Headers[j].Value = b[:vl:vl]
 			b = b[vl:]
 		}
 		if len(b) < 4 {
-			return r, malformed("record %d value cut short", i)
+			return malformed("record %d value cut short", i)
 		}
 		vl := uint64(binary.BigEndian.Uint32(b))
 		b = b[4:]
 		if vl > uint64(len(b)) || vl > maxRecordSize {
-			return r, malformed("record %d value of %d bytes in %d", i, vl, len(b))
+			return malformed("record %d value of %d bytes in %d", i, vl, len(b))
 		}
 		rec.Value = b[:vl:vl]
 		b = b[vl:]
-		r.Records = append(r.Records, rec)
+		f(&rec)
 	}
 	if len(b) != 0 {
-		return r, malformed("%d bytes after the records", len(b))
+		return malformed("%d bytes after the records", len(b))
 	}
-	return r, nil
+	return nil
 }
