@@ -351,12 +351,14 @@ func (ln *link) settleLoop() {
 	inflight := make(chan struct{}, maxSettleCalls)
 	var calls sync.WaitGroup
 	defer calls.Wait()
-	var batch []settleReq
 	for {
-		batch = batch[:0]
+		var batch []settleReq
 		select {
 		case s := <-ln.settles:
-			batch = append(batch, s)
+			// One allocation for the batch: the acks' requests index
+			// into it.
+			batch = make([]settleReq, 1, min(1+len(ln.settles), maxGather))
+			batch[0] = s
 		case <-ln.ctx.Done():
 			for {
 				select {
@@ -376,12 +378,21 @@ func (ln *link) settleLoop() {
 				break more
 			}
 		}
-		var acks []settleReq
-		byOp := map[Op][]settleReq{}
-		for _, s := range batch {
-			if s.op == OpAck && !ln.noRanges.Load() {
-				acks = append(acks, s)
+		// Sorted by small keys (sorting the requests themselves moves
+		// their callbacks: write barriers), which index into batch.
+		var keys []ackKey
+		var byOp map[Op][]settleReq
+		ranges := !ln.noRanges.Load()
+		for i, s := range batch {
+			if s.op == OpAck && ranges {
+				if keys == nil {
+					keys = make([]ackKey, 0, len(batch)-i)
+				}
+				keys = append(keys, ackKey{s.e.Offset, s.e.Delivery, uint32(i)})
 				continue
+			}
+			if byOp == nil {
+				byOp = map[Op][]settleReq{}
 			}
 			byOp[s.op] = append(byOp[s.op], s)
 		}
@@ -396,19 +407,13 @@ func (ln *link) settleLoop() {
 				<-inflight
 			}()
 		}
-		if len(acks) > 0 {
-			// Sorted by small keys (sorting the requests themselves
-			// moves their callbacks: write barriers).
-			keys := make([]ackKey, len(acks))
-			for i, s := range acks {
-				keys[i] = ackKey{s.e.Offset, s.e.Delivery, uint32(i)}
-			}
+		if len(keys) > 0 {
 			if !slices.IsSortedFunc(keys, cmpAckKey) {
 				slices.SortFunc(keys, cmpAckKey)
 			}
 			for len(keys) > 0 {
 				k := rangesPrefix(keys, maxRangesPerRequest)
-				send(OpAckRanges, acks, keys[:k])
+				send(OpAckRanges, batch, keys[:k])
 				keys = keys[k:]
 			}
 		}

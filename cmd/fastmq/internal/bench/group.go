@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fastmq/fastmq/internal/ctxutil"
@@ -307,15 +308,18 @@ func groupMember(ctx context.Context, out io.Writer, o GroupOptions) error {
 		rep.AtNs = make([]int64, 0, o.Count)
 	}
 	fmt.Fprintln(out, "ready")
+	var processed atomic.Int64 // without --rate: the handlers only count
 	err = m.Run(ctx, o.Concurrency, func(_ context.Context, msg *group.Message) error {
+		if o.Rate == 0 {
+			processed.Add(1)
+			return nil
+		}
 		now := time.Now()
 		mu.Lock()
 		rep.Processed++
-		if o.Rate > 0 {
-			rep.LatNs = append(rep.LatNs, now.Sub(msg.Time).Nanoseconds())
-			rep.Offsets = append(rep.Offsets, msg.Offset)
-			rep.AtNs = append(rep.AtNs, now.UnixNano())
-		}
+		rep.LatNs = append(rep.LatNs, now.Sub(msg.Time).Nanoseconds())
+		rep.Offsets = append(rep.Offsets, msg.Offset)
+		rep.AtNs = append(rep.AtNs, now.UnixNano())
 		mu.Unlock()
 		return nil
 	})
@@ -324,5 +328,6 @@ func groupMember(ctx context.Context, out io.Writer, o GroupOptions) error {
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	rep.Processed += int(processed.Load())
 	return json.NewEncoder(out).Encode(rep)
 }
