@@ -42,7 +42,9 @@ const DefaultMemberSafetyCheck = 5 * time.Second
 // gossip address with the same endpoints is taken for the same process
 // (a refuted suspicion) and keeps its leases; one that comes back from
 // another address or with other endpoints is a new process, and the
-// leases of the old one are released then.
+// leases of the old one are released then. A process restarted that fast
+// is told by its members' incarnation instead (MemberConfig.Incarnation):
+// the first request of a new incarnation releases the old one's leases.
 const FailedGrace = 5 * time.Second
 
 // startGoneWatch starts the goroutine that releases the leases of nodes
