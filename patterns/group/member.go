@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fastmq/fastmq/discovery"
@@ -97,7 +98,12 @@ type Member struct {
 	wg     sync.WaitGroup
 
 	out    chan *Message
-	tokens chan struct{} // free buffer slots
+	// free counts the buffer slots neither holding a record (out) nor
+	// taken by a fetch; freed (capacity 1) wakes a fetch loop waiting
+	// for one. A counter, not a channel of tokens: a record costs the
+	// fetch loop and Next no channel operation for its slot.
+	free  atomic.Int64
+	freed chan struct{}
 	errs   chan error    // publishers that stopped serving this member (ErrForbidden)
 
 	mu     sync.Mutex
@@ -151,11 +157,9 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	m := &Member{cfg: cfg, id: cfg.Name + "/" + cfg.Incarnation + "." + hex.EncodeToString(rnd[:]),
-		out: make(chan *Message, cfg.Buffer), tokens: make(chan struct{}, cfg.Buffer), errs: make(chan error, 64), links: make(map[string]*link)}
+		out: make(chan *Message, cfg.Buffer), freed: make(chan struct{}, 1), errs: make(chan error, 64), links: make(map[string]*link)}
 	m.log = lg.With("component", "group-member", "stream", cfg.Stream, "group", cfg.Group)
-	for i := 0; i < cfg.Buffer; i++ {
-		m.tokens <- struct{}{}
-	}
+	m.free.Store(int64(cfg.Buffer))
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	for node, ep := range cfg.Publishers {
 		if err := m.startLink(node, ep); err != nil {
@@ -288,13 +292,13 @@ func (m *Member) link(node string) *link {
 func (m *Member) Next(ctx context.Context) (*Message, error) {
 	select { // fast path: one channel locked, not three
 	case msg := <-m.out:
-		m.tokens <- struct{}{}
+		m.returnSlots(1)
 		return msg, nil
 	default:
 	}
 	select {
 	case msg := <-m.out:
-		m.tokens <- struct{}{}
+		m.returnSlots(1)
 		return msg, nil
 	case err := <-m.errs:
 		return nil, err
@@ -302,6 +306,34 @@ func (m *Member) Next(ctx context.Context) (*Message, error) {
 		return nil, ctx.Err()
 	case <-m.ctx.Done():
 		return nil, ErrClosed
+	}
+}
+
+// returnSlots gives n buffer slots back and wakes a fetch loop (when
+// one is woken already, the send finds the channel full without a lock).
+func (m *Member) returnSlots(n int) {
+	if n <= 0 {
+		return
+	}
+	m.free.Add(int64(n))
+	select {
+	case m.freed <- struct{}{}:
+	default:
+	}
+}
+
+// takeSlots takes every free buffer slot, at least one (waiting), or
+// returns 0 when done ends first.
+func (m *Member) takeSlots(done <-chan struct{}) int {
+	for {
+		if n := m.free.Swap(0); n > 0 {
+			return int(n)
+		}
+		select {
+		case <-m.freed:
+		case <-done:
+			return 0
+		}
 	}
 }
 
@@ -315,8 +347,9 @@ type Handler func(ctx context.Context, msg *Message) error
 // handler's goroutine takes the next record as soon as it returns: its
 // ack (or nak) goes to the publisher in the background, coalesced with
 // the others into one request per publisher and flush (at most
-// MaxAckPending in flight), even after ctx ended (each request waits at
-// most 10 s for its answer).
+// MaxAckPending per publisher in flight: a publisher leases a member no
+// more), even after ctx ended (each request waits at most 10 s for its
+// answer).
 func (m *Member) Run(ctx context.Context, concurrency int, h Handler) error {
 	if concurrency <= 0 {
 		concurrency = 1
@@ -325,10 +358,8 @@ func (m *Member) Run(ctx context.Context, concurrency int, h Handler) error {
 	// ended while it ran. They end when the link does (each request
 	// waits at most 10 s for its answer).
 	sctx := context.WithoutCancel(ctx)
-	inflight := make(chan struct{}, m.cfg.MaxAckPending)
 	var settles sync.WaitGroup
 	done := func(err error) {
-		<-inflight
 		if err != nil && !errors.Is(err, ErrClosed) {
 			m.log.Warn("settle record", "err", err)
 		}
@@ -360,10 +391,8 @@ func (m *Member) Run(ctx context.Context, concurrency int, h Handler) error {
 				if ln == nil {
 					continue // the publisher is gone; the lease ends there
 				}
-				inflight <- struct{}{}
 				settles.Add(1)
 				if err := ln.settleAsync(sctx, op, Entry{Offset: msg.Offset, Delivery: msg.Delivery}, done); err != nil {
-					<-inflight
 					settles.Done()
 				}
 			}
