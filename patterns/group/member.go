@@ -97,14 +97,14 @@ type Member struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	out    chan *Message
+	out chan *Message
 	// free counts the buffer slots neither holding a record (out) nor
 	// taken by a fetch; freed (capacity 1) wakes a fetch loop waiting
 	// for one. A counter, not a channel of tokens: a record costs the
 	// fetch loop and Next no channel operation for its slot.
 	free  atomic.Int64
 	freed chan struct{}
-	errs   chan error    // publishers that stopped serving this member (ErrForbidden)
+	errs  chan error // publishers that stopped serving this member (ErrForbidden)
 
 	mu     sync.Mutex
 	links  map[string]*link // by publisher node
