@@ -194,20 +194,33 @@ func (ln *link) fetchLoop() {
 	m := ln.m
 	backoff := 50 * time.Millisecond
 	for {
-		// Take the free slots (waiting for one).
-		n := m.takeSlots(ln.ctx.Done())
-		if n == 0 {
+		// Take one free slot (waiting), then every other free one.
+		n := 0
+		select {
+		case <-m.tokens:
+			n = 1
+		case <-ln.ctx.Done():
 			return
 		}
 		// While records wait in the buffer, gather half of it before
 		// fetching: a fast reader would otherwise make every fetch a
 		// fetch of one record. With the buffer empty, fetch at once.
-		for n < (m.cfg.Buffer+1)/2 && len(m.out) > 0 {
+	more:
+		for n < m.cfg.Buffer {
 			select {
-			case <-m.freed:
-				n += int(m.free.Swap(0))
+			case <-m.tokens:
+				n++
+				continue
+			default:
+			}
+			if n >= (m.cfg.Buffer+1)/2 || len(m.out) == 0 {
+				break more
+			}
+			select {
+			case <-m.tokens:
+				n++
 			case <-ln.ctx.Done():
-				m.returnSlots(n)
+				m.returnTokens(n)
 				return
 			}
 		}
@@ -238,14 +251,14 @@ func (ln *link) fetchLoop() {
 					case m.out <- msg:
 						used++
 					case <-ln.ctx.Done():
-						m.returnSlots(n - used)
+						m.returnTokens(n - used)
 						return
 					}
 				}
 			}
 			backoff = 50 * time.Millisecond
 		}
-		m.returnSlots(n - used)
+		m.returnTokens(n - used)
 		if err != nil {
 			if ln.ctx.Err() != nil {
 				return

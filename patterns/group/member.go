@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fastmq/fastmq/discovery"
@@ -97,14 +96,9 @@ type Member struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	out chan *Message
-	// free counts the buffer slots neither holding a record (out) nor
-	// taken by a fetch; freed (capacity 1) wakes a fetch loop waiting
-	// for one. A counter, not a channel of tokens: a record costs the
-	// fetch loop and Next no channel operation for its slot.
-	free  atomic.Int64
-	freed chan struct{}
-	errs  chan error // publishers that stopped serving this member (ErrForbidden)
+	out    chan *Message
+	tokens chan struct{} // free buffer slots
+	errs   chan error    // publishers that stopped serving this member (ErrForbidden)
 
 	mu     sync.Mutex
 	links  map[string]*link // by publisher node
@@ -157,9 +151,11 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	m := &Member{cfg: cfg, id: cfg.Name + "/" + cfg.Incarnation + "." + hex.EncodeToString(rnd[:]),
-		out: make(chan *Message, cfg.Buffer), freed: make(chan struct{}, 1), errs: make(chan error, 64), links: make(map[string]*link)}
+		out: make(chan *Message, cfg.Buffer), tokens: make(chan struct{}, cfg.Buffer), errs: make(chan error, 64), links: make(map[string]*link)}
 	m.log = lg.With("component", "group-member", "stream", cfg.Stream, "group", cfg.Group)
-	m.free.Store(int64(cfg.Buffer))
+	for i := 0; i < cfg.Buffer; i++ {
+		m.tokens <- struct{}{}
+	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	for node, ep := range cfg.Publishers {
 		if err := m.startLink(node, ep); err != nil {
@@ -292,13 +288,13 @@ func (m *Member) link(node string) *link {
 func (m *Member) Next(ctx context.Context) (*Message, error) {
 	select { // fast path: one channel locked, not three
 	case msg := <-m.out:
-		m.returnSlots(1)
+		m.tokens <- struct{}{}
 		return msg, nil
 	default:
 	}
 	select {
 	case msg := <-m.out:
-		m.returnSlots(1)
+		m.tokens <- struct{}{}
 		return msg, nil
 	case err := <-m.errs:
 		return nil, err
@@ -309,31 +305,13 @@ func (m *Member) Next(ctx context.Context) (*Message, error) {
 	}
 }
 
-// returnSlots gives n buffer slots back and wakes a fetch loop (when
-// one is woken already, the send finds the channel full without a lock).
-func (m *Member) returnSlots(n int) {
-	if n <= 0 {
-		return
-	}
-	m.free.Add(int64(n))
-	select {
-	case m.freed <- struct{}{}:
-	default:
-	}
-}
-
-// takeSlots takes every free buffer slot, at least one (waiting), or
-// returns 0 when done ends first.
-func (m *Member) takeSlots(done <-chan struct{}) int {
-	for {
-		if n := m.free.Swap(0); n > 0 {
-			return int(n)
-		}
-		select {
-		case <-m.freed:
-		case <-done:
-			return 0
-		}
+// returnTokens gives n buffer slots back. Tokens go to the fetch loops
+// waiting for them in turn (a channel hands each to one waiter): with
+// several publishers, one whose fetch waits for records there cannot
+// keep them all.
+func (m *Member) returnTokens(n int) {
+	for range n {
+		m.tokens <- struct{}{}
 	}
 }
 
