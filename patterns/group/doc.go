@@ -125,7 +125,7 @@
 //
 //	frame 0, 38 bytes: version u8 (0x81) | op u8 | id u32 | max records u32 | max bytes u32 |
 //	                   wait ms u32 | ack wait ms u32 | max deliver u16 | max ack pending u32 |
-//	                   start u8 | start value u64 | flags u8 (1: ordered by key)
+//	                   start u8 | start value u64 | flags u8 (1: ordered by key, 2: frames)
 //	frame 1: stream; frame 2: group; frame 3: member id (each 1..255 bytes)
 //	frame 4: body
 //
@@ -162,6 +162,12 @@
 //
 //	frame 0, 10 bytes: version u8 (0x81) | status u8 | id u32 | count u32
 //	frame 1: data
+//
+// A fetch with flag 2 (frames, FlagFrames) may get its ok data in several
+// frames 1, 2, ... of about FrameBytes each, every one holding whole
+// records: the receiver reads each into a small buffer instead of one
+// large frame. A publisher from before the flag answers a bad request;
+// the member then fetches without it.
 //
 // Statuses: 0 ok; 1 unknown stream or group (settling for a group the
 // publisher never had); 4 bad request; 5 internal (the state could not be

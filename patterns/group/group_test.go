@@ -737,3 +737,26 @@ func TestIdlePublisherDoesNotStarveOthers(t *testing.T) {
 		}
 	}
 }
+
+// A fetch larger than a data frame comes in several (FlagFrames): every
+// record reaches the member, once, in order.
+func TestFetchOverSeveralFrames(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	const n = 2000 // about 250 KB of replies
+	p.publish(t, "s", n)
+	m := member(t, group.MemberConfig{Name: "a", Buffer: n, MaxAckPending: n}, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := 0; i < n; i++ {
+		msg, err := m.Next(ctx)
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		if msg.Offset != uint64(i) {
+			t.Fatalf("record %d has offset %d", i, msg.Offset)
+		}
+		if err := msg.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

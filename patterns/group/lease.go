@@ -16,7 +16,7 @@ import (
 // fetchLocked leases records to the member and replies, or parks the
 // fetch until records are available or its wait ends. It unlocks s.mu.
 func (s *Server) fetchLocked(g *state, l *spool.Log, env [][]byte, req Request) {
-	data, n := s.leaseLocked(g, l, req, time.Now())
+	data, cuts, n := s.leaseLocked(g, l, req, time.Now())
 	if n == 0 && req.WaitMillis > 0 && len(g.parked) < maxParked {
 		// One parked fetch per member: a newer one replaces it, and the
 		// older is answered empty, so a member that keeps fetching
@@ -40,13 +40,43 @@ func (s *Server) fetchLocked(g *state, l *spool.Log, env [][]byte, req Request) 
 		return
 	}
 	s.mu.Unlock()
-	s.send(env, &Reply{Status: StatusOK, ID: req.ID, Count: n, Data: data})
+	if err := s.cfg.Send.Send(env, fetchReply(req.ID, n, data, cuts)); err != nil && s.log.Enabled(context.Background(), slog.LevelDebug) {
+		s.log.Debug("send reply failed", "err", err)
+	}
+}
+
+// frameCut returns where the current data frame starts, and cuts, after
+// a record was appended at start of a reply's data now n long: a new
+// frame starts at the record when the frame would pass FrameBytes.
+func frameCut(n, start, cut int, cuts []int) (int, []int) {
+	if n-cut > FrameBytes && start > cut {
+		return start, append(cuts, start)
+	}
+	return cut, cuts
+}
+
+// fetchReply returns the frames of an ok fetch reply: its records in one
+// data frame, or split at cuts (FlagFrames).
+func fetchReply(id, n uint32, data []byte, cuts []int) [][]byte {
+	f := EncodeReply(&Reply{Status: StatusOK, ID: id, Count: n, Data: data})
+	if len(cuts) == 0 {
+		return f
+	}
+	frames := make([][]byte, 0, len(cuts)+2)
+	frames = append(frames, f[0])
+	prev := 0
+	for _, c := range cuts {
+		frames = append(frames, data[prev:c])
+		prev = c
+	}
+	return append(frames, data[prev:])
 }
 
 // leaseLocked leases up to the request's limits: due redeliveries first
 // (lowest offset first), then records from the cursor. It returns the
-// records as a fetch reply's data, and their count.
-func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time) ([]byte, uint32) {
+// records as a fetch reply's data, where its data frames start after the
+// first (FlagFrames), and their count.
+func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time) ([]byte, []int, uint32) {
 	n := int(req.MaxRecords)
 	if n <= 0 {
 		n = 1
@@ -61,6 +91,9 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 	}
 	maxBytes = min(maxBytes, maxFetchBytes)
 	var out []byte
+	var cuts []int // where data frames start (FlagFrames)
+	cut := 0
+	frames := req.Flags&FlagFrames != 0
 	cnt := 0
 	size := 0
 	taken := 0
@@ -75,7 +108,11 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 		if out == nil {
 			out = make([]byte, 0, min(n*(len(r.Value)+64), maxBytes+len(r.Value)+64))
 		}
+		start := len(out)
 		out = appendWire(out, r, deliveries)
+		if frames {
+			cut, cuts = frameCut(len(out), start, cut, cuts)
+		}
 		cnt++
 		size += len(r.Value) + 64
 	}
@@ -194,7 +231,7 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 	if cnt > 0 {
 		s.wakeAtLocked(now.Add(g.set.AckWait))
 	}
-	return out, uint32(cnt)
+	return out, cuts, uint32(cnt)
 }
 
 // HeaderNotBefore holds a record's not-before time, in Unix
@@ -345,12 +382,12 @@ func (s *Server) kickLocked(g *state, l *spool.Log) []pendingReply {
 	var sends []pendingReply
 	keep := g.parked[:0]
 	for _, p := range g.parked {
-		data, n := s.leaseLocked(g, l, p.req, now)
+		data, cuts, n := s.leaseLocked(g, l, p.req, now)
 		if n == 0 && p.deadline.After(now) {
 			keep = append(keep, p)
 			continue
 		}
-		sends = append(sends, pendingReply{p.env, EncodeReply(&Reply{Status: StatusOK, ID: p.req.ID, Count: n, Data: data})})
+		sends = append(sends, pendingReply{p.env, fetchReply(p.req.ID, n, data, cuts)})
 	}
 	for i := len(keep); i < len(g.parked); i++ {
 		g.parked[i] = nil

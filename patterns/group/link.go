@@ -34,6 +34,7 @@ type link struct {
 
 	settles  chan settleReq
 	noRanges atomic.Bool // the publisher refused OpAckRanges
+	noFrames atomic.Bool // the publisher refused FlagFrames
 
 	gate    sync.Mutex // orders fetches before a leave
 	leaving bool
@@ -95,7 +96,7 @@ func (ln *link) recvLoop() {
 			}
 			continue
 		}
-		if len(msg.Frames) != 2 || len(msg.Frames[0]) < 6 {
+		if len(msg.Frames) < 2 || len(msg.Frames[0]) < 6 {
 			continue
 		}
 		id := binary.BigEndian.Uint32(msg.Frames[0][2:])
@@ -108,9 +109,16 @@ func (ln *link) recvLoop() {
 		}
 		// A fetch's records are decoded by fetchLoop, straight into
 		// its messages.
-		rep, err := DecodeReply(msg.Frames, false)
-		if err == nil && w.fetch && rep.Status == StatusOK && rep.Count > 0 && uint64(rep.Count)*26 > uint64(len(rep.Data)) {
-			err = malformed("%d records in %d bytes", rep.Count, len(rep.Data))
+		rep, err := DecodeReply(msg.Frames[:2], false)
+		switch {
+		case err != nil:
+		case len(msg.Frames) > 2 && (!w.fetch || rep.Status != StatusOK || rep.Count == 0):
+			err = malformed("%d reply frames, want 2", len(msg.Frames))
+		case w.fetch && rep.Status == StatusOK && rep.Count > 0:
+			rep.parts = msg.Frames[1:]
+			if n := partsLen(rep.parts); uint64(rep.Count)*26 > n {
+				err = malformed("%d records in %d bytes", rep.Count, n)
+			}
 		}
 		w.ch <- replyOrErr{rep, err}
 	}
@@ -231,7 +239,17 @@ func (ln *link) fetchLoop() {
 		if m.cfg.Ordered {
 			req.Flags = FlagOrdered
 		}
+		if !ln.noFrames.Load() {
+			req.Flags |= FlagFrames
+		}
 		rep, err := ln.call(ln.ctx, req, m.cfg.MaxWait+5*time.Second)
+		var se *StatusError
+		if req.Flags&FlagFrames != 0 && errors.As(err, &se) && se.Status == StatusBadRequest {
+			// A publisher from before FlagFrames: fetch without it.
+			ln.noFrames.Store(true)
+			req.Flags &^= FlagFrames
+			rep, err = ln.call(ln.ctx, req, m.cfg.MaxWait+5*time.Second)
+		}
 		used := 0
 		var chunks [][]Message
 		if err == nil && rep.Count > 0 {
@@ -298,7 +316,7 @@ func (ln *link) messages(rep Reply, n int) ([][]Message, error) {
 		chunks = append(chunks, make([]Message, min(msgChunk, count-k)))
 	}
 	i := 0
-	err := decodeRecords(rep.Data, rep.Count, func(r *Record) {
+	err := decodeParts(rep.parts, rep.Count, func(r *Record) {
 		if i < count {
 			chunks[i/msgChunk][i%msgChunk] = Message{Publisher: ln.node, Offset: r.Offset, Delivery: r.Delivery, Time: r.Time, Headers: r.Headers, Value: r.Value, m: ln.m}
 		}
