@@ -318,7 +318,7 @@ func (ln *link) messages(rep Reply, n int) ([][]Message, error) {
 	i := 0
 	err := decodeParts(rep.parts, rep.Count, func(r *Record) {
 		if i < count {
-			chunks[i/msgChunk][i%msgChunk] = Message{Publisher: ln.node, Offset: r.Offset, Delivery: r.Delivery, Time: r.Time, Headers: r.Headers, Value: r.Value, m: ln.m}
+			chunks[i/msgChunk][i%msgChunk] = Message{Publisher: ln.node, Offset: r.Offset, Delivery: r.Delivery, Time: r.Time, Headers: r.Headers, Value: r.Value, m: ln.m, ln: ln}
 		}
 		i++
 	})

@@ -365,7 +365,7 @@ func (m *Member) Run(ctx context.Context, concurrency int, h Handler) error {
 					}
 					op = OpNak
 				}
-				ln := m.link(msg.Publisher)
+				ln := msg.linkOf()
 				if ln == nil {
 					continue // the publisher is gone; the lease ends there
 				}
@@ -442,7 +442,18 @@ type Message struct {
 	Headers   []Header
 	Value     []byte
 
-	m *Member
+	m  *Member
+	ln *link // the link that leased it
+}
+
+// linkOf returns the link msg came by while that runs (no lock: Run asks
+// for every record), else the member's link to its publisher now, nil
+// when there is none.
+func (msg *Message) linkOf() *link {
+	if ln := msg.ln; ln != nil && ln.ctx.Err() == nil {
+		return ln
+	}
+	return msg.m.link(msg.Publisher)
 }
 
 // Ack acknowledges the record; it returns once the publisher has written
