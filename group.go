@@ -18,7 +18,7 @@ type GroupConfig struct {
 	Group string
 	// Member configures the member: AckWait, MaxDeliver, Backoff,
 	// MaxAckPending, Buffer, Start and the others keep their meaning and
-	// defaults from package group. The node sets Stream, Group, Name (its
+	// defaults from package group. The node sets Stream, Group, Incarnation, Name (its
 	// own name: publishers release the member's leases at once when
 	// gossip says this node failed or left), Discovery, Socket and
 	// Logger, whatever they hold here.
@@ -29,6 +29,11 @@ type GroupConfig struct {
 type groupHost struct {
 	n   *Node
 	srv *group.Server
+	// incarnation names this start of the node to publishers (see
+	// group.MemberConfig.Incarnation): restarted, even within
+	// group.FailedGrace on the same address, its old members' leases are
+	// released as soon as a new member asks.
+	incarnation string
 
 	mu         sync.Mutex
 	members    map[*group.Member]struct{}
@@ -79,6 +84,7 @@ func (n *Node) Group(cfg GroupConfig) (*group.Member, error) {
 	mcfg.Stream, mcfg.Group, mcfg.Name = cfg.Stream, cfg.Group, n.cfg.Name
 	mcfg.Discovery, mcfg.Socket, mcfg.Logger = n.members, n.sec.clientSocket(n.cfg.Socket), n.cfg.Logger
 	mcfg.Publishers = nil
+	mcfg.Incarnation = h.incarnation
 	m, err := group.NewMember(mcfg)
 	if err != nil {
 		return nil, err
@@ -133,7 +139,7 @@ func (n *Node) groupHost() (*groupHost, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &groupHost{n: n, srv: srv, members: make(map[*group.Member]struct{})}
+	h := &groupHost{n: n, srv: srv, members: make(map[*group.Member]struct{}), incarnation: group.NewIncarnation()}
 	if err := n.server.HandleVersion(group.Version, h); err != nil {
 		srv.Close()
 		return nil, fmt.Errorf("fastmq: serve groups: %w", err)

@@ -88,3 +88,64 @@ func TestAckRanges(t *testing.T) {
 		t.Fatalf("after acking 0..3: %+v", st)
 	}
 }
+
+// Records leased together are settled in parts and in any order: acks
+// of some, a nak and an in-progress of others in the middle, a second ack
+// of one already acked (refused), an ack by another member (refused).
+// Every count stays right, the naked record comes back once, and every
+// record ends acknowledged once.
+func TestLeaseSettledInParts(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	p.publish(t, "s", 10)
+	ctx := context.Background()
+	a := member(t, group.MemberConfig{Name: "a", Buffer: 10, MaxAckPending: 10}, p)
+	held := map[uint64]*group.Message{}
+	for len(held) < 10 {
+		msg, err := a.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held[msg.Offset] = msg
+	}
+	for _, o := range []uint64{7, 0, 1, 2} {
+		if err := held[o].Ack(ctx); err != nil {
+			t.Fatalf("ack %d: %v", o, err)
+		}
+	}
+	if st := p.groups.Stats()["s/g"]; st.Acked != 4 || st.Floor != 3 || st.Pending != 6 || st.InFlight != 6 {
+		t.Fatalf("after acking 0, 1, 2 and 7: %+v", st)
+	}
+	if err := held[1].Ack(ctx); !errors.Is(err, group.ErrRefused) {
+		t.Fatalf("second ack of 1: %v", err)
+	}
+	if err := held[5].InProgress(ctx); err != nil {
+		t.Fatalf("in progress 5: %v", err)
+	}
+	if err := held[4].Nak(ctx, 0); err != nil {
+		t.Fatalf("nak 4: %v", err)
+	}
+	if st := p.groups.Stats()["s/g"]; st.Pending != 6 || st.Naked != 1 { // 4 may be leased again already
+		t.Fatalf("after the nak of 4: %+v", st)
+	}
+	if err := held[7].Ack(ctx); !errors.Is(err, group.ErrRefused) {
+		t.Fatalf("second ack of 7, after the run was broken: %v", err)
+	}
+	for _, o := range []uint64{3, 5, 6, 8, 9} {
+		if err := held[o].Ack(ctx); err != nil {
+			t.Fatalf("ack %d: %v", o, err)
+		}
+	}
+	again, err := a.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Offset != 4 || again.Delivery != 2 {
+		t.Fatalf("redelivered %d (delivery %d), want 4 (delivery 2)", again.Offset, again.Delivery)
+	}
+	if err := again.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.groups.Stats()["s/g"]; st.Acked != 10 || st.Floor != 10 || st.Pending != 0 || st.Members != 0 {
+		t.Fatalf("at the end: %+v", st)
+	}
+}

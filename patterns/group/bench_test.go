@@ -45,7 +45,8 @@ func BenchmarkGroupAcked(b *testing.B) {
 		}()
 	}
 	testutil.WaitFor(b, "every record acknowledged", 5*time.Minute, func() bool {
-		return p.groups.Stats()["s/g"].Acked == uint64(b.N)
+		c, _ := p.groups.Counters("s", "g")
+		return c.Acked == uint64(b.N)
 	})
 	b.StopTimer()
 	cancel()

@@ -13,7 +13,12 @@
 // delivery count) or available again (from a not-before time, for
 // backoff and Nak delays). In Kafka share groups' terms the spans are
 // acknowledged/archived, the pending records acquired or available, and
-// the log from the cursor on available.
+// the log from the cursor on available. Leases are ranges too: the
+// records one fetch reads from the cursor and leases to one member are
+// one lease run (member, deadline, what of it is acked), and acks by
+// ranges (op 12) settle a run's part at once; only records naked,
+// redelivered, delayed, queued behind their key or otherwise settled one
+// by one are pending entries of their own.
 //
 // Members find every publisher of the stream by gossip (as pull's
 // consumers do) and lease from each. A record is leased to one member at
@@ -80,6 +85,12 @@
 //     releases on the node's Removed event (failed or left), with a slow
 //     look at the member list (every 5 s) as a safety net; a server with
 //     only ServerConfig.Members looks every MemberCheck, 200 ms.
+//     A member id is "node/incarnation.random" (MemberConfig.Name and
+//     Incarnation): a request from a member of a node with another
+//     incarnation than the last seen tells the node was restarted, and
+//     the old incarnation's leases are released at once, even when
+//     gossip took the restart for the same process (back within
+//     FailedGrace at the same address).
 //     Otherwise leases run out after AckWait.
 //   - Seek (op 8) moves a group's cursor on one publisher: every lease
 //     and pending redelivery there is dropped (a later settle of one is
@@ -114,7 +125,7 @@
 //
 //	frame 0, 38 bytes: version u8 (0x81) | op u8 | id u32 | max records u32 | max bytes u32 |
 //	                   wait ms u32 | ack wait ms u32 | max deliver u16 | max ack pending u32 |
-//	                   start u8 | start value u64 | flags u8 (1: ordered by key)
+//	                   start u8 | start value u64 | flags u8 (1: ordered by key, 2: frames)
 //	frame 1: stream; frame 2: group; frame 3: member id (each 1..255 bytes)
 //	frame 4: body
 //
@@ -151,6 +162,12 @@
 //
 //	frame 0, 10 bytes: version u8 (0x81) | status u8 | id u32 | count u32
 //	frame 1: data
+//
+// A fetch with flag 2 (frames, FlagFrames) may get its ok data in several
+// frames 1, 2, ... of about FrameBytes each, every one holding whole
+// records: the receiver reads each into a small buffer instead of one
+// large frame. A publisher from before the flag answers a bad request;
+// the member then fetches without it.
 //
 // Statuses: 0 ok; 1 unknown stream or group (settling for a group the
 // publisher never had); 4 bad request; 5 internal (the state could not be

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/fastmq/fastmq/patterns/group"
@@ -19,14 +20,20 @@ import (
 func ExampleSeek() {
 	dir, _ := os.MkdirTemp("", "group-example")
 	defer os.RemoveAll(dir)
+	var mu sync.Mutex // the group server opens the dead-letter stream while it looks others up
 	logs := map[string]*spool.Log{}
 	open := func(stream string) (*spool.Log, error) {
+		mu.Lock()
+		defer mu.Unlock()
 		if l := logs[stream]; l != nil {
 			return l, nil
 		}
 		l, err := spool.Open(spool.Config{Dir: filepath.Join(dir, "streams", stream)})
+		if err != nil {
+			return nil, err
+		}
 		logs[stream] = l
-		return l, err
+		return l, nil
 	}
 	orders, _ := open("orders")
 	defer func() {
@@ -39,7 +46,12 @@ func ExampleSeek() {
 	}
 	// A publisher: a spool server with a group server (a fastmq.Node runs
 	// both for its streams).
-	lookup := func(s string) (*spool.Log, bool) { l, ok := logs[s]; return l, ok }
+	lookup := func(s string) (*spool.Log, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		l, ok := logs[s]
+		return l, ok
+	}
 	srv, _ := pull.NewServer(pull.ServerConfig{Lookup: lookup})
 	defer srv.Close()
 	gs, _ := group.NewServer(group.ServerConfig{Dir: filepath.Join(dir, "groups"), Lookup: lookup, Open: open, Send: srv})

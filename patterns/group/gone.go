@@ -42,7 +42,9 @@ const DefaultMemberSafetyCheck = 5 * time.Second
 // gossip address with the same endpoints is taken for the same process
 // (a refuted suspicion) and keeps its leases; one that comes back from
 // another address or with other endpoints is a new process, and the
-// leases of the old one are released then.
+// leases of the old one are released then. A process restarted that fast
+// is told by its members' incarnation instead (MemberConfig.Incarnation):
+// the first request of a new incarnation releases the old one's leases.
 const FailedGrace = 5 * time.Second
 
 // startGoneWatch starts the goroutine that releases the leases of nodes
@@ -187,7 +189,41 @@ func goneNodes(ms []discovery.Member, failedSince map[string]time.Time, now time
 // releaseNodes releases the leases of every member on the gone nodes, in
 // every group, and serves the parked fetches that can now be served.
 func (s *Server) releaseNodes(gone map[string]bool) {
-	isGone := func(m string) bool { return gone[nodeOf(m)] }
+	s.releaseWhere(func(m string) bool { return gone[nodeOf(m)] })
+}
+
+// maxIncarnations bounds the nodes whose incarnation a server keeps; past
+// it the map starts again (a restart then goes unseen until the node's
+// next one, and its leases wait for AckWait, as without incarnations).
+const maxIncarnations = 4096
+
+// noteIncarnation notes the incarnation of member's node. When it changed,
+// the node was restarted: the leases of its members of other incarnations
+// are released at once, and their parked fetches ended.
+func (s *Server) noteIncarnation(member string) {
+	node, inc := nodeOf(member), incarnationOf(member)
+	if inc == "" {
+		return
+	}
+	s.mu.Lock()
+	old, ok := s.incarnations[node]
+	if !ok || old != inc {
+		if !ok && len(s.incarnations) >= maxIncarnations {
+			clear(s.incarnations)
+		}
+		s.incarnations[node] = inc
+	}
+	s.mu.Unlock()
+	if !ok || old == inc {
+		return
+	}
+	s.log.Info("member node restarted", "node", node, "incarnation", inc, "old", old)
+	s.releaseWhere(func(m string) bool { return nodeOf(m) == node && incarnationOf(m) != inc })
+}
+
+// releaseWhere releases the leases of every member isGone says is gone,
+// in every group, and serves the parked fetches that can now be served.
+func (s *Server) releaseWhere(isGone func(member string) bool) {
 	now := time.Now()
 	var sends []pendingReply
 	s.mu.Lock()

@@ -155,3 +155,46 @@ func TestMemberKeepsLinkToRefutedPublisher(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRestartedNodeReleasedAtOnce: a member node is killed and started
+// again within FailedGrace from the same gossip address and endpoints,
+// so gossip takes it for the same process (a failure, then the node back
+// as it was). Its new start has a new incarnation: the publisher releases
+// the old start's leases as soon as the new member asks, without waiting
+// for AckWait (a minute here).
+func TestRestartedNodeReleasedAtOnce(t *testing.T) {
+	w := make(eventWatcher, 16)
+	p := newWatchedPublisher(t, w)
+	p.publish(t, "s", 20)
+	cfg := group.MemberConfig{Name: "node-a", Incarnation: "first", AckWait: time.Minute, Buffer: 3, MaxAckPending: 3}
+	old := member(t, cfg, p)
+	for range 3 {
+		if _, err := old.Next(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old.Abandon() // killed: its leases stay
+	a := memberInstance("node-a", "127.0.0.1:7001")
+	w <- discovery.Event{Type: discovery.Removed, Reason: discovery.ReasonFailed, Instance: a}
+	w <- discovery.Event{Type: discovery.Added, Instance: a} // back at once, as it was
+
+	cfg.Incarnation = "second"
+	cfg.Buffer, cfg.MaxAckPending = 20, 20
+	m := member(t, cfg, p)
+	seen := map[uint64]bool{}
+	for len(seen) < 20 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		msg, err := m.Next(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("%d of 20 records after the restart (released %d): %v", len(seen), released(p), err)
+		}
+		seen[msg.Offset] = true
+		if err := msg.Ack(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := released(p); n != 3 {
+		t.Fatalf("released %d leases, want the old start's 3", n)
+	}
+}

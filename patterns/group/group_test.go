@@ -700,3 +700,63 @@ func TestParkedFetchesBounded(t *testing.T) {
 		t.Fatalf("the newest fetch was answered although nothing arrived: %q", m.Frames)
 	}
 }
+
+// A publisher with nothing to lease does not starve the others: a
+// member's fetch waiting there holds buffer slots until its MaxWait ends,
+// then those slots go to the fetch loops waiting for them in turn, so a
+// publisher that has records gets some. (Slots taken back at once by the
+// idle publisher's next fetch kept the records of the other from the
+// member for ever.)
+func TestIdlePublisherDoesNotStarveOthers(t *testing.T) {
+	idle, busy := newPublisher(t, t.TempDir()), newPublisher(t, t.TempDir())
+	for _, p := range []*publisher{idle, busy} {
+		if _, err := p.open("s"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := group.NewMember(group.MemberConfig{Stream: "s", Group: "g", Name: "a", Buffer: 4, MaxWait: 500 * time.Millisecond,
+		Publishers: map[string]string{"idle": idle.srv.Endpoints()[0], "busy": busy.srv.Endpoints()[0]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	testutil.WaitFor(t, "a fetch waiting at the idle publisher", 30*time.Second, func() bool {
+		_, ok := idle.groups.Counters("s", "g")
+		return ok
+	})
+	busy.publish(t, "s", 20)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := 0; i < 20; i++ {
+		msg, err := m.Next(ctx)
+		if err != nil {
+			t.Fatalf("%d of 20 records from the busy publisher: %v", i, err)
+		}
+		if err := msg.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A fetch larger than a data frame comes in several (FlagFrames): every
+// record reaches the member, once, in order.
+func TestFetchOverSeveralFrames(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	const n = 2000 // about 250 KB of replies
+	p.publish(t, "s", n)
+	m := member(t, group.MemberConfig{Name: "a", Buffer: n, MaxAckPending: n}, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := 0; i < n; i++ {
+		msg, err := m.Next(ctx)
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		if msg.Offset != uint64(i) {
+			t.Fatalf("record %d has offset %d", i, msg.Offset)
+		}
+		if err := msg.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -16,7 +16,7 @@ import (
 // fetchLocked leases records to the member and replies, or parks the
 // fetch until records are available or its wait ends. It unlocks s.mu.
 func (s *Server) fetchLocked(g *state, l *spool.Log, env [][]byte, req Request) {
-	data, n := s.leaseLocked(g, l, req, time.Now())
+	data, cuts, n := s.leaseLocked(g, l, req, time.Now())
 	if n == 0 && req.WaitMillis > 0 && len(g.parked) < maxParked {
 		// One parked fetch per member: a newer one replaces it, and the
 		// older is answered empty, so a member that keeps fetching
@@ -40,13 +40,43 @@ func (s *Server) fetchLocked(g *state, l *spool.Log, env [][]byte, req Request) 
 		return
 	}
 	s.mu.Unlock()
-	s.send(env, &Reply{Status: StatusOK, ID: req.ID, Count: n, Data: data})
+	if err := s.cfg.Send.Send(env, fetchReply(req.ID, n, data, cuts)); err != nil && s.log.Enabled(context.Background(), slog.LevelDebug) {
+		s.log.Debug("send reply failed", "err", err)
+	}
+}
+
+// frameCut returns where the current data frame starts, and cuts, after
+// a record was appended at start of a reply's data now n long: a new
+// frame starts at the record when the frame would pass FrameBytes.
+func frameCut(n, start, cut int, cuts []int) (int, []int) {
+	if n-cut > FrameBytes && start > cut {
+		return start, append(cuts, start)
+	}
+	return cut, cuts
+}
+
+// fetchReply returns the frames of an ok fetch reply: its records in one
+// data frame, or split at cuts (FlagFrames).
+func fetchReply(id, n uint32, data []byte, cuts []int) [][]byte {
+	f := EncodeReply(&Reply{Status: StatusOK, ID: id, Count: n, Data: data})
+	if len(cuts) == 0 {
+		return f
+	}
+	frames := make([][]byte, 0, len(cuts)+2)
+	frames = append(frames, f[0])
+	prev := 0
+	for _, c := range cuts {
+		frames = append(frames, data[prev:c])
+		prev = c
+	}
+	return append(frames, data[prev:])
 }
 
 // leaseLocked leases up to the request's limits: due redeliveries first
 // (lowest offset first), then records from the cursor. It returns the
-// records as a fetch reply's data, and their count.
-func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time) ([]byte, uint32) {
+// records as a fetch reply's data, where its data frames start after the
+// first (FlagFrames), and their count.
+func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time) ([]byte, []int, uint32) {
 	n := int(req.MaxRecords)
 	if n <= 0 {
 		n = 1
@@ -61,29 +91,40 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 	}
 	maxBytes = min(maxBytes, maxFetchBytes)
 	var out []byte
+	var cuts []int // where data frames start (FlagFrames)
+	cut := 0
+	frames := req.Flags&FlagFrames != 0
 	cnt := 0
 	size := 0
 	taken := 0
 	// take leases r; fresh says it was just read from the cursor (the
 	// journal's default for those is one delivery: nothing to note).
+	emit := func(r *spool.Record, deliveries uint32) {
+		taken++
+		g.cnt.Delivered++
+		if deliveries > 1 {
+			g.cnt.Redelivered++
+		}
+		if out == nil {
+			out = make([]byte, 0, min(n*(len(r.Value)+64), maxBytes+len(r.Value)+64))
+		}
+		start := len(out)
+		out = appendWire(out, r, deliveries)
+		if frames {
+			cut, cuts = frameCut(len(out), start, cut, cuts)
+		}
+		cnt++
+		size += len(r.Value) + 64
+	}
 	take := func(o uint64, p *pending, r spool.Record, fresh bool) {
 		p.deliveries++
 		p.member, p.leased, p.deadline = req.Member, now, now.Add(g.set.AckWait)
 		if !fresh || p.deliveries != 1 {
 			g.delivered(o)
 		}
-		taken++
-		g.cnt.Delivered++
-		if p.deliveries > 1 {
-			g.cnt.Redelivered++
-		}
-		if out == nil {
-			out = make([]byte, 0, min(n*(len(r.Value)+64), maxBytes+len(r.Value)+64))
-		}
-		out = appendWire(out, &r, p.deliveries)
-		cnt++
-		size += len(r.Value) + 64
+		emit(&r, p.deliveries)
 	}
+	var run *leaseRun // the run this fetch leases fresh records in
 	if g.avail > 0 && n > 0 {
 		var due []uint64
 		for o, p := range g.pend {
@@ -134,6 +175,21 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 				for o := g.next; o < r.Offset; o++ {
 					g.settle(o) // a gap in the log
 				}
+				keyed := g.set.Ordered && keyOf(r.Headers) != ""
+				if !keyed && !delayed(r.Headers, now) {
+					// The common case: leased in a run.
+					g.next = r.Offset + 1
+					g.dirty = true
+					if run == nil || run.to != r.Offset {
+						run = &leaseRun{from: r.Offset, to: r.Offset, member: req.Member, leased: now, deadline: now.Add(g.set.AckWait)}
+						g.runs = append(g.runs, run)
+					}
+					run.to++
+					run.left++
+					g.inRuns++
+					emit(&r, 1)
+					continue
+				}
 				if len(slab) == 0 {
 					// One allocation for the pending records of a fetch.
 					slab = make([]pending, min(n-cnt+16, maxFetchRecords))
@@ -175,7 +231,7 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 	if cnt > 0 {
 		s.wakeAtLocked(now.Add(g.set.AckWait))
 	}
-	return out, uint32(cnt)
+	return out, cuts, uint32(cnt)
 }
 
 // HeaderNotBefore holds a record's not-before time, in Unix
@@ -188,6 +244,15 @@ func NotBefore(t time.Time) spool.Header {
 	// Rounded up, so that a record is never leased before t.
 	ms := t.Add(time.Millisecond - 1).UnixMilli()
 	return spool.Header{Key: HeaderNotBefore, Value: []byte(strconv.FormatInt(ms, 10))}
+}
+
+// delayed reports whether hs hold a not-before time after now.
+func delayed(hs []spool.Header, now time.Time) bool {
+	if len(hs) == 0 {
+		return false
+	}
+	nb, ok := notBefore(hs)
+	return ok && nb.After(now)
 }
 
 func notBefore(hs []spool.Header) (time.Time, bool) {
@@ -317,12 +382,12 @@ func (s *Server) kickLocked(g *state, l *spool.Log) []pendingReply {
 	var sends []pendingReply
 	keep := g.parked[:0]
 	for _, p := range g.parked {
-		data, n := s.leaseLocked(g, l, p.req, now)
+		data, cuts, n := s.leaseLocked(g, l, p.req, now)
 		if n == 0 && p.deadline.After(now) {
 			keep = append(keep, p)
 			continue
 		}
-		sends = append(sends, pendingReply{p.env, EncodeReply(&Reply{Status: StatusOK, ID: p.req.ID, Count: n, Data: data})})
+		sends = append(sends, pendingReply{p.env, fetchReply(p.req.ID, n, data, cuts)})
 	}
 	for i := len(keep); i < len(g.parked); i++ {
 		g.parked[i] = nil
@@ -406,6 +471,9 @@ func (s *Server) clockLoop() {
 				if n := s.releaseLocked(g, func(m string) bool { return gone[nodeOf(m)] }, now); n > 0 {
 					s.log.Info("released the leases of gone members", "stream", g.stream, "group", g.group, "leases", n)
 				}
+			}
+			if next, ok := g.breakExpiredRuns(now); ok && next.Before(earliest) {
+				earliest = next
 			}
 			for o, p := range g.pend {
 				switch {

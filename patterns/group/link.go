@@ -34,6 +34,7 @@ type link struct {
 
 	settles  chan settleReq
 	noRanges atomic.Bool // the publisher refused OpAckRanges
+	noFrames atomic.Bool // the publisher refused FlagFrames
 
 	gate    sync.Mutex // orders fetches before a leave
 	leaving bool
@@ -95,7 +96,7 @@ func (ln *link) recvLoop() {
 			}
 			continue
 		}
-		if len(msg.Frames) != 2 || len(msg.Frames[0]) < 6 {
+		if len(msg.Frames) < 2 || len(msg.Frames[0]) < 6 {
 			continue
 		}
 		id := binary.BigEndian.Uint32(msg.Frames[0][2:])
@@ -106,7 +107,19 @@ func (ln *link) recvLoop() {
 		if !ok {
 			continue // a reply to a request that gave up
 		}
-		rep, err := DecodeReply(msg.Frames, w.fetch)
+		// A fetch's records are decoded by fetchLoop, straight into
+		// its messages.
+		rep, err := DecodeReply(msg.Frames[:2], false)
+		switch {
+		case err != nil:
+		case len(msg.Frames) > 2 && (!w.fetch || rep.Status != StatusOK || rep.Count == 0):
+			err = malformed("%d reply frames, want 2", len(msg.Frames))
+		case w.fetch && rep.Status == StatusOK && rep.Count > 0:
+			rep.parts = msg.Frames[1:]
+			if n := partsLen(rep.parts); uint64(rep.Count)*26 > n {
+				err = malformed("%d records in %d bytes", rep.Count, n)
+			}
+		}
 		w.ch <- replyOrErr{rep, err}
 	}
 }
@@ -215,6 +228,7 @@ func (ln *link) fetchLoop() {
 			case <-m.tokens:
 				n++
 			case <-ln.ctx.Done():
+				m.returnTokens(n)
 				return
 			}
 		}
@@ -225,29 +239,44 @@ func (ln *link) fetchLoop() {
 		if m.cfg.Ordered {
 			req.Flags = FlagOrdered
 		}
+		if !ln.noFrames.Load() {
+			req.Flags |= FlagFrames
+		}
 		rep, err := ln.call(ln.ctx, req, m.cfg.MaxWait+5*time.Second)
+		var se *StatusError
+		if req.Flags&FlagFrames != 0 && errors.As(err, &se) && se.Status == StatusBadRequest {
+			// A publisher from before FlagFrames: fetch without it.
+			ln.noFrames.Store(true)
+			req.Flags &^= FlagFrames
+			rep, err = ln.call(ln.ctx, req, m.cfg.MaxWait+5*time.Second)
+		}
 		used := 0
+		var chunks [][]Message
+		if err == nil && rep.Count > 0 {
+			chunks, err = ln.messages(rep, n)
+		}
 		if err == nil {
-			// One allocation for the messages of a reply.
-			msgs := make([]Message, min(len(rep.Records), n))
-			for i, r := range rep.Records {
-				if used >= n {
-					break // more than asked for: never
-				}
-				msg := &msgs[i]
-				*msg = Message{Publisher: ln.node, Offset: r.Offset, Delivery: r.Delivery, Time: r.Time, Headers: r.Headers, Value: r.Value, m: m}
-				select {
-				case m.out <- msg:
-					used++
-				case <-ln.ctx.Done():
-					return
+			for _, msgs := range chunks {
+				for i := range msgs {
+					msg := &msgs[i]
+					select { // fast path: one channel locked, not two
+					case m.out <- msg:
+						used++
+						continue
+					default:
+					}
+					select {
+					case m.out <- msg:
+						used++
+					case <-ln.ctx.Done():
+						m.returnTokens(n - used)
+						return
+					}
 				}
 			}
 			backoff = 50 * time.Millisecond
 		}
-		for i := used; i < n; i++ {
-			m.tokens <- struct{}{}
-		}
+		m.returnTokens(n - used)
 		if err != nil {
 			if ln.ctx.Err() != nil {
 				return
@@ -271,6 +300,29 @@ func (ln *link) fetchLoop() {
 			backoff = min(2*backoff, 2*time.Second)
 		}
 	}
+}
+
+// msgChunk is how many messages one allocation holds: under 32 KiB, so
+// that they come from the small-object classes, not large allocations
+// that the runtime zeroes and returns to the system one by one.
+const msgChunk = 256
+
+// messages decodes a fetch reply's records into messages, at most n (a
+// publisher never sends more than asked for), in chunks of msgChunk.
+func (ln *link) messages(rep Reply, n int) ([][]Message, error) {
+	count := min(int(rep.Count), n)
+	chunks := make([][]Message, 0, (count+msgChunk-1)/msgChunk)
+	for k := 0; k < count; k += msgChunk {
+		chunks = append(chunks, make([]Message, min(msgChunk, count-k)))
+	}
+	i := 0
+	err := decodeParts(rep.parts, rep.Count, func(r *Record) {
+		if i < count {
+			chunks[i/msgChunk][i%msgChunk] = Message{Publisher: ln.node, Offset: r.Offset, Delivery: r.Delivery, Time: r.Time, Headers: r.Headers, Value: r.Value, m: ln.m, ln: ln}
+		}
+		i++
+	})
+	return chunks, err
 }
 
 // settle queues one entry and waits for the publisher's answer.
@@ -317,12 +369,14 @@ func (ln *link) settleLoop() {
 	inflight := make(chan struct{}, maxSettleCalls)
 	var calls sync.WaitGroup
 	defer calls.Wait()
-	var batch []settleReq
 	for {
-		batch = batch[:0]
+		var batch []settleReq
 		select {
 		case s := <-ln.settles:
-			batch = append(batch, s)
+			// One allocation for the batch: the acks' requests index
+			// into it.
+			batch = make([]settleReq, 1, min(1+len(ln.settles), maxGather))
+			batch[0] = s
 		case <-ln.ctx.Done():
 			for {
 				select {
@@ -342,12 +396,21 @@ func (ln *link) settleLoop() {
 				break more
 			}
 		}
-		var acks []settleReq
-		byOp := map[Op][]settleReq{}
-		for _, s := range batch {
-			if s.op == OpAck && !ln.noRanges.Load() {
-				acks = append(acks, s)
+		// Sorted by small keys (sorting the requests themselves moves
+		// their callbacks: write barriers), which index into batch.
+		var keys []ackKey
+		var byOp map[Op][]settleReq
+		ranges := !ln.noRanges.Load()
+		for i, s := range batch {
+			if s.op == OpAck && ranges {
+				if keys == nil {
+					keys = make([]ackKey, 0, len(batch)-i)
+				}
+				keys = append(keys, ackKey{s.e.Offset, s.e.Delivery, uint32(i)})
 				continue
+			}
+			if byOp == nil {
+				byOp = map[Op][]settleReq{}
 			}
 			byOp[s.op] = append(byOp[s.op], s)
 		}
@@ -362,19 +425,13 @@ func (ln *link) settleLoop() {
 				<-inflight
 			}()
 		}
-		if len(acks) > 0 {
-			// Sorted by small keys (sorting the requests themselves
-			// moves their callbacks: write barriers).
-			keys := make([]ackKey, len(acks))
-			for i, s := range acks {
-				keys[i] = ackKey{s.e.Offset, s.e.Delivery, uint32(i)}
-			}
+		if len(keys) > 0 {
 			if !slices.IsSortedFunc(keys, cmpAckKey) {
 				slices.SortFunc(keys, cmpAckKey)
 			}
 			for len(keys) > 0 {
 				k := rangesPrefix(keys, maxRangesPerRequest)
-				send(OpAckRanges, acks, keys[:k])
+				send(OpAckRanges, batch, keys[:k])
 				keys = keys[k:]
 			}
 		}

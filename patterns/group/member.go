@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"sync"
 	"time"
 
@@ -31,6 +32,14 @@ type MemberConfig struct {
 	// Name left, or failed (after FailedGrace), so with Discovery it must
 	// be the node's gossip name.
 	Name string
+	// Incarnation names this start of the member's process (or node): a
+	// publisher that sees a member of node Name with another incarnation
+	// than before takes it for a new process, and releases the leases of
+	// the old incarnation's members at once (a node restarted within
+	// FailedGrace on the same gossip address looks to gossip like the
+	// same process). Letters, digits, '_' and '-', at most 32. Default:
+	// one random value per process; a Node sets one per start.
+	Incarnation string
 	// Discovery finds the publishers of Stream; or Publishers lists their
 	// spool endpoints (by node name). One of them is required.
 	Discovery  StreamWatcher
@@ -129,13 +138,19 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 	if cfg.Name == "" {
 		cfg.Name = "member"
 	}
+	if cfg.Incarnation == "" {
+		cfg.Incarnation = processIncarnation
+	}
+	if !incarnationRE.MatchString(cfg.Incarnation) {
+		return nil, fmt.Errorf("group: bad incarnation %q", cfg.Incarnation)
+	}
 	var rnd [6]byte
 	rand.Read(rnd[:])
 	lg := cfg.Logger
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	m := &Member{cfg: cfg, id: cfg.Name + "/" + hex.EncodeToString(rnd[:]),
+	m := &Member{cfg: cfg, id: cfg.Name + "/" + cfg.Incarnation + "." + hex.EncodeToString(rnd[:]),
 		out: make(chan *Message, cfg.Buffer), tokens: make(chan struct{}, cfg.Buffer), errs: make(chan error, 64), links: make(map[string]*link)}
 	m.log = lg.With("component", "group-member", "stream", cfg.Stream, "group", cfg.Group)
 	for i := 0; i < cfg.Buffer; i++ {
@@ -160,7 +175,21 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 	return m, nil
 }
 
-// ID returns the member's id, as publishers know it.
+// NewIncarnation returns a random incarnation (see
+// MemberConfig.Incarnation), for one start of a process or node.
+func NewIncarnation() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// processIncarnation is MemberConfig.Incarnation's default.
+var processIncarnation = NewIncarnation()
+
+var incarnationRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+
+// ID returns the member's id, as publishers know it:
+// "Name/Incarnation.random".
 func (m *Member) ID() string { return m.id }
 
 func (m *Member) discoverLoop(events <-chan discovery.Event) {
@@ -276,6 +305,16 @@ func (m *Member) Next(ctx context.Context) (*Message, error) {
 	}
 }
 
+// returnTokens gives n buffer slots back. Tokens go to the fetch loops
+// waiting for them in turn (a channel hands each to one waiter): with
+// several publishers, one whose fetch waits for records there cannot
+// keep them all.
+func (m *Member) returnTokens(n int) {
+	for range n {
+		m.tokens <- struct{}{}
+	}
+}
+
 // Handler processes one record for Run: nil acknowledges it, an error
 // naks it (redelivered after the group's backoff).
 type Handler func(ctx context.Context, msg *Message) error
@@ -286,8 +325,9 @@ type Handler func(ctx context.Context, msg *Message) error
 // handler's goroutine takes the next record as soon as it returns: its
 // ack (or nak) goes to the publisher in the background, coalesced with
 // the others into one request per publisher and flush (at most
-// MaxAckPending in flight), even after ctx ended (each request waits at
-// most 10 s for its answer).
+// MaxAckPending per publisher in flight: a publisher leases a member no
+// more), even after ctx ended (each request waits at most 10 s for its
+// answer).
 func (m *Member) Run(ctx context.Context, concurrency int, h Handler) error {
 	if concurrency <= 0 {
 		concurrency = 1
@@ -296,10 +336,8 @@ func (m *Member) Run(ctx context.Context, concurrency int, h Handler) error {
 	// ended while it ran. They end when the link does (each request
 	// waits at most 10 s for its answer).
 	sctx := context.WithoutCancel(ctx)
-	inflight := make(chan struct{}, m.cfg.MaxAckPending)
 	var settles sync.WaitGroup
 	done := func(err error) {
-		<-inflight
 		if err != nil && !errors.Is(err, ErrClosed) {
 			m.log.Warn("settle record", "err", err)
 		}
@@ -327,14 +365,12 @@ func (m *Member) Run(ctx context.Context, concurrency int, h Handler) error {
 					}
 					op = OpNak
 				}
-				ln := m.link(msg.Publisher)
+				ln := msg.linkOf()
 				if ln == nil {
 					continue // the publisher is gone; the lease ends there
 				}
-				inflight <- struct{}{}
 				settles.Add(1)
 				if err := ln.settleAsync(sctx, op, Entry{Offset: msg.Offset, Delivery: msg.Delivery}, done); err != nil {
-					<-inflight
 					settles.Done()
 				}
 			}
@@ -406,7 +442,18 @@ type Message struct {
 	Headers   []Header
 	Value     []byte
 
-	m *Member
+	m  *Member
+	ln *link // the link that leased it
+}
+
+// linkOf returns the link msg came by while that runs (no lock: Run asks
+// for every record), else the member's link to its publisher now, nil
+// when there is none.
+func (msg *Message) linkOf() *link {
+	if ln := msg.ln; ln != nil && ln.ctx.Err() == nil {
+		return ln
+	}
+	return msg.m.link(msg.Publisher)
 }
 
 // Ack acknowledges the record; it returns once the publisher has written

@@ -66,6 +66,18 @@ const (
 // doc).
 const FlagOrdered uint8 = 1
 
+// FlagFrames in a fetch lets the publisher split the reply's records over
+// several data frames of about FrameBytes each (a record is never cut):
+// a receiver's socket reads each into one small buffer, where a large
+// frame was read in growing copies. A publisher from before the flag
+// answers StatusBadRequest; the member then fetches without it.
+const FlagFrames uint8 = 2
+
+// FrameBytes is the size a fetch reply's data frames keep under with
+// FlagFrames (a frame holds one record at least): under 32 KiB, so that a
+// receiver's buffer for one is a small object, reused without the system.
+const FrameBytes = 28 << 10
+
 // Wire limits. Decoders check them before allocating.
 const (
 	headerLen     = 38
@@ -98,7 +110,7 @@ type Request struct {
 	MaxAckPending uint32
 	Start         uint8
 	StartValue    uint64
-	Flags         uint8 // FlagOrdered
+	Flags         uint8 // FlagOrdered, FlagFrames
 	Stream        string
 	Group         string
 	Member        string
@@ -208,7 +220,7 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 	r.Start = h[28]
 	r.StartValue = binary.BigEndian.Uint64(h[29:])
 	r.Flags = h[37]
-	if r.Flags&^FlagOrdered != 0 {
+	if r.Flags&^(FlagOrdered|FlagFrames) != 0 {
 		return r, malformed("unknown flags %#x", r.Flags)
 	}
 	if r.Start > StartTime {
@@ -296,7 +308,8 @@ func decodeRanges(r *Request, body []byte) error {
 // Reply is a decoded group reply.
 //
 // Frames: 0 header (10 bytes): version u8 | status u8 | id u32 | count
-// u32; 1 data. For an ok fetch, data holds count records, each: offset
+// u32; 1 data (with FlagFrames, an ok fetch's records may come in
+// frames 1, 2, ..., none cut). For an ok fetch, data holds count records, each: offset
 // u64 | delivery u32 | time ns i64 | header count u16 | (key len u16 |
 // key | value len u32 | value) per header | value len u32 | value. For
 // StatusPartial, data holds count refused entries, each offset u64 |
@@ -305,8 +318,10 @@ type Reply struct {
 	Status  Status
 	ID      uint32
 	Count   uint32
-	Data    []byte
-	Records []Record // decoded from Data by DecodeReply for ok fetches
+	Data    []byte   // the first data frame
+	Records []Record // decoded from the data frames by DecodeReply for ok fetches
+
+	parts [][]byte // a member's fetch reply's data frames, decoded by its fetch loop
 }
 
 // Record is one leased record on the wire.
@@ -362,9 +377,11 @@ func appendRecord(b []byte, rec *Record) []byte {
 // decodes the records. It checks every length before it allocates.
 func DecodeReply(frames [][]byte, fetch bool) (Reply, error) {
 	var r Reply
-	if len(frames) != 2 {
+	if len(frames) < 2 || (len(frames) > 2 && !fetch) {
 		return r, malformed("%d reply frames, want 2", len(frames))
 	}
+	parts := frames[1:]
+	frames = frames[:2]
 	h := frames[0]
 	if len(h) != replyHdrLen || h[0] != Version {
 		return r, malformed("reply header of %d bytes", len(h))
@@ -378,60 +395,99 @@ func DecodeReply(frames [][]byte, fetch bool) (Reply, error) {
 			return r, malformed("%d refusals in %d bytes", r.Count, len(r.Data))
 		}
 	}
+	if len(parts) > 1 && (r.Status != StatusOK || r.Count == 0) {
+		return r, malformed("%d data frames in a reply without records", len(parts))
+	}
 	if r.Status != StatusOK || !fetch || r.Count == 0 {
 		return r, nil
 	}
-	// Each record takes at least 26 bytes: bound the count by the data.
-	if uint64(r.Count)*26 > uint64(len(r.Data)) {
-		return r, malformed("%d records in %d bytes", r.Count, len(r.Data))
+	if uint64(r.Count)*26 > partsLen(parts) {
+		return r, malformed("%d records in %d bytes", r.Count, partsLen(parts))
 	}
 	r.Records = make([]Record, 0, r.Count)
-	b := r.Data
-	for i := uint32(0); i < r.Count; i++ {
-		if len(b) < 22 {
-			return r, malformed("record %d cut short", i)
+	err := decodeParts(parts, r.Count, func(rec *Record) { r.Records = append(r.Records, *rec) })
+	return r, err
+}
+
+func partsLen(parts [][]byte) uint64 {
+	n := uint64(0)
+	for _, p := range parts {
+		n += uint64(len(p))
+	}
+	return n
+}
+
+// decodeParts decodes count records from a fetch reply's data frames,
+// each holding whole records (no frame empty), calling f for each.
+func decodeParts(parts [][]byte, count uint32, f func(rec *Record)) error {
+	left := count
+	for i, p := range parts {
+		n, err := decodeFrame(p, left, f)
+		if err != nil {
+			return err
 		}
-		rec := Record{Offset: binary.BigEndian.Uint64(b), Delivery: binary.BigEndian.Uint32(b[8:]),
+		if n == 0 {
+			return malformed("data frame %d holds no record", i)
+		}
+		left -= n
+	}
+	if left > 0 {
+		return malformed("%d of %d records missing", left, count)
+	}
+	return nil
+}
+
+// decodeFrame decodes the records of one data frame, at most max, calling
+// f for each; it returns how many it decoded. Bytes left after max
+// records are an error, as is a record cut short.
+func decodeFrame(b []byte, max uint32, f func(rec *Record)) (uint32, error) {
+	var rec Record
+	i := uint32(0)
+	for ; i < max && len(b) > 0; i++ {
+		if len(b) < 22 {
+			return i, malformed("record %d cut short", i)
+		}
+		rec = Record{Offset: binary.BigEndian.Uint64(b), Delivery: binary.BigEndian.Uint32(b[8:]),
 			Time: time.Unix(0, int64(binary.BigEndian.Uint64(b[12:])))}
 		nh := int(binary.BigEndian.Uint16(b[20:]))
 		b = b[22:]
 		if nh*6 > len(b) {
-			return r, malformed("record %d: %d headers in %d bytes", i, nh, len(b))
+			return i, malformed("record %d: %d headers in %d bytes", i, nh, len(b))
 		}
 		if nh > 0 {
 			rec.Headers = make([]Header, nh)
 		}
 		for j := 0; j < nh; j++ {
 			if len(b) < 2 {
-				return r, malformed("record %d header %d cut short", i, j)
+				return i, malformed("record %d header %d cut short", i, j)
 			}
 			kl := int(binary.BigEndian.Uint16(b))
 			if len(b) < 2+kl+4 {
-				return r, malformed("record %d header %d cut short", i, j)
+				return i, malformed("record %d header %d cut short", i, j)
 			}
 			rec.Headers[j].Key = string(b[2 : 2+kl])
 			vl := uint64(binary.BigEndian.Uint32(b[2+kl:]))
 			b = b[6+kl:]
 			if vl > uint64(len(b)) {
-				return r, malformed("record %d header %d value cut short", i, j)
+				return i, malformed("record %d header %d value cut short", i, j)
 			}
 			rec.Headers[j].Value = b[:vl:vl]
 			b = b[vl:]
 		}
 		if len(b) < 4 {
-			return r, malformed("record %d value cut short", i)
+			return i, malformed("record %d value cut short", i)
 		}
 		vl := uint64(binary.BigEndian.Uint32(b))
 		b = b[4:]
 		if vl > uint64(len(b)) || vl > maxRecordSize {
-			return r, malformed("record %d value of %d bytes in %d", i, vl, len(b))
+			return i, malformed("record %d value of %d bytes in %d", i, vl, len(b))
 		}
 		rec.Value = b[:vl:vl]
 		b = b[vl:]
-		r.Records = append(r.Records, rec)
+		f(&rec)
 	}
 	if len(b) != 0 {
-		return r, malformed("%d bytes after the records", len(b))
+		return i, malformed("%d bytes after the records", len(b))
 	}
-	return r, nil
+	return i, nil
 }

@@ -162,3 +162,68 @@ func TestAppendWire(t *testing.T) {
 		t.Fatalf("appendWire:\n got %x\nwant %x", got, want)
 	}
 }
+
+func FuzzDecodeReplyFrames(f *testing.F) {
+	recs := []spool.Record{{Offset: 1, Value: []byte("x")}, {Offset: 2, Headers: []spool.Header{{Key: "k", Value: []byte("v")}}, Value: []byte("y")}}
+	a, b := appendWire(nil, &recs[0], 1), appendWire(nil, &recs[1], 1)
+	fr := fetchReply(1, 2, append(append([]byte(nil), a...), b...), []int{len(a)})
+	f.Add(fr[0], fr[1], fr[2])
+	f.Fuzz(func(t *testing.T, h, a, b []byte) {
+		r, err := DecodeReply([][]byte{h, a, b}, true)
+		if err != nil {
+			return
+		}
+		if r.Status != StatusOK || len(r.Records) != int(r.Count) || r.Count < 2 {
+			t.Fatalf("status %d, %d records, count %d from two data frames", r.Status, len(r.Records), r.Count)
+		}
+	})
+}
+
+// A fetch reply split into data frames (FlagFrames) decodes to the
+// records of the whole; a frame cut inside a record, an empty frame and
+// records missing are refused.
+func TestFetchReplyFrames(t *testing.T) {
+	var data []byte
+	var cuts []int
+	var want []Record
+	cut := 0
+	for i := range 700 {
+		r := spool.Record{Offset: uint64(i), Time: time.Unix(0, int64(i)), Value: bytes.Repeat([]byte{byte(i)}, 100)}
+		if i%7 == 0 {
+			r.Headers = []spool.Header{{Key: "k", Value: []byte("v")}}
+		}
+		start := len(data)
+		data = appendWire(data, &r, 1)
+		cut, cuts = frameCut(len(data), start, cut, cuts)
+		want = append(want, toWire(r, 1))
+	}
+	frames := fetchReply(3, uint32(len(want)), data, cuts)
+	if len(frames) < 4 {
+		t.Fatalf("%d frames for %d bytes", len(frames), len(data))
+	}
+	for _, f := range frames[1:] {
+		if len(f) > FrameBytes {
+			t.Fatalf("a data frame of %d bytes", len(f))
+		}
+	}
+	r, err := DecodeReply(frames, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(r.Records, want) {
+		t.Fatalf("records differ after the split")
+	}
+	bad := map[string][][]byte{
+		"cut inside a record": {frames[0], frames[1][:100], frames[1][100:]},
+		"empty frame":         append([][]byte{frames[0], {}}, frames[1:]...),
+		"records missing":     frames[:len(frames)-1],
+	}
+	for name, fr := range bad {
+		if _, err := DecodeReply(fr, true); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := DecodeReply(frames, false); err == nil {
+		t.Errorf("a reply of %d frames decoded as no fetch's", len(frames))
+	}
+}

@@ -15,8 +15,9 @@ import (
 // and are served from the new cursor. It returns the new cursor.
 func (s *Server) seekLocked(g *state, l *spool.Log, req Request) uint64 {
 	target := seekTarget(l, req.Start, req.StartValue)
-	dropped := len(g.pend)
+	dropped := len(g.pend) + g.inRuns
 	g.pend = make(map[uint64]*pending)
+	g.runs, g.inRuns = nil, 0
 	g.held = make(map[string]int)
 	g.keys = make(map[string][]uint64)
 	g.avail = 0

@@ -99,6 +99,8 @@ type Server struct {
 
 	journals map[string]*journal // by group key; the flusher's own
 
+	incarnations map[string]string // the last incarnation seen per member node; guarded by mu
+
 	wakeClock chan struct{}
 	wakeFlush chan struct{}
 
@@ -145,7 +147,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: lg.With("component", "group-server"),
 		groups: make(map[string]*state), watching: make(map[string]bool), journals: make(map[string]*journal),
-		wakeClock: make(chan struct{}, 1), wakeFlush: make(chan struct{}, 1)}
+		incarnations: make(map[string]string),
+		wakeClock:    make(chan struct{}, 1), wakeFlush: make(chan struct{}, 1)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(2)
 	go s.clockLoop()
@@ -201,6 +204,7 @@ func (s *Server) Handle(env [][]byte, frames [][]byte) {
 		s.handleAdmin(env, req)
 		return
 	}
+	s.noteIncarnation(req.Member)
 	if !nameRE.MatchString(req.Group) {
 		s.send(env, &Reply{Status: StatusBadRequest, ID: req.ID, Data: []byte(fmt.Sprintf("bad group name %q", req.Group))})
 		return
@@ -363,6 +367,11 @@ func (s *Server) settleLocked(g *state, req Request) *Reply {
 	nref := uint32(0)
 	for _, e := range req.Entries {
 		p := g.pend[e.Offset]
+		if p == nil && g.inRuns > 0 {
+			// Leased in a run: settled record by record from here.
+			g.breakRunAt(e.Offset)
+			p = g.pend[e.Offset]
+		}
 		if p == nil || p.member != req.Member || p.deliveries != e.Delivery {
 			code := RefusedNotLeased
 			if p == nil {
@@ -433,6 +442,7 @@ func (s *Server) deadLocked(g *state, o uint64, p *pending, reason string) {
 // releaseLocked returns the leases of the members gone says so, at once.
 func (s *Server) releaseLocked(g *state, gone func(member string) bool, now time.Time) int {
 	n := 0
+	g.breakRunsWhere(gone)
 	for o, p := range g.pend {
 		if p.member != "" && gone(p.member) {
 			g.cnt.Released++
@@ -482,10 +492,20 @@ func (s *Server) send(env [][]byte, r *Reply) {
 	}
 }
 
-// nodeOf returns the node name of a member id ("node/suffix").
+// nodeOf returns the node name of a member id ("node/incarnation.random").
 func nodeOf(member string) string {
 	if i := strings.LastIndexByte(member, '/'); i >= 0 {
 		return member[:i]
 	}
 	return member
+}
+
+// incarnationOf returns the incarnation of a member id
+// ("node/incarnation.random"; "" for an id without one).
+func incarnationOf(member string) string {
+	rest := member[strings.LastIndexByte(member, '/')+1:]
+	if i := strings.IndexByte(rest, '.'); i >= 0 {
+		return rest[:i]
+	}
+	return ""
 }

@@ -123,7 +123,9 @@ type state struct {
 	durable       uint64 // floor as of the last written commit (Floors reports it)
 	next          uint64 // the cursor: offsets from here were never leased
 	done          spanSet
-	pend          map[uint64]*pending
+	pend          map[uint64]*pending // pending records, except those leased in runs
+	runs          []*leaseRun         // leases as ranges (see runs.go), ascending
+	inRuns        int                 // records leased in runs
 	held          map[string]int      // leases per member
 	avail         int                 // pending entries with no member
 	keys          map[string][]uint64 // ordered groups: pending offsets per key, ascending
@@ -356,13 +358,24 @@ type fileState struct {
 
 func (g *state) snapshot() fileState {
 	f := fileState{Journal: g.gen, Stream: g.stream, Group: g.group, Settings: g.set, Floor: g.floor, Next: g.next, Done: append([]span(nil), g.done...)}
-	offs := make([]uint64, 0, len(g.pend))
-	for o := range g.pend {
-		offs = append(offs, o)
+	type od struct {
+		o uint64
+		d uint32
 	}
-	sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
-	for _, o := range offs {
-		d := uint64(g.pend[o].deliveries)
+	offs := make([]od, 0, len(g.pend)+g.inRuns)
+	for o, p := range g.pend {
+		offs = append(offs, od{o, p.deliveries})
+	}
+	for _, r := range g.runs {
+		for o := r.from; o < r.to; o++ {
+			if !r.acked.has(o) {
+				offs = append(offs, od{o, 1})
+			}
+		}
+	}
+	sort.Slice(offs, func(i, j int) bool { return offs[i].o < offs[j].o })
+	for _, x := range offs {
+		o, d := x.o, uint64(x.d)
 		if n := len(f.Pending); n > 0 && f.Pending[n-1][1] == o && f.Pending[n-1][2] == d {
 			f.Pending[n-1][1]++
 			continue

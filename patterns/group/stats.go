@@ -81,14 +81,14 @@ func (s *Server) List() []GroupStats {
 // stats is g's state; s.mu held. completeStats adds what needs reads.
 func (g *state) stats(l *spool.Log) GroupStats {
 	st := GroupStats{Counters: g.cnt, Stream: g.stream, Group: g.group, Floor: g.floor, Next: g.next,
-		Pending: len(g.pend), Available: g.avail, InFlight: len(g.pend) - g.avail, Members: len(g.held),
+		Pending: len(g.pend) + g.inRuns, Available: g.avail, InFlight: len(g.pend) + g.inRuns - g.avail, Members: len(g.held),
 		AckWait: g.set.AckWait, MaxDeliver: g.set.MaxDeliver, Ordered: g.set.Ordered}
 	if l != nil {
 		st.High = l.NextOffset()
 		if st.High > g.next {
 			st.Lag = st.High - g.next
 		}
-		st.Lag += uint64(len(g.pend))
+		st.Lag += uint64(len(g.pend) + g.inRuns)
 	}
 	return st
 }
@@ -148,4 +148,16 @@ func (c *recordTimes) time(stream, group string, l *spool.Log, o uint64) (time.T
 	c.m[k] = recordTime{l, o, r.Time}
 	c.mu.Unlock()
 	return r.Time, true
+}
+
+// Counters returns the counters of one group on this server, without
+// the reads Stats does for the lag time: cheap enough to poll.
+func (s *Server) Counters(stream, group string) (Counters, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.groups[stream+"\x00"+group]
+	if g == nil {
+		return Counters{}, false
+	}
+	return g.cnt, true
 }

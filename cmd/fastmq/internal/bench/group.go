@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fastmq/fastmq/internal/ctxutil"
@@ -213,7 +214,7 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 	}
 	// Every member has fetched once (the group exists, with all of them
 	// parked on the empty stream): start.
-	if err := waitFor(ctx, func() bool { _, ok := gs.Stats()["bench/g"]; return ok }); err != nil {
+	if err := waitFor(ctx, func() bool { _, ok := gs.Counters("bench", "g"); return ok }); err != nil {
 		return res, err
 	}
 	value := make([]byte, o.Size)
@@ -227,7 +228,7 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 		durable = make([]time.Time, o.Count)
 	}
 	go func() { errc <- produce(ctx, l, value, o.Count, o.Rate, durable) }()
-	if err := waitFor(ctx, func() bool { return gs.Stats()["bench/g"].Acked >= uint64(o.Count) }); err != nil {
+	if err := waitFor(ctx, func() bool { c, _ := gs.Counters("bench", "g"); return c.Acked >= uint64(o.Count) }); err != nil {
 		return res, err
 	}
 	el := time.Since(start)
@@ -307,15 +308,18 @@ func groupMember(ctx context.Context, out io.Writer, o GroupOptions) error {
 		rep.AtNs = make([]int64, 0, o.Count)
 	}
 	fmt.Fprintln(out, "ready")
+	var processed atomic.Int64 // without --rate: the handlers only count
 	err = m.Run(ctx, o.Concurrency, func(_ context.Context, msg *group.Message) error {
+		if o.Rate == 0 {
+			processed.Add(1)
+			return nil
+		}
 		now := time.Now()
 		mu.Lock()
 		rep.Processed++
-		if o.Rate > 0 {
-			rep.LatNs = append(rep.LatNs, now.Sub(msg.Time).Nanoseconds())
-			rep.Offsets = append(rep.Offsets, msg.Offset)
-			rep.AtNs = append(rep.AtNs, now.UnixNano())
-		}
+		rep.LatNs = append(rep.LatNs, now.Sub(msg.Time).Nanoseconds())
+		rep.Offsets = append(rep.Offsets, msg.Offset)
+		rep.AtNs = append(rep.AtNs, now.UnixNano())
 		mu.Unlock()
 		return nil
 	})
@@ -324,5 +328,6 @@ func groupMember(ctx context.Context, out io.Writer, o GroupOptions) error {
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	rep.Processed += int(processed.Load())
 	return json.NewEncoder(out).Encode(rep)
 }
