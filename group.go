@@ -73,6 +73,9 @@ func (n *Node) Group(cfg GroupConfig) (*group.Member, error) {
 	if !streamNameRE.MatchString(cfg.Group) {
 		return nil, fmt.Errorf("fastmq: bad group name %q", cfg.Group)
 	}
+	if n.cfg.Spool.VisibleBeforeSync {
+		return nil, ErrGroupsRefused
+	}
 	h, err := n.groupHost()
 	if err != nil {
 		return nil, err
@@ -129,7 +132,7 @@ func (n *Node) groupHost() (*groupHost, error) {
 	}
 	srv, err := group.NewServer(group.ServerConfig{
 		Dir:     filepath.Join(n.cfg.DataDir, "groups"),
-		Lookup:  n.lookupStream,
+		Lookup:  n.groupLookup,
 		Open:    n.Stream,
 		Send:    n.server,
 		Members: n.members,

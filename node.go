@@ -66,7 +66,13 @@ type Config struct {
 	// stream. A zero Spool.GroupInterval means adaptive group commit here
 	// (spool's negative interval): every fsync takes the records written
 	// during the previous one, which keeps latency at one fsync at low rates
-	// and still batches under load.
+	// and still batches under load. Spool.VisibleBeforeSync serves every
+	// stream's records to consumers once written, before their fsync
+	// (publishes are still acknowledged once durable; see
+	// spool.Config.VisibleBeforeSync): a pull consumer learns of records an
+	// OS crash lost through the log's epoch, but a consumer group's state
+	// does not follow epochs, so such a node refuses consumer groups
+	// (ErrGroupsRefused, and "unknown stream" to remote members).
 	Spool spool.Config
 	// DiskGuard limits what the node's spools may take of the disk (see
 	// DiskGuard). The zero value refuses appends while the file system

@@ -43,17 +43,17 @@ func (l *Log) signalCheckpoint() {
 	}
 }
 
-// checkpoint writes the acknowledged end of the log (NextOffset: the
-// writer's Log publishes records only once acknowledged) as the recovery
-// checkpoint, if it moved. closed (Close, after the last fsync) also marks
-// the log cleanly closed.
+// checkpoint writes the acknowledged end of the log (l.acked: NextOffset,
+// except that under Config.VisibleBeforeSync records are published before
+// they are acknowledged) as the recovery checkpoint, if it moved. closed
+// (Close, after the last fsync) also marks the log cleanly closed.
 func (l *Log) checkpoint(closed bool) error {
 	l.metaMu.Lock()
 	defer l.metaMu.Unlock()
 	// The deduplication state goes first, covering exactly the records
 	// below the checkpoint, so that Open needs to scan only after it.
 	l.ddMu.Lock()
-	n := l.NextOffset()
+	n := l.acked
 	var df *dedupFile
 	if l.durable.dirty {
 		f := l.durable.snapshot(n)

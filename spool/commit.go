@@ -16,7 +16,10 @@ type pendingWrite struct {
 	reqs    []*Ack
 	records int32 // beside force: the struct stays in its 80-byte size class
 	force   bool
-	err     error
+	// published: the writer published the group before its fsync
+	// (Config.VisibleBeforeSync); the syncer only acknowledges it.
+	published bool
+	err       error
 
 	dd *pwDedup // deduplication events for the durable view (dedupfile.go); nil for none
 }
@@ -125,6 +128,9 @@ func (l *Log) commit(batch []*pendingWrite, doSync bool) {
 		}
 		l.pre.observe(bytes)
 		l.fsyncs.carried(bytes, l.pre.takeZeros())
+		if l.beforeSync != nil {
+			l.beforeSync()
+		}
 		t0 := time.Now()
 		defer func() {
 			if d := time.Since(t0); d > slowFsync && err == nil {
@@ -154,20 +160,30 @@ func (l *Log) commit(batch []*pendingWrite, doSync bool) {
 		}
 	}
 	if err == nil {
-		dedup := false
+		dedup, end, acked := false, uint64(0), false
 		for _, pw := range batch {
 			dedup = dedup || pw.dd != nil
+			if pw.err != nil {
+				continue
+			}
+			for _, c := range pw.chunks {
+				if len(c.batches) > 0 {
+					end, acked = c.batches[len(c.batches)-1].end(), true
+				}
+			}
 		}
+		// The durable view, the acknowledged end and the published end
+		// move together, for the checkpointer (under VisibleBeforeSync the
+		// published end may be ahead of the other two).
+		l.ddMu.Lock()
 		if dedup {
-			// The durable view and the published end move together, for
-			// the checkpointer.
-			l.ddMu.Lock()
 			l.applyDurable(batch)
-			l.publish(batch)
-			l.ddMu.Unlock()
-		} else {
-			l.publish(batch)
 		}
+		l.publish(batch)
+		if acked {
+			l.acked = end
+		}
+		l.ddMu.Unlock()
 		l.signalCheckpoint()
 	}
 	for _, pw := range batch {
@@ -191,23 +207,42 @@ func (l *Log) activeFile() *os.File {
 	return l.segs[len(l.segs)-1].f
 }
 
-// publish makes the batches of every group that was written without error
-// visible to readers and wakes those waiting.
+// publish makes the batches of every group that was written without error,
+// and not published by the writer already, visible to readers and wakes
+// those waiting.
 func (l *Log) publish(batch []*pendingWrite) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	changed := false
 	for _, pw := range batch {
-		if pw.err != nil {
-			continue
-		}
-		for _, c := range pw.chunks {
-			l.addBatches(c.seg, c.batches)
-			c.seg.size = c.endPos
-			changed = changed || len(c.batches) > 0
+		if pw.err == nil && !pw.published {
+			changed = l.publishLocked(pw) || changed
 		}
 	}
 	if changed {
 		l.wakeLocked()
 	}
+}
+
+// publishEarly publishes a group the writer has just written, before its
+// fsync (Config.VisibleBeforeSync; writer).
+func (l *Log) publishEarly(pw *pendingWrite) {
+	l.mu.Lock()
+	if l.publishLocked(pw) {
+		l.wakeLocked()
+	}
+	l.mu.Unlock()
+	pw.published = true
+}
+
+// publishLocked adds the batches of pw to the index (l.mu held) and
+// reports whether it added any.
+func (l *Log) publishLocked(pw *pendingWrite) bool {
+	changed := false
+	for _, c := range pw.chunks {
+		l.addBatches(c.seg, c.batches)
+		c.seg.size = c.endPos
+		changed = changed || len(c.batches) > 0
+	}
+	return changed
 }

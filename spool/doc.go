@@ -142,7 +142,11 @@
 //   - A record is visible to readers of the writing Log only once it is
 //     acknowledged: the syncer publishes a group after its fsync and just
 //     before it acknowledges it. (A read-only Log reads the files, so it may
-//     see records written but not yet acknowledged; see Readers.)
+//     see records written but not yet acknowledged; see Readers.) The one
+//     exception is [Config.VisibleBeforeSync]: the writer publishes each
+//     group right after its pwrite, and the syncer only acknowledges it.
+//     The recovery checkpoint and the deduplication state it covers follow
+//     the acknowledged end, never the published one.
 //   - Nothing is acknowledged as durable after a failed write or fsync: the
 //     first failure is kept, every group an fsync was still to cover fails
 //     with it, and every later Append fails until the Log is reopened and
@@ -289,12 +293,17 @@
 // position belongs to another log and is never continued.
 //
 // acked is the recovery checkpoint: every offset below it was acknowledged
-// (published to readers of the writer). The writer raises it on Close and in
+// (and so published to readers of the writer; under
+// [Config.VisibleBeforeSync] readers may have seen more). The writer raises it on Close and in
 // the background at most once a second after appends (never on the Append
 // path); Open and Repair lower it to the data after recording a loss. It is
 // at most a second or so behind, so it detects the loss of all but the newest
 // acknowledged records. Under SyncNone, records are acknowledged before they
 // are durable, and a machine crash that loses them is reported as such a loss.
+// Under [Config.VisibleBeforeSync], readers may have seen records above the
+// checkpoint that were never durable; a machine crash that loses them leaves
+// open true, so Open starts a new epoch at the surviving end and the
+// consumers that read them learn of the loss.
 //
 // open is true from Open to a clean Close (after its last fsync and
 // checkpoint); a writer that crashed or failed a write leaves it true.

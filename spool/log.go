@@ -39,6 +39,27 @@ type Config struct {
 	// volume's IOPS limit) stalls every fsync when it is exceeded, which
 	// costs more than the wait.
 	MinSyncInterval time.Duration
+	// VisibleBeforeSync makes each written group visible to readers of this
+	// Log (ReadRaw, Reader, Wait; through them pull servers and consumer
+	// groups) as soon as the writer's pwrite returns, before the group
+	// commit's fdatasync; Append and AppendAsync still return only once the
+	// records are durable per Sync, as without it. It takes the fsync off
+	// the append-to-delivery path (a disk that stalls an fsync now and then
+	// no longer stalls the consumers), at this cost: readers may see
+	// records that are not yet durable. A process crash loses none of them
+	// (they are in the OS's page cache); an OS crash or power loss can, and
+	// then Open finds the unclean close and starts a new epoch at the
+	// surviving end, so that consumers that read the lost records learn of
+	// the loss through the epoch (see "Log identity and epochs") instead of
+	// taking the new records at the same offsets for the ones they read.
+	// The recovery checkpoint (meta.json's acknowledged offset) and the
+	// deduplication state it covers still follow the fsyncs alone. If an
+	// fsync fails, the Log fails as without it (every later Append fails
+	// until it is reopened), but readers may already have seen the records
+	// that fsync was to cover; reopening starts a new epoch (the Log did
+	// not close cleanly). Without effect under SyncNone, which acknowledges
+	// once written anyway.
+	VisibleBeforeSync bool
 	// Codec compresses each stored batch (default CodecNone).
 	Codec Codec
 	// SegmentBytes: a new segment starts when the next batch would take the
@@ -159,6 +180,8 @@ type Log struct {
 
 	fsyncs fsyncStats // observed by the syncer
 
+	beforeSync func() // tests only: the syncer calls it before a group fsync
+
 	// Identity, epochs and recovery checkpoint (meta.go, checkpoint.go).
 	metaMu sync.Mutex     // guards meta and metaFI; serialises writes of meta.json
 	meta   meta           // what meta.json holds
@@ -182,8 +205,9 @@ type Log struct {
 	// Deduplication (dedup*.go): the writer's view, owned by the writer
 	// goroutine, and the view of the acknowledged records.
 	dd      *dedupWriter
-	ddMu    sync.Mutex // guards durable; taken before mu
+	ddMu    sync.Mutex // guards durable and acked; taken before mu
 	durable durableDedup
+	acked   uint64 // offset after the last acknowledged record: the checkpoint's bound
 
 	// Owned by the writer goroutine (write.go).
 	active *segment
@@ -283,6 +307,7 @@ func open(cfg Config, ro bool) (*Log, error) {
 	}
 	l.pre.reset(l.active.f, alloc)
 	l.wnext = l.next
+	l.acked = l.next
 	l.reqCh = make(chan *Ack, 256)
 	l.syncCh = make(chan *pendingWrite, 64)
 	l.retainCh = make(chan struct{}, 1)

@@ -207,6 +207,8 @@ func (l *Log) writer() {
 		} else if err := l.writeGroup(pw); err != nil {
 			l.fail(err)
 			pw.err = err
+		} else if l.cfg.VisibleBeforeSync {
+			l.publishEarly(pw)
 		}
 		for _, r := range group {
 			r.encodedDone()

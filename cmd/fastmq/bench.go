@@ -95,7 +95,7 @@ func init() {
 	var count, size, rate int
 	var codec, syncPol string
 	var groupInterval, minSync time.Duration
-	var reference bool
+	var reference, early bool
 	cmd := &cobra.Command{
 		Use:   "pull",
 		Short: "End to end: append to a spool, serve it over tcp loopback, consume it",
@@ -121,7 +121,7 @@ at the same rate right after: the floor of the disk at that moment.`,
 			if err != nil {
 				return fmt.Errorf("--sync: %w", err)
 			}
-			if err := bench.Pull(cmd.Context(), cmd.OutOrStdout(), count, size, rate, spool.Config{Codec: c, Sync: sp, GroupInterval: groupInterval, MinSyncInterval: minSync}); err != nil {
+			if err := bench.Pull(cmd.Context(), cmd.OutOrStdout(), count, size, rate, spool.Config{Codec: c, Sync: sp, GroupInterval: groupInterval, MinSyncInterval: minSync, VisibleBeforeSync: early}); err != nil {
 				return err
 			}
 			if reference && rate > 0 {
@@ -137,6 +137,7 @@ at the same rate right after: the floor of the disk at that moment.`,
 	cmd.Flags().StringVar(&syncPol, "sync", "group", "sync policy: each, group or none")
 	cmd.Flags().DurationVar(&minSync, "min-sync-interval", 0, "group commit: least time between the starts of two fsyncs (0: none, as a node's streams)")
 	cmd.Flags().BoolVar(&reference, "reference", false, "with --rate: also run a bare group commit (pwrite + fdatasync) at the same rate and print its figures")
+	cmd.Flags().BoolVar(&early, "visible-before-sync", false, "serve records to the consumer once written, before their group commit's fdatasync (spool.Config.VisibleBeforeSync; appends are still acknowledged once durable)")
 	cmd.Flags().DurationVar(&groupInterval, "group-interval", -1, "group commit: longest wait for more records before an fsync (negative: none, as a node's streams; 0: the spool default of 1ms)")
 	benchCmd.AddCommand(cmd)
 }

@@ -75,7 +75,11 @@ func Pull(ctx context.Context, out io.Writer, count, size, rate int, scfg spool.
 	if err := <-errc; err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "pull end to end: %d records of %d B, codec %s, sync %s, tcp loopback\n", count, size, scfg.Codec, scfg.Sync)
+	early := ""
+	if scfg.VisibleBeforeSync {
+		early = ", visible before sync"
+	}
+	fmt.Fprintf(out, "pull end to end: %d records of %d B, codec %s, sync %s%s, tcp loopback\n", count, size, scfg.Codec, scfg.Sync, early)
 	fmt.Fprintf(out, "  %.0f records/s, %.1f MB/s, %.2fs\n", float64(count)/el.Seconds(), float64(count*size)/el.Seconds()/1e6, el.Seconds())
 	if rate > 0 {
 		var total, toDurable, toDelivered []time.Duration
@@ -95,7 +99,11 @@ func Pull(ctx context.Context, out io.Writer, count, size, rate int, scfg spool.
 		if len(total) > 0 {
 			fsyncLine(out, l.FsyncStats(), count)
 			line("  append to durable (fsync and acknowledgement)", toDurable)
-			line("  durable to delivered (served, sent, decoded)", toDelivered)
+			if scfg.VisibleBeforeSync {
+				line("  durable to delivered (negative: delivered before durable)", toDelivered)
+			} else {
+				line("  durable to delivered (served, sent, decoded)", toDelivered)
+			}
 			line(fmt.Sprintf("append-to-delivery latency at %d records/s", rate), total)
 		}
 	}
