@@ -93,12 +93,12 @@ func (s *Socket) drop(p *peer) {
 // that goes away swallows the message.
 func (s *Socket) sendTo(ctx context.Context, p *peer, m Msg) error {
 	n := msgBytes(m)
-	if p.writeDirect(m, n) || p.outq.push(m, n) {
+	if p.writeDirect(m, n) || p.push(m, n, false) {
 		return nil
 	}
 	ctx, cancel := ctxFor(ctx, s.cfg.SendTimeout)
 	defer cancel()
-	for !p.outq.push(m, n) {
+	for !p.push(m, n, false) {
 		switch err := p.outq.waitRoom(ctx, p.quit, s.closing, n); err {
 		case nil:
 		case errPeerGone:
