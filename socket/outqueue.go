@@ -69,9 +69,7 @@ func (q *outQueue) push(m Msg, n int64) bool {
 		q.mu.Unlock()
 		return false
 	}
-	if q.add(m, n) {
-		signal(q.ready)
-	}
+	q.add(m, n)
 	return true
 }
 
@@ -80,27 +78,17 @@ func (q *outQueue) push(m Msg, n int64) bool {
 // Config.SendHWMBytesTotal, unless nothing is queued for this peer (each
 // peer still gets one message at a time, as the Config documents).
 func (q *outQueue) pushDrop(m Msg, n int64) bool {
-	ok, wake := q.pushOwn(m, n, true)
-	if wake {
-		signal(q.ready)
-	}
-	return ok
-}
-
-// pushOwn is push (pushDrop if drop is set) for a sender that wakes the
-// writer itself: wake says the writer slept, and the sender must now
-// either drain the queue itself (ownWrite) or signal ready.
-func (q *outQueue) pushOwn(m Msg, n int64, drop bool) (ok, wake bool) {
 	q.mu.Lock()
 	if q.gone {
 		q.mu.Unlock()
-		return true, false
+		return true
 	}
-	if !q.fitsLocked(n) || (drop && q.total != nil && q.ring.n > 0 && q.total.Load()+n > q.totalMax) {
+	if !q.fitsLocked(n) || (q.total != nil && q.ring.n > 0 && q.total.Load()+n > q.totalMax) {
 		q.mu.Unlock()
-		return false, false
+		return false
 	}
-	return true, q.add(m, n)
+	q.add(m, n)
+	return true
 }
 
 // errPeerGone ends a wait for room in the queue of a peer that went away.
@@ -125,10 +113,9 @@ func (q *outQueue) hasRoom(n int64) bool {
 	return q.fitsLocked(n)
 }
 
-// add appends m, which counts n bytes, and unlocks q. It reports whether
-// the writer slept: the caller must then wake it (or drain the queue
-// itself, as ownWrite does).
-func (q *outQueue) add(m Msg, n int64) bool {
+// add appends m, which counts n bytes, and unlocks q, waking the writer
+// if it sleeps.
+func (q *outQueue) add(m Msg, n int64) {
 	q.ring.put(m, q.hwm)
 	q.bytes += n
 	if q.total != nil {
@@ -137,7 +124,9 @@ func (q *outQueue) add(m Msg, n int64) bool {
 	wake := q.sleeping
 	q.sleeping = false
 	q.mu.Unlock()
-	return wake
+	if wake {
+		signal(q.ready)
+	}
 }
 
 // take gives back the bytes of the batch the writer wrote since its last

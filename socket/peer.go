@@ -27,7 +27,6 @@ type peer struct {
 	// sender writing directly (direct.go).
 	wmu    sync.Mutex
 	direct bool            // REQ, REP: senders may write directly (direct.go)
-	own    bool            // DEALER, ROUTER: senders may write the queue (ownwrite.go)
 	inproc bool            // conn is an inproc pipe
 	cred   PeerCredentials // what the handshake authenticated
 
@@ -38,11 +37,9 @@ type peer struct {
 
 	outq    *outQueue
 	written int64 // writer only: bytes of the last batch, for outq.take
-	// ownBatch is the batch of a sender writing the queue (wmu's holder).
-	ownBatch []Msg
-	inq      *inQueue
-	ctrl     chan zmtp.Command
-	subctl   subCtl // SUB/XSUB: subscription changes to announce
+	inq     *inQueue
+	ctrl    chan zmtp.Command
+	subctl  subCtl // SUB/XSUB: subscription changes to announce
 
 	quit     chan struct{}
 	quitOnce sync.Once
@@ -150,7 +147,6 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 		w:           zmtp.NewWriter(cw, 0),
 		cw:          cw,
 		direct:      (s.kind == Req || s.kind == Rep) && cw.try != nil,
-		own:         (s.kind == Dealer || s.kind == Router) && cw.try != nil,
 		inproc:      isMemConn(c),
 		lends:       directRecvKind(s.kind) && !isMemConn(c),
 		outq:        newOutQueue(s.cfg.SendHWM, s.cfg.SendHWMBytes, &s.queuedBytes, s.cfg.SendHWMBytesTotal),

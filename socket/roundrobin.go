@@ -43,7 +43,7 @@ func (s *Socket) tryRR(m Msg, size int64) *peer {
 	start := s.rr.next.Add(1)
 	for i := uint32(0); i < n; i++ {
 		p := ps[(start+i)%n]
-		if p.writeDirect(m, size) || p.push(m, size, false) {
+		if p.writeDirect(m, size) || p.outq.push(m, size) {
 			return p
 		}
 	}

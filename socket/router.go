@@ -91,7 +91,7 @@ func (s *Socket) sendRouter(ctx context.Context, m Msg) error {
 		return nil
 	}
 	if !s.cfg.RouterMandatory {
-		if !p.push(body, msgBytes(body), true) {
+		if !p.outq.pushDrop(body, msgBytes(body)) {
 			s.drop(p)
 		}
 		return nil

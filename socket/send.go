@@ -93,12 +93,12 @@ func (s *Socket) drop(p *peer) {
 // that goes away swallows the message.
 func (s *Socket) sendTo(ctx context.Context, p *peer, m Msg) error {
 	n := msgBytes(m)
-	if p.writeDirect(m, n) || p.push(m, n, false) {
+	if p.writeDirect(m, n) || p.outq.push(m, n) {
 		return nil
 	}
 	ctx, cancel := ctxFor(ctx, s.cfg.SendTimeout)
 	defer cancel()
-	for !p.push(m, n, false) {
+	for !p.outq.push(m, n) {
 		switch err := p.outq.waitRoom(ctx, p.quit, s.closing, n); err {
 		case nil:
 		case errPeerGone:

@@ -80,9 +80,6 @@ type Socket struct {
 		// Direct writes (direct.go), and those that left a rest to the
 		// writer goroutine: for tests and benchmarks, not in Stats.
 		direct, directRest atomic.Uint64
-		// Batches senders wrote from the queue (ownwrite.go), and
-		// those that left a rest to the writer goroutine, likewise.
-		ownWrites, ownRest atomic.Uint64
 		// Messages a Recv read from the connection itself
 		// (recvdirect.go), likewise.
 		directRecv atomic.Uint64
