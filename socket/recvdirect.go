@@ -105,48 +105,8 @@ func (c *connReader) Read(b []byte) (int, error) {
 // kickState is the part of a peer that kicks share with the role's
 // holder.
 type kickState struct {
-	mu     sync.Mutex // guards the fields below and read-deadline changes
+	mu     sync.Mutex // guards kicked and read-deadline changes
 	kicked bool       // the read deadline is in the past because of a kick
-	// The Done channel whose closing kicks (see kickOnDone), and what
-	// stops that; gone is set once the peer left the socket.
-	done <-chan struct{}
-	stop func() bool
-	gone bool
-}
-
-// kickOnDone (role holder) makes the end of ctx kick p's reads, so that a
-// Recv reading the connection itself returns when its ctx ends. The
-// registration stays after the Recv returns, and the next Recv whose ctx
-// ends with the same Done channel reuses it: a server's receivers pass
-// one context for their whole life, and registering for every Recv
-// allocated and took the context's lock each time. A kick meant for an
-// earlier Recv is ignored by the holder it reaches (see readDirect), as
-// a late kick always was. stopKicks ends the registration when the peer
-// leaves.
-func (p *peer) kickOnDone(ctx context.Context) {
-	done := ctx.Done()
-	p.ks.mu.Lock()
-	defer p.ks.mu.Unlock()
-	if p.ks.done == done || p.ks.gone {
-		return
-	}
-	if p.ks.stop != nil {
-		p.ks.stop()
-	}
-	p.ks.done = done
-	p.ks.stop = context.AfterFunc(ctx, p.kick)
-	p.s.st.kickRegs.Add(1)
-}
-
-// stopKicks ends kickOnDone's registration once p left the socket.
-func (p *peer) stopKicks() {
-	p.ks.mu.Lock()
-	defer p.ks.mu.Unlock()
-	p.ks.gone = true
-	if p.ks.stop != nil {
-		p.ks.stop()
-		p.ks.stop, p.ks.done = nil, nil
-	}
 }
 
 // kick stops the read of whoever holds the reader role, if it is at a
@@ -358,7 +318,8 @@ func (s *Socket) readDirect(ctx context.Context, p *peer) (im inMsg, done bool, 
 			s.giveRole(p, false)
 			return inMsg{}, true, ctxErr(ctx)
 		}
-		p.kickOnDone(ctx)
+		stop := context.AfterFunc(ctx, p.kick)
+		defer stop()
 	}
 	for {
 		p.rd.fresh = p.clean

@@ -62,7 +62,6 @@ func (s *Socket) removePeer(p *peer) {
 	}
 	s.peersMu.Unlock()
 	p.outq.release()
-	p.stopKicks()
 	if s.kind == XPub {
 		for _, t := range p.subs.topics() {
 			s.xpubUpdate(p, []byte(t), false, true)

@@ -83,8 +83,6 @@ type Socket struct {
 		// Messages a Recv read from the connection itself
 		// (recvdirect.go), likewise.
 		directRecv atomic.Uint64
-		// Contexts whose end kicks a Recv reading itself (kickOnDone).
-		kickRegs atomic.Uint64
 	}
 
 	wg sync.WaitGroup
