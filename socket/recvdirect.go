@@ -115,6 +115,7 @@ type kickState struct {
 func (p *peer) kick() {
 	p.ks.mu.Lock()
 	p.ks.kicked = true
+	p.s.st.kicks.Add(1)
 	_ = p.conn.SetReadDeadline(time.Unix(1, 0))
 	p.ks.mu.Unlock()
 }

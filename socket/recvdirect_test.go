@@ -517,3 +517,38 @@ func TestDirectRecvLeavesPartToReader(t *testing.T) {
 		eq(t, res.frames, "second-"+strings.Repeat("z", 1000))
 	}
 }
+
+// Callers that give each Recv a context of its own and cancel it when the
+// Recv returns (a timeout per call, the common case) keep reading the
+// connection themselves: the end of one Recv's context must not kick the
+// next Recv's read.
+func TestDirectRecvContextPerCall(t *testing.T) {
+	for _, tr := range []string{"tcp", "ipc"} {
+		t.Run(tr, func(t *testing.T) {
+			ctx := tctx(t)
+			rep := mk(t, Rep, Config{})
+			req := mk(t, Req, Config{})
+			connect(t, req, bind(t, rep, sockettest.Endpoint(t, tr)))
+			call := func(s *Socket) []string {
+				c, cancel := context.WithTimeout(ctx, time.Minute)
+				defer cancel()
+				return mustRecv(t, c, s)
+			}
+			const n = 40
+			for i := range n {
+				mustSend(t, ctx, req, fmt.Sprint(i))
+				eq(t, call(rep), fmt.Sprint(i))
+				mustSend(t, ctx, rep, "re")
+				eq(t, call(req), "re")
+			}
+			// As in TestRecvReadsConnectionItself, a reader that took the
+			// role back after a pause may queue a message now and then.
+			if dq, dp := req.st.directRecv.Load(), rep.st.directRecv.Load(); dq < n/4 || dp < n/4 {
+				t.Fatalf("Recv read %d of %d replies and %d of %d requests itself", dq, n, dp, n)
+			}
+			if k := req.st.kicks.Load() + rep.st.kicks.Load(); k > n/4 {
+				t.Fatalf("%d reads kicked by the end of an earlier Recv's context", k)
+			}
+		})
+	}
+}

@@ -83,6 +83,8 @@ type Socket struct {
 		// Messages a Recv read from the connection itself
 		// (recvdirect.go), likewise.
 		directRecv atomic.Uint64
+		// Kicks of a connection's reads (recvdirect.go), likewise.
+		kicks atomic.Uint64
 	}
 
 	wg sync.WaitGroup
