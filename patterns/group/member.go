@@ -335,10 +335,12 @@ type Handler func(ctx context.Context, msg *Message) error
 // running handlers have returned and their records are settled. A
 // handler's goroutine takes the next record as soon as it returns: its
 // ack (or nak) goes to the publisher in the background, coalesced with
-// the others into one request per publisher and flush (at most
-// MaxAckPending per publisher in flight: a publisher leases a member no
-// more), even after ctx ended (each request waits at most 10 s for its
-// answer).
+// the others into one request per publisher and flush, even after ctx
+// ended (each request waits at most 10 s for its answer). The settles
+// queued per publisher are bounded: about MaxAckPending, as a publisher
+// leases a member no more, and never beyond the link's queue (4096), past
+// which a handler's goroutine waits (leases that ran out and were leased
+// again can take it there).
 func (m *Member) Run(ctx context.Context, concurrency int, h Handler) error {
 	if concurrency <= 0 {
 		concurrency = 1
