@@ -48,6 +48,22 @@ func (l *Log) syncer() {
 		force = force || p.force
 		return true
 	}
+	// gather takes the groups written within d, until GroupRecords
+	// records wait, a group forces the fsync or the writer exits.
+	gather := func(d time.Duration) {
+		timer.Reset(d)
+		defer timer.Stop()
+		for records < l.cfg.GroupRecords && !force {
+			select {
+			case p, ok := <-l.syncCh:
+				if !take(p, ok) {
+					return
+				}
+			case <-timer.C:
+				return
+			}
+		}
+	}
 	for open {
 		batch, records, force = batch[:0], 0, false
 		if p, ok := <-l.syncCh; !take(p, ok) {
@@ -66,35 +82,11 @@ func (l *Log) syncer() {
 			}
 		}
 		if l.cfg.Sync == SyncGroup && l.cfg.GroupInterval > 0 && !force && open && records < l.cfg.GroupRecords {
-			timer.Reset(l.cfg.GroupInterval)
-		wait:
-			for records < l.cfg.GroupRecords && !force {
-				select {
-				case p, ok := <-l.syncCh:
-					if !take(p, ok) {
-						break wait
-					}
-				case <-timer.C:
-					break wait
-				}
-			}
-			timer.Stop()
+			gather(l.cfg.GroupInterval)
 		}
 		if l.cfg.Sync == SyncGroup && l.cfg.MinSyncInterval > 0 && !force && open && records < l.cfg.GroupRecords {
 			if d := time.Until(lastSync.Add(l.cfg.MinSyncInterval)); d > 0 {
-				timer.Reset(d)
-			pace:
-				for records < l.cfg.GroupRecords && !force {
-					select {
-					case p, ok := <-l.syncCh:
-						if !take(p, ok) {
-							break pace
-						}
-					case <-timer.C:
-						break pace
-					}
-				}
-				timer.Stop()
+				gather(d)
 			}
 		}
 		doSync := force || l.cfg.Sync != SyncNone

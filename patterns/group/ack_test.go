@@ -91,9 +91,9 @@ func TestAckRanges(t *testing.T) {
 
 // Records leased together are settled in parts and in any order: acks
 // of some, a nak and an in-progress of others in the middle, a second ack
-// of one already acked (refused), an ack by another member (refused).
-// Every count stays right, the naked record comes back once, and every
-// record ends acknowledged once.
+// of one already acked (refused; another member's ack is refused in
+// TestRunSnapshotAndBreak). Every count stays right, the naked record
+// comes back once, and every record ends acknowledged once.
 func TestLeaseSettledInParts(t *testing.T) {
 	p := newPublisher(t, t.TempDir())
 	p.publish(t, "s", 10)

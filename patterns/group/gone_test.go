@@ -198,3 +198,26 @@ func TestRestartedNodeReleasedAtOnce(t *testing.T) {
 		t.Fatalf("released %d leases, want the old start's 3", n)
 	}
 }
+
+// TestUnnamedMembersKeepLeases: members without a Name, in processes of
+// their own (an incarnation each), share no node: a request of one does
+// not release the leases of another.
+func TestUnnamedMembersKeepLeases(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	p.publish(t, "s", 10)
+	a := member(t, group.MemberConfig{Incarnation: "one", AckWait: time.Minute, Buffer: 1, MaxAckPending: 1}, p)
+	msg, err := a.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := member(t, group.MemberConfig{Incarnation: "two", AckWait: time.Minute, Buffer: 1, MaxAckPending: 1}, p)
+	if _, err := b.Next(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := msg.Ack(context.Background()); err != nil {
+		t.Fatalf("ack of the first member after the second fetched: %v", err)
+	}
+	if n := released(p); n != 0 {
+		t.Fatalf("released %d leases, want none", n)
+	}
+}

@@ -27,10 +27,11 @@ type StreamWatcher interface {
 type MemberConfig struct {
 	Stream string // required
 	Group  string // required
-	// Name prefixes the member's id ("Name/random"). A publisher
-	// releases the leases of a member when gossip says the node called
-	// Name left, or failed (after FailedGrace), so with Discovery it must
-	// be the node's gossip name.
+	// Name prefixes the member's id ("Name/Incarnation.random"; see ID).
+	// A publisher releases the leases of a member when gossip says the
+	// node called Name left, or failed (after FailedGrace), so with
+	// Discovery it must be the node's gossip name; it names one process
+	// (or node). Default: none ("member", without an incarnation).
 	Name string
 	// Incarnation names this start of the member's process (or node): a
 	// publisher that sees a member of node Name with another incarnation
@@ -38,7 +39,9 @@ type MemberConfig struct {
 	// the old incarnation's members at once (a node restarted within
 	// FailedGrace on the same gossip address looks to gossip like the
 	// same process). Letters, digits, '_' and '-', at most 32. Default:
-	// one random value per process; a Node sets one per start.
+	// one random value per process; a Node sets one per start. Only a
+	// member with a Name has one: two processes whose members share a
+	// Name release each other's leases.
 	Incarnation string
 	// Discovery finds the publishers of Stream; or Publishers lists their
 	// spool endpoints (by node name). One of them is required.
@@ -135,7 +138,11 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		return nil, fmt.Errorf("group: at most %d backoff values", maxBackoff)
 	}
 	cfg.Backoff = append([]time.Duration(nil), cfg.Backoff...)
-	if cfg.Name == "" {
+	// An unnamed member stands for no node: every unnamed member of every
+	// process shares the name, so an incarnation would have each process
+	// taken for a restart of the others, and their leases released.
+	named := cfg.Name != ""
+	if !named {
 		cfg.Name = "member"
 	}
 	if cfg.Incarnation == "" {
@@ -150,7 +157,11 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	m := &Member{cfg: cfg, id: cfg.Name + "/" + cfg.Incarnation + "." + hex.EncodeToString(rnd[:]),
+	id := cfg.Name + "/" + hex.EncodeToString(rnd[:])
+	if named {
+		id = cfg.Name + "/" + cfg.Incarnation + "." + hex.EncodeToString(rnd[:])
+	}
+	m := &Member{cfg: cfg, id: id,
 		out: make(chan *Message, cfg.Buffer), tokens: make(chan struct{}, cfg.Buffer), errs: make(chan error, 64), links: make(map[string]*link)}
 	m.log = lg.With("component", "group-member", "stream", cfg.Stream, "group", cfg.Group)
 	for i := 0; i < cfg.Buffer; i++ {
@@ -189,7 +200,7 @@ var processIncarnation = NewIncarnation()
 var incarnationRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 
 // ID returns the member's id, as publishers know it:
-// "Name/Incarnation.random".
+// "Name/Incarnation.random", or "member/random" without a Name.
 func (m *Member) ID() string { return m.id }
 
 func (m *Member) discoverLoop(events <-chan discovery.Event) {
@@ -324,10 +335,12 @@ type Handler func(ctx context.Context, msg *Message) error
 // running handlers have returned and their records are settled. A
 // handler's goroutine takes the next record as soon as it returns: its
 // ack (or nak) goes to the publisher in the background, coalesced with
-// the others into one request per publisher and flush (at most
-// MaxAckPending per publisher in flight: a publisher leases a member no
-// more), even after ctx ended (each request waits at most 10 s for its
-// answer).
+// the others into one request per publisher and flush, even after ctx
+// ended (each request waits at most 10 s for its answer). The settles
+// queued per publisher are bounded: about MaxAckPending, as a publisher
+// leases a member no more, and never beyond the link's queue (4096), past
+// which a handler's goroutine waits (leases that ran out and were leased
+// again can take it there).
 func (m *Member) Run(ctx context.Context, concurrency int, h Handler) error {
 	if concurrency <= 0 {
 		concurrency = 1

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"slices"
 	"sort"
 	"time"
 )
@@ -58,7 +59,7 @@ func (g *state) breakRun(i int) {
 		g.pend[o] = p
 	}
 	g.inRuns -= r.left
-	g.runs = append(g.runs[:i], g.runs[i+1:]...)
+	g.runs = slices.Delete(g.runs, i, i+1) // clears the freed slot: no stale run kept
 }
 
 // breakRunAt breaks the run holding o, if any.
@@ -110,7 +111,7 @@ func (g *state) ackInRun(i int, from, to uint64, member string, d uint32) (n int
 	r.left -= n
 	g.inRuns -= n
 	if r.left == 0 {
-		g.runs = append(g.runs[:i], g.runs[i+1:]...)
+		g.runs = slices.Delete(g.runs, i, i+1) // clears the freed slot: no stale run kept
 	}
 	return n, true
 }
