@@ -23,7 +23,9 @@
 // queue empty reads the connection itself while the reader goroutine
 // waits (it reads again once no Recv has read for about a millisecond,
 // so heartbeats are answered and the receive queue fills meanwhile).
-// With two or more peers the readers read, for fair queueing.
+// With two or more peers the readers read, for fair queueing, and with
+// two or more Recv calls waiting at once (a server's workers) the reader
+// reads for them all, many messages per read.
 //
 // The ZMTP handshake runs in the connection's own goroutine under
 // Config.HandshakeTimeout: a silent or malformed peer costs one goroutine

@@ -77,6 +77,11 @@ type fairQueue struct {
 	// direct is the peer whose connection a Recv reads itself, if any
 	// (recvdirect.go): Close and a new peer kick it.
 	direct atomic.Pointer[peer]
+	// waiting counts the Recv calls past the fast path: a Recv reads a
+	// connection itself only when it is the one (several take turns
+	// better through the reader goroutine, which reads many messages at
+	// once and hands them out).
+	waiting atomic.Int32
 
 	leftN    atomic.Int32 // len(departed) + len(left), a hint for the fast path
 	mu       sync.Mutex   // guards departed and left
@@ -113,6 +118,8 @@ func (s *Socket) recvIn(ctx context.Context) (inMsg, error) {
 	}
 	ctx, cancel := ctxFor(ctx, s.cfg.RecvTimeout)
 	defer cancel()
+	s.in.waiting.Add(1)
+	defer s.in.waiting.Add(-1)
 	for {
 		var (
 			im  inMsg
