@@ -197,27 +197,53 @@ func (s *Server) releaseNodes(gone map[string]bool) {
 // next one, and its leases wait for AckWait, as without incarnations).
 const maxIncarnations = 4096
 
+// incarnationState is what a server knows of one member node's
+// incarnations.
+type incarnationState struct {
+	cur, prev string
+	// shared: the previous incarnation spoke after the current one, so
+	// two live processes use the node's name (or one's requests were
+	// late): incarnations no longer release anything for that node.
+	shared bool
+}
+
 // noteIncarnation notes the incarnation of member's node. When it changed,
 // the node was restarted: the leases of its members of other incarnations
-// are released at once, and their parked fetches ended.
+// are released at once, and their parked fetches ended. A request from the
+// incarnation it replaced shows that one alive: the node's name is shared
+// by two processes, so nothing is released for it from then on (leases
+// wait for gossip or AckWait, as without incarnations) rather than each
+// process releasing the other's leases in turn.
 func (s *Server) noteIncarnation(member string) {
 	node, inc := nodeOf(member), incarnationOf(member)
 	if inc == "" {
 		return
 	}
 	s.mu.Lock()
-	old, ok := s.incarnations[node]
-	if !ok || old != inc {
-		if !ok && len(s.incarnations) >= maxIncarnations {
-			clear(s.incarnations)
+	st, ok := s.incarnations[node]
+	switch {
+	case ok && inc == st.cur:
+		s.mu.Unlock()
+		return
+	case ok && (st.shared || inc == st.prev):
+		warn := !st.shared
+		st.shared = true
+		s.incarnations[node] = st
+		s.mu.Unlock()
+		if warn {
+			s.log.Warn("two processes use one member node name; restarts of it no longer release leases early", "node", node, "incarnations", []string{st.cur, inc})
 		}
-		s.incarnations[node] = inc
-	}
-	s.mu.Unlock()
-	if !ok || old == inc {
 		return
 	}
-	s.log.Info("member node restarted", "node", node, "incarnation", inc, "old", old)
+	if !ok && len(s.incarnations) >= maxIncarnations {
+		clear(s.incarnations)
+	}
+	s.incarnations[node] = incarnationState{cur: inc, prev: st.cur}
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	s.log.Info("member node restarted", "node", node, "incarnation", inc, "old", st.cur)
 	s.releaseWhere(func(m string) bool { return nodeOf(m) == node && incarnationOf(m) != inc })
 }
 

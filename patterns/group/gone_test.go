@@ -221,3 +221,36 @@ func TestUnnamedMembersKeepLeases(t *testing.T) {
 		t.Fatalf("released %d leases, want none", n)
 	}
 }
+
+// Two live processes that use one node name (each member of it with its
+// own incarnation) do not release each other's leases in turn: the first
+// change of incarnation reads as a restart, and the old incarnation's next
+// request shows the name is shared, after which nothing is released.
+func TestSharedNodeNameStopsReleasing(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	p.publish(t, "s", 10)
+	cfg := func(inc string) group.MemberConfig {
+		return group.MemberConfig{Name: "n", Incarnation: inc, AckWait: time.Minute, Buffer: 1, MaxAckPending: 1}
+	}
+	a := member(t, cfg("one"), p)
+	if _, err := a.Next(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b := member(t, cfg("two"), p)
+	mb, err := b.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b's first request read as a restart of node n: a's lease went.
+	testutil.WaitFor(t, "a's lease released", 0, func() bool { return released(p) == 1 })
+	// a speaks again (a new fetch): the name is shared. b keeps its lease.
+	if _, err := a.Next(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := mb.Ack(context.Background()); err != nil {
+		t.Fatalf("ack of the second process's lease after the first spoke again: %v", err)
+	}
+	if n := released(p); n != 1 {
+		t.Fatalf("released %d leases, want 1", n)
+	}
+}

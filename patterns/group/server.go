@@ -99,7 +99,7 @@ type Server struct {
 
 	journals map[string]*journal // by group key; the flusher's own
 
-	incarnations map[string]string // the last incarnation seen per member node; guarded by mu
+	incarnations map[string]incarnationState // per member node; guarded by mu
 
 	wakeClock chan struct{}
 	wakeFlush chan struct{}
@@ -147,7 +147,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: lg.With("component", "group-server"),
 		groups: make(map[string]*state), watching: make(map[string]bool), journals: make(map[string]*journal),
-		incarnations: make(map[string]string),
+		incarnations: make(map[string]incarnationState),
 		wakeClock:    make(chan struct{}, 1), wakeFlush: make(chan struct{}, 1)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(2)
