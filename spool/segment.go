@@ -223,7 +223,7 @@ func fsyncDir(dir string) error {
 }
 
 func fdatasync(f *os.File) error {
-	if err := datasync(f); err != nil {
+	if err := fsutil.Datasync(f); err != nil {
 		return fmt.Errorf("spool: fdatasync %s: %w", filepath.Base(f.Name()), err)
 	}
 	return nil

@@ -6,15 +6,6 @@ import (
 	"syscall"
 )
 
-func datasync(f *os.File) error {
-	for {
-		err := syscall.Fdatasync(int(f.Fd()))
-		if err != syscall.EINTR {
-			return err
-		}
-	}
-}
-
 // startWatch starts the inotify watch that wakes Wait on a read-only Log.
 func (l *Log) startWatch() error {
 	fd, err := syscall.InotifyInit1(syscall.IN_NONBLOCK | syscall.IN_CLOEXEC)

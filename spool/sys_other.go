@@ -2,12 +2,7 @@
 
 package spool
 
-import (
-	"os"
-	"time"
-)
-
-func datasync(f *os.File) error { return f.Sync() }
+import "time"
 
 // startWatch, where inotify is missing, refreshes a read-only Log every
 // 100ms while it is open (the only polling in the package).

@@ -269,7 +269,7 @@ func (j *journal) append(b []byte) error {
 		return fmt.Errorf("group: write journal %s: %w", filepath.Base(j.path), err)
 	}
 	j.size += int64(len(b))
-	if err := datasync(j.f); err != nil {
+	if err := fsutil.Datasync(j.f); err != nil {
 		return fmt.Errorf("group: sync journal %s: %w", filepath.Base(j.path), err)
 	}
 	return nil

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/fastmq/fastmq/internal/fsutil"
 	"io"
 	"os"
 	"path/filepath"
@@ -43,7 +44,7 @@ func PullReference(ctx context.Context, out io.Writer, count, size, rate int) er
 			return err
 		}
 	}
-	if err := datasync(f); err != nil {
+	if err := fsutil.Datasync(f); err != nil {
 		return err
 	}
 
@@ -102,7 +103,7 @@ func PullReference(ctx context.Context, out io.Writer, count, size, rate int) er
 			pos, n = pos+k, n-k
 		}
 		t0 := time.Now()
-		if err := datasync(f); err != nil {
+		if err := fsutil.Datasync(f); err != nil {
 			return err
 		}
 		now := time.Now()
