@@ -37,13 +37,18 @@ func copySpool(t *testing.T, from string) string {
 	return to
 }
 
-// TestConsumerAfterLossOfRecordsVisibleBeforeSync: under
-// spool.Config.VisibleBeforeSync a consumer over loopback reads records an
-// OS crash then loses (the crash image: the files as fsynced up to 1000,
-// the checkpoint at 1000; the consumer read and committed up to 1050). The
-// reopened log starts a new epoch at 1000, and the consumer is told the
-// range 1000..1049 it read is gone and gets every new record at those
-// offsets, instead of skipping them as if it had read them.
+// TestConsumerAfterLossOfRecordsVisibleBeforeSync is the consumer's side
+// of spool.Config.VisibleBeforeSync's guarantee: records a consumer over
+// loopback read and committed (up to 1050) are missing from the crash
+// image (the files copied when 1000 records were in, the checkpoint at
+// 1000), as after an OS crash that lost records served before their
+// fdatasync. The reopened log starts a new epoch at 1000, and the consumer
+// is told the range 1000..1049 it read is gone and gets every new record
+// at those offsets, instead of skipping them as if it had read them. The
+// image is built by copying files, so this holds with or without the
+// option; that the option serves records before their fdatasync, and that
+// its checkpoint never runs ahead of one, is tested in the spool package
+// (TestVisibleBeforeSync, TestVisibleBeforeSyncCrash).
 func TestConsumerAfterLossOfRecordsVisibleBeforeSync(t *testing.T) {
 	dir := t.TempDir()
 	l, err := spool.Open(spool.Config{Dir: dir, VisibleBeforeSync: true})
