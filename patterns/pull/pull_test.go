@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -497,4 +498,50 @@ func rawDealer(t *testing.T, srv *pull.Server) *socket.Socket {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// ServerConfig.Served is told of every record a reply carried, once it
+// was handed to the socket, parked fetches included: each record the
+// consumer got was reported served, in a range of its stream.
+func TestServedReportsEveryRecordSent(t *testing.T) {
+	l := openSpool(t, spool.Config{})
+	appendN(t, l, "v", 0, 30)
+	var mu sync.Mutex
+	var seen []bool // by offset
+	srv, err := pull.NewServer(pull.ServerConfig{
+		Lookup: func(name string) (*spool.Log, bool) { return l, name == "s" },
+		Served: func(stream string, from, next uint64) {
+			mu.Lock()
+			defer mu.Unlock()
+			if stream != "s" || from >= next {
+				t.Errorf("served %q [%d, %d)", stream, from, next)
+			}
+			for o := from; o < next; o++ {
+				for uint64(len(seen)) <= o {
+					seen = append(seen, false)
+				}
+				seen[o] = true
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Publishers: map[string]string{"p": srv.Endpoints()[0]}, MaxWait: 20 * time.Second})
+	for range 30 {
+		next(t, c)
+	}
+	testutil.WaitFor(t, "a parked fetch", 0, func() bool { return srv.Stats().Parked > 0 })
+	appendN(t, l, "late", 30, 1) // served from the parked fetch
+	if m := next(t, c); m.Offset != 30 {
+		t.Fatalf("got offset %d", m.Offset)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for o := range 31 {
+		if o >= len(seen) || !seen[o] {
+			t.Fatalf("offset %d delivered but never reported served", o)
+		}
+	}
 }

@@ -46,6 +46,12 @@ type ServerConfig struct {
 	ACL *ACL
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
+	// Served, if set, is called each time a reply carrying the records
+	// from..next-1 of stream has been handed to the socket: for
+	// benchmarks and for tracing a record's path (fastmq bench pull
+	// splits durable-to-delivered with it). It runs on the server's
+	// goroutines and must return quickly.
+	Served func(stream string, from, next uint64)
 }
 
 // ServerStats are the server's counters since it started.
@@ -415,6 +421,9 @@ func (s *Server) serve(l *spool.Log, env [][]byte, req Request) {
 	}
 	s.bytes.Add(uint64(len(data)))
 	s.reply(env, rep)
+	if s.cfg.Served != nil && next > req.Offset {
+		s.cfg.Served(req.Stream, req.Offset, next)
+	}
 }
 
 // minReply is the least data a reply may be cut to when the socket's

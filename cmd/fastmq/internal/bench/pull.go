@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/fastmq/fastmq/internal/ctxutil"
@@ -29,7 +30,18 @@ func Pull(ctx context.Context, out io.Writer, count, size, rate int, scfg spool.
 		return err
 	}
 	defer l.Close()
-	srv, err := pull.NewServer(pull.ServerConfig{Lookup: func(string) (*spool.Log, bool) { return l, true }})
+	var served []atomic.Int64 // by offset, with --rate: when the server sent it (unix ns)
+	if rate > 0 {
+		served = make([]atomic.Int64, count)
+	}
+	base := l.NextOffset()
+	onServed := func(_ string, from, next uint64) {
+		now := time.Now().UnixNano()
+		for o := max(from, base); o < next && o-base < uint64(len(served)); o++ {
+			served[o-base].CompareAndSwap(0, now)
+		}
+	}
+	srv, err := pull.NewServer(pull.ServerConfig{Lookup: func(string) (*spool.Log, bool) { return l, true }, Served: onServed})
 	if err != nil {
 		return err
 	}
@@ -55,7 +67,6 @@ func Pull(ctx context.Context, out io.Writer, count, size, rate int, scfg spool.
 		delivered = make([]time.Time, count)
 		appended = make([]time.Time, count)
 	}
-	base := l.NextOffset()
 	go func() { errc <- produce(ctx, l, value, count, rate, durable) }()
 	for i := 0; i < count; i++ {
 		m, err := c.Next(ctx)
@@ -82,14 +93,17 @@ func Pull(ctx context.Context, out io.Writer, count, size, rate int, scfg spool.
 	fmt.Fprintf(out, "pull end to end: %d records of %d B, codec %s, sync %s%s, tcp loopback\n", count, size, scfg.Codec, scfg.Sync, early)
 	fmt.Fprintf(out, "  %.0f records/s, %.1f MB/s, %.2fs\n", float64(count)/el.Seconds(), float64(count*size)/el.Seconds()/1e6, el.Seconds())
 	if rate > 0 {
-		var total, toDurable, toDelivered []time.Duration
+		var total, toDurable, toServed, toDelivered []time.Duration
 		for k := range delivered {
-			if delivered[k].IsZero() || durable[k].IsZero() {
+			sv := served[k].Load()
+			if delivered[k].IsZero() || durable[k].IsZero() || sv == 0 {
 				continue
 			}
+			at := time.Unix(0, sv)
 			total = append(total, delivered[k].Sub(appended[k]))
 			toDurable = append(toDurable, durable[k].Sub(appended[k]))
-			toDelivered = append(toDelivered, delivered[k].Sub(durable[k]))
+			toServed = append(toServed, at.Sub(durable[k]))
+			toDelivered = append(toDelivered, delivered[k].Sub(at))
 		}
 		line := func(what string, lat []time.Duration) {
 			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
@@ -100,10 +114,11 @@ func Pull(ctx context.Context, out io.Writer, count, size, rate int, scfg spool.
 			fsyncLine(out, l.FsyncStats(), count)
 			line("  append to durable (fsync and acknowledgement)", toDurable)
 			if scfg.VisibleBeforeSync {
-				line("  durable to delivered (negative: delivered before durable)", toDelivered)
+				line("  durable to served (negative: served before durable)", toServed)
 			} else {
-				line("  durable to delivered (served, sent, decoded)", toDelivered)
+				line("  durable to served (long poll woken, read, handed to the socket; below 0 when the ack reached the producer after that)", toServed)
 			}
+			line("  served to delivered (written, read, decoded, handed to Next)", toDelivered)
 			line(fmt.Sprintf("append-to-delivery latency at %d records/s", rate), total)
 		}
 	}
