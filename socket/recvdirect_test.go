@@ -331,19 +331,11 @@ func TestDirectRecvCurve(t *testing.T) {
 	}
 }
 
-// Several goroutines in Recv on a DEALER with one peer take turns reading
-// the connection: every message arrives once.
-func TestDirectRecvConcurrentReceivers(t *testing.T) {
-	ctx := tctx(t)
-	router := mk(t, Router, Config{})
-	dealer := mk(t, Dealer, Config{})
-	connect(t, dealer, bind(t, router, "tcp://127.0.0.1:0"))
-	mustSend(t, ctx, dealer, "hello")
-	id := mustRecv(t, ctx, router)[0]
-	const receivers, n = 4, 400
-	got := make(chan string, n)
-	errs := make(chan error, receivers)
-	for range receivers {
+// receivers starts k goroutines receiving on dealer until it fails (Close
+// ends them), each sending the first frame of what it got on got and its
+// final error on errs.
+func receivers(ctx context.Context, dealer *Socket, k int, got chan<- string, errs chan<- error) {
+	for range k {
 		go func() {
 			for {
 				m, err := dealer.Recv(ctx)
@@ -355,6 +347,27 @@ func TestDirectRecvConcurrentReceivers(t *testing.T) {
 			}
 		}()
 	}
+}
+
+// routerDealer returns a ROUTER and a DEALER connected to it over tcp,
+// with the DEALER's identity as the ROUTER knows it.
+func routerDealer(t *testing.T, ctx context.Context) (router, dealer *Socket, id string) {
+	router = mk(t, Router, Config{})
+	dealer = mk(t, Dealer, Config{})
+	connect(t, dealer, bind(t, router, "tcp://127.0.0.1:0"))
+	mustSend(t, ctx, dealer, "hello")
+	return router, dealer, mustRecv(t, ctx, router)[0]
+}
+
+// Several goroutines in Recv on a DEALER with one peer take turns reading
+// the connection: every message arrives once.
+func TestDirectRecvConcurrentReceivers(t *testing.T) {
+	ctx := tctx(t)
+	router, dealer, id := routerDealer(t, ctx)
+	const k, n = 4, 400
+	got := make(chan string, n)
+	errs := make(chan error, k)
+	receivers(ctx, dealer, k, got, errs)
 	for i := range n {
 		mustSend(t, ctx, router, id, fmt.Sprint(i))
 	}
@@ -372,7 +385,7 @@ func TestDirectRecvConcurrentReceivers(t *testing.T) {
 		seen[m] = true
 	}
 	dealer.Close()
-	for range receivers {
+	for range k {
 		if err := <-errs; !errors.Is(err, ErrClosed) {
 			t.Fatalf("Recv after Close: %v", err)
 		}
@@ -389,33 +402,19 @@ func TestDirectRecvConcurrentReceivers(t *testing.T) {
 // calls/s.
 func TestSeveralReceiversLeaveTheConnectionToTheReader(t *testing.T) {
 	ctx := tctx(t)
-	router := mk(t, Router, Config{})
-	dealer := mk(t, Dealer, Config{})
-	connect(t, dealer, bind(t, router, "tcp://127.0.0.1:0"))
-	mustSend(t, ctx, dealer, "hello")
-	id := mustRecv(t, ctx, router)[0]
-	const receivers, n = 4, 50
+	router, dealer, id := routerDealer(t, ctx)
+	const k, n = 4, 50
 	got := make(chan string, n)
-	for range receivers {
-		go func() {
-			for {
-				m, err := dealer.Recv(ctx)
-				if err != nil {
-					return // closed by the test's cleanup
-				}
-				got <- string(m.Frames[0])
-			}
-		}()
-	}
+	receivers(ctx, dealer, k, got, make(chan error, k)) // Close by the test's cleanup ends them
 	for i := range n {
-		testutil.WaitFor(t, "every receiver waiting", 0, func() bool { return dealer.in.waiting.Load() == receivers })
+		testutil.WaitFor(t, "every receiver waiting", 0, func() bool { return dealer.in.waiting.Load() == k })
 		mustSend(t, ctx, router, id, fmt.Sprint(i))
 		if m := <-got; m != fmt.Sprint(i) {
 			t.Fatalf("got %q, want %d", m, i)
 		}
 	}
 	if d := dealer.st.directRecv.Load(); d != 0 {
-		t.Fatalf("%d of %d messages read by a Recv itself with %d receivers waiting", d, n, receivers)
+		t.Fatalf("%d of %d messages read by a Recv itself with %d receivers waiting", d, n, k)
 	}
 }
 
