@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -84,17 +83,11 @@ func Group(ctx context.Context, out io.Writer, o GroupOptions) error {
 	if o.Count <= 0 || o.Size < 0 || o.Members <= 0 || o.Rate < 0 {
 		return errors.New("--count and --members must be positive, --size and --rate not negative")
 	}
-	if o.CPUProfile != "" {
-		f, err := os.Create(o.CPUProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := cpuProfile(o.CPUProfile)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	var res []GroupResult
 	for range max(o.Rounds, 1) {
 		r, err := groupRun(ctx, o)
@@ -276,17 +269,11 @@ func waitFor(ctx context.Context, cond func() bool) error {
 // groupMember is a member process: it consumes the group until its
 // stdin closes, then prints its report.
 func groupMember(ctx context.Context, out io.Writer, o GroupOptions) error {
-	if o.CPUProfile != "" {
-		f, err := os.Create(o.CPUProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := cpuProfile(o.CPUProfile)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	host, _ := os.Hostname()
 	m, err := group.NewMember(group.MemberConfig{Stream: "bench", Group: "g", Name: fmt.Sprintf("%s-%d", host, os.Getpid()),
 		Publishers: map[string]string{"p": o.Connect}, Buffer: o.Buffer, MaxAckPending: o.MaxAckPending})

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"time"
@@ -97,17 +96,11 @@ func Socket(ctx context.Context, w io.Writer, pattern string, o *SocketOptions) 
 	if o.Size < 0 {
 		return errors.New("--size must not be negative")
 	}
-	if o.CPUProfile != "" {
-		f, err := os.Create(o.CPUProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := cpuProfile(o.CPUProfile)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	cfg := socket.Config{SendHWM: o.HWM, RecvHWM: o.HWM, Linger: 10 * time.Second, PubNoDrop: o.NoDrop}
 	if o.Curve && o.Transport == "inproc" {
 		return errors.New("--curve needs tcp or ipc (inproc has no security handshake)")
