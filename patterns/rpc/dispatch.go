@@ -118,11 +118,7 @@ func (s *Server) accept(frames [][]byte, arrived, now time.Time) (j job, ok bool
 	if s.draining {
 		s.mu.Unlock()
 		s.unavailable.Add(1)
-		if j.plain {
-			s.replyPlainError(env, "unavailable", "server shutting down")
-		} else {
-			s.sendReply(env, req.id, StatusUnavailable)
-		}
+		s.refuse(env, j, StatusUnavailable, "unavailable", "server shutting down")
 		return job{}, false
 	}
 	if j.req.key != nil {
@@ -167,11 +163,17 @@ func (s *Server) accept(frames [][]byte, arrived, now time.Time) (j job, ok bool
 		}
 		s.mu.Unlock()
 		s.overloaded.Add(1)
-		if j.plain {
-			s.replyPlainError(env, "overloaded", "server overloaded")
-		} else {
-			s.sendReply(env, req.id, StatusOverloaded)
-		}
+		s.refuse(env, j, StatusOverloaded, "overloaded", "server overloaded")
 	}
 	return job{}, false
+}
+
+// refuse answers a request the server will not run: with status, or to a
+// plain REQ client (no envelope) with the error word and message.
+func (s *Server) refuse(env [][]byte, j job, status Status, word, msg string) {
+	if j.plain {
+		s.replyPlainError(env, word, msg)
+	} else {
+		s.sendReply(env, j.req.id, status)
+	}
 }
