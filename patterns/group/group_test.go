@@ -40,27 +40,7 @@ type publisher struct {
 
 func newPublisher(t testing.TB, dir string) *publisher {
 	t.Helper()
-	p := &publisher{dir: dir, logs: map[string]*spool.Log{}}
-	lookup := func(s string) (*spool.Log, bool) {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		l, ok := p.logs[s]
-		return l, ok
-	}
-	srv, err := pull.NewServer(pull.ServerConfig{Lookup: lookup})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs, err := group.NewServer(group.ServerConfig{Dir: filepath.Join(dir, "groups"), Lookup: lookup, Open: p.open, Send: srv})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.HandleVersion(group.Version, gs); err != nil {
-		t.Fatal(err)
-	}
-	p.srv, p.groups = srv, gs
-	t.Cleanup(p.close)
-	return p
+	return newPublisherWith(t, dir, func(*group.ServerConfig) {})
 }
 
 func (p *publisher) open(stream string) (*spool.Log, error) {
