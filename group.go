@@ -133,6 +133,7 @@ func (n *Node) groupHost() (*groupHost, error) {
 	srv, err := group.NewServer(group.ServerConfig{
 		Dir:     filepath.Join(n.cfg.DataDir, "groups"),
 		Lookup:  n.groupLookup,
+		Refused: n.groupsRefused(),
 		Open:    n.Stream,
 		Send:    n.server,
 		Members: n.members,

@@ -30,6 +30,15 @@ func (n *Node) lookupStream(name string) (*spool.Log, bool) {
 // appended at their offsets without a word.
 var ErrGroupsRefused = errors.New("fastmq: consumer groups refused: the node's streams are visible before their fsync (Spool.VisibleBeforeSync)")
 
+// groupsRefused is why the node's group server serves no group, if it
+// does not (see ErrGroupsRefused).
+func (n *Node) groupsRefused() string {
+	if n.cfg.Spool.VisibleBeforeSync {
+		return "its streams are visible before their fsync (--deliver-before-sync, Spool.VisibleBeforeSync)"
+	}
+	return ""
+}
+
 // groupLookup is the group server's view of the node's streams: none
 // under Spool.VisibleBeforeSync (see ErrGroupsRefused).
 func (n *Node) groupLookup(name string) (*spool.Log, bool) {

@@ -545,3 +545,14 @@ func TestFloors(t *testing.T) {
 		t.Fatalf("Floors changed the group's files: %v -> %v", before, after)
 	}
 }
+
+// A publisher that serves no group (ServerConfig.Refused) says why to
+// every group request, instead of "unknown stream".
+func TestRefusedSaysWhy(t *testing.T) {
+	p := newPublisherWith(t, t.TempDir(), func(c *group.ServerConfig) { c.Refused = "streams visible before their fsync" })
+	p.publish(t, "s", 1)
+	rep := rawCaller(t, p)(&group.Request{Op: group.OpFetch, ID: 1, MaxRecords: 1, Stream: "s", Group: "g", Member: "m/1"})
+	if rep.Status != group.StatusUnknown || !strings.Contains(string(rep.Data), "streams visible before their fsync") {
+		t.Fatalf("status %d: %s", rep.Status, rep.Data)
+	}
+}

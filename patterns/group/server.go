@@ -52,6 +52,10 @@ type ServerConfig struct {
 	Dir string
 	// Lookup returns the spool of a stream. Required.
 	Lookup func(stream string) (*spool.Log, bool)
+	// Refused, when set, says why this publisher serves no group: every
+	// group request is answered StatusUnknown with it, so that a member
+	// (and its logs) tells why rather than "unknown stream".
+	Refused string
 	// Open opens (creating) a stream's spool for the dead letters.
 	// Required.
 	Open func(stream string) (*spool.Log, error)
@@ -207,6 +211,10 @@ func (s *Server) Handle(env [][]byte, frames [][]byte) {
 	s.noteIncarnation(req.Member)
 	if !nameRE.MatchString(req.Group) {
 		s.send(env, &Reply{Status: StatusBadRequest, ID: req.ID, Data: []byte(fmt.Sprintf("bad group name %q", req.Group))})
+		return
+	}
+	if s.cfg.Refused != "" {
+		s.send(env, &Reply{Status: StatusUnknown, ID: req.ID, Data: []byte("no consumer groups on this publisher: " + s.cfg.Refused)})
 		return
 	}
 	l, ok := s.cfg.Lookup(req.Stream)
