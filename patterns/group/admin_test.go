@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,13 @@ import (
 // newPublisherWith is newPublisher with a say in the group server's
 // configuration.
 func newPublisherWith(t testing.TB, dir string, edit func(*group.ServerConfig)) *publisher {
+	t.Helper()
+	return newPublisherWrapped(t, dir, edit, nil)
+}
+
+// newPublisherWrapped is newPublisherWith whose group requests go to
+// wrap(group server, spool server) when wrap is set.
+func newPublisherWrapped(t testing.TB, dir string, edit func(*group.ServerConfig), wrap func(*group.Server, *pull.Server) pull.Extension) *publisher {
 	t.Helper()
 	p := &publisher{dir: dir, logs: map[string]*spool.Log{}}
 	lookup := func(s string) (*spool.Log, bool) {
@@ -40,7 +48,11 @@ func newPublisherWith(t testing.TB, dir string, edit func(*group.ServerConfig)) 
 		srv.Close()
 		t.Fatal(err)
 	}
-	if err := srv.HandleVersion(group.Version, gs); err != nil {
+	var ext pull.Extension = gs
+	if wrap != nil {
+		ext = wrap(gs, srv)
+	}
+	if err := srv.HandleVersion(group.Version, ext); err != nil {
 		t.Fatal(err)
 	}
 	p.srv, p.groups = srv, gs
@@ -554,5 +566,51 @@ func TestRefusedSaysWhy(t *testing.T) {
 	rep := rawCaller(t, p)(&group.Request{Op: group.OpFetch, ID: 1, MaxRecords: 1, Stream: "s", Group: "g", Member: "m/1"})
 	if rep.Status != group.StatusUnknown || !strings.Contains(string(rep.Data), "streams visible before their fsync") {
 		t.Fatalf("status %d: %s", rep.Status, rep.Data)
+	}
+}
+
+// oldPublisher answers a fetch with FlagFrames as a publisher from before
+// the flag did (bad request: unknown flags).
+type oldPublisher struct {
+	*group.Server
+	srv     *pull.Server
+	refused atomic.Int32
+}
+
+func (o *oldPublisher) Handle(env [][]byte, frames [][]byte) {
+	if req, err := group.DecodeRequest(frames); err == nil && req.Flags&group.FlagFrames != 0 {
+		o.refused.Add(1)
+		o.srv.Send(env, group.EncodeReply(&group.Reply{Status: group.StatusBadRequest, ID: req.ID, Data: []byte("unknown flags")}))
+		return
+	}
+	o.Server.Handle(env, frames)
+}
+
+// A member fetching from a publisher from before FlagFrames falls back to
+// fetches without it, once, and gets every record.
+func TestMemberFallsBackWithoutFrames(t *testing.T) {
+	var old *oldPublisher
+	p := newPublisherWrapped(t, t.TempDir(), func(*group.ServerConfig) {}, func(gs *group.Server, srv *pull.Server) pull.Extension {
+		old = &oldPublisher{Server: gs, srv: srv}
+		return old
+	})
+	p.publish(t, "s", 20)
+	m := member(t, group.MemberConfig{Name: "a"}, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for want := uint64(0); want < 20; want++ {
+		msg, err := m.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg.Offset != want {
+			t.Fatalf("got offset %d, want %d", msg.Offset, want)
+		}
+		if err := msg.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := old.refused.Load(); n != 1 {
+		t.Fatalf("%d fetches with FlagFrames, want 1 (then none)", n)
 	}
 }
