@@ -73,9 +73,6 @@ func (n *Node) Group(cfg GroupConfig) (*group.Member, error) {
 	if !streamNameRE.MatchString(cfg.Group) {
 		return nil, fmt.Errorf("fastmq: bad group name %q", cfg.Group)
 	}
-	if n.cfg.Spool.VisibleBeforeSync {
-		return nil, ErrGroupsRefused
-	}
 	h, err := n.groupHost()
 	if err != nil {
 		return nil, err
@@ -132,8 +129,7 @@ func (n *Node) groupHost() (*groupHost, error) {
 	}
 	srv, err := group.NewServer(group.ServerConfig{
 		Dir:     filepath.Join(n.cfg.DataDir, "groups"),
-		Lookup:  n.groupLookup,
-		Refused: n.groupsRefused(),
+		Lookup:  n.lookupStream,
 		Open:    n.Stream,
 		Send:    n.server,
 		Members: n.members,

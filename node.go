@@ -70,9 +70,9 @@ type Config struct {
 	// stream's records to consumers once written, before their fsync
 	// (publishes are still acknowledged once durable; see
 	// spool.Config.VisibleBeforeSync): a pull consumer learns of records an
-	// OS crash lost through the log's epoch, but a consumer group's state
-	// does not follow epochs, so such a node refuses consumer groups
-	// (ErrGroupsRefused, and "unknown stream" to remote members).
+	// OS crash lost through the log's epoch, and a consumer group's state
+	// is cut back to the epoch's end, so that it delivers the new records
+	// appended at the lost offsets (see package group).
 	Spool spool.Config
 	// DiskGuard limits what the node's spools may take of the disk (see
 	// DiskGuard). The zero value refuses appends while the file system

@@ -23,31 +23,6 @@ func (n *Node) lookupStream(name string) (*spool.Log, bool) {
 	return l, ok
 }
 
-// ErrGroupsRefused is returned by Node.Group on a node whose streams are
-// visible before their fsync (Config.Spool.VisibleBeforeSync): a group's
-// cursor and acknowledgements do not follow the log's epochs, so after an
-// OS crash lost records the group had read, it would skip the new records
-// appended at their offsets without a word.
-var ErrGroupsRefused = errors.New("fastmq: consumer groups refused: the node's streams are visible before their fsync (Spool.VisibleBeforeSync)")
-
-// groupsRefused is why the node's group server serves no group, if it
-// does not (see ErrGroupsRefused).
-func (n *Node) groupsRefused() string {
-	if n.cfg.Spool.VisibleBeforeSync {
-		return "its streams are visible before their fsync (--deliver-before-sync, Spool.VisibleBeforeSync)"
-	}
-	return ""
-}
-
-// groupLookup is the group server's view of the node's streams: none
-// under Spool.VisibleBeforeSync (see ErrGroupsRefused).
-func (n *Node) groupLookup(name string) (*spool.Log, bool) {
-	if n.cfg.Spool.VisibleBeforeSync {
-		return nil, false
-	}
-	return n.lookupStream(name)
-}
-
 // Stream opens (creating if needed) the local spool of a stream, serves it
 // and advertises it. Calling it again returns the same log. The node owns
 // the log: do not Close it.

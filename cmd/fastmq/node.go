@@ -67,7 +67,7 @@ func (f *nodeFlags) register(cmd *cobra.Command, nameFlag, defaultName string) {
 	fl.Int64Var(&f.retBytes, "retention-bytes", 0, "keep each stream's spool under this many bytes, oldest segments first (0: no limit)")
 	fl.DurationVar(&f.dedupWin, "dedup-window", 0, "how long a record's message id (fastmq-msg-id) is remembered to refuse a duplicate append (0: 2m; negative: ids are not looked at)")
 	fl.BoolVar(&f.interest, "interest-retention", false, "keep records until every consumer group of the stream acknowledged them (capped by --retention-age and --retention-bytes)")
-	fl.BoolVar(&f.early, "deliver-before-sync", false, "serve records to pull consumers once written, before their fsync (publishes are still acknowledged once durable; an OS crash can lose records consumers saw, which they learn through a new epoch); consumer groups are refused")
+	fl.BoolVar(&f.early, "deliver-before-sync", false, "serve records to pull consumers once written, before their fsync (publishes are still acknowledged once durable; an OS crash can lose records consumers saw, which they learn through a new epoch, as consumer groups do)")
 	fl.Int64Var(&f.diskMax, "disk-max-bytes", 0, "disk guard: refuse appends (or drop, see --disk-policy) once all streams' spools hold this many bytes (0: no limit)")
 	fl.Int64Var(&f.diskFree, "disk-min-free-bytes", 0, "disk guard: keep this many bytes free on the data directory's disk (0: none in bytes)")
 	fl.Float64Var(&f.diskPct, "disk-min-free-percent", 5, "disk guard: keep this share of the data directory's disk free, in percent (0: none)")

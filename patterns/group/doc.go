@@ -30,7 +30,8 @@
 // versioned JSON file (Dir/<stream>/<group>.state; version 1: floor,
 // cursor, settled spans, pending spans with their delivery counts;
 // version 2 adds "journal", the generation of the journal that holds the
-// changes since; leases themselves are not kept). The journal,
+// changes since, and "log_epoch", the stream's epoch it was written in;
+// leases themselves are not kept). The journal,
 // Dir/<stream>/<group>.<generation, 16 hex digits>.journal, is
 // append-only: a 24-byte header (magic "FMQJ", version u16 (1), reserved
 // u16, generation u64, CRC32C of the 16 bytes before u32, reserved u32),
@@ -60,6 +61,16 @@
 // are exactly those that were leased and not confirmed-acknowledged at the
 // crash (pending at the last write, or leased after it); they come back at
 // once with their delivery counts.
+//
+// A group follows its stream's epochs. On a stream served before its
+// fdatasync (spool.Config.VisibleBeforeSync), a group can lease and
+// acknowledge records that an OS crash then takes from the stream, which
+// reopens at its durable end in a new epoch; new records take the lost
+// offsets. A group state loaded from disk is cut back to the end of the
+// epoch its snapshot names (and to the end of the log), so the group
+// delivers those new records rather than taking them for the lost ones it
+// had settled; Floors reports the cut floor. The lost records are not
+// delivered again: they are gone.
 //
 // # Semantics and defaults
 //

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/fastmq/fastmq/internal/fsutil"
+	"github.com/fastmq/fastmq/spool"
 )
 
 // Floors returns the floor of every group of stream this server knows, by
@@ -34,17 +35,18 @@ func (s *Server) Floors(stream string) map[string]uint64 {
 		if _, known := out[name]; known {
 			continue
 		}
-		out[name] = snapshotFloor(s.cfg.Dir, stream, name)
+		out[name] = snapshotFloor(s.cfg.Dir, stream, name, s.cfg.Lookup)
 	}
 	return out
 }
 
 // snapshotFloor returns the floor a group's snapshot holds: at or below
 // its true floor (its journal only moves the floor on; a seek writes a
-// snapshot). The journal is not read: Floors must not race the flusher
+// snapshot), cut back to the end of the stream's epoch it was written in
+// (see followEpoch). The journal is not read: Floors must not race the flusher
 // that appends to it. A snapshot that does not read or decode gives 0,
 // which keeps everything.
-func snapshotFloor(dir, stream, group string) uint64 {
+func snapshotFloor(dir, stream, group string, lookup func(string) (*spool.Log, bool)) uint64 {
 	b, err := os.ReadFile(statePath(dir, stream, group))
 	if err != nil {
 		return 0
@@ -52,6 +54,9 @@ func snapshotFloor(dir, stream, group string) uint64 {
 	var f fileState
 	if _, err := fsutil.DecodeVersionedJSON(b, stateVersion, &f); err != nil {
 		return 0
+	}
+	if l, ok := lookup(stream); ok {
+		return floorInEpoch(&f, l)
 	}
 	return f.Floor
 }

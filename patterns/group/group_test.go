@@ -452,9 +452,14 @@ func TestDelayedDelivery(t *testing.T) {
 
 // copyDir copies a live publisher's directory, as a crash leaves it: the
 // files as they are on disk at that moment.
+// copyDir copies the files under from, as a crash image: a file that
+// goes while it walks (a temporary file renamed) is skipped.
 func copyDir(t *testing.T, from, to string) {
 	t.Helper()
 	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
+		if os.IsNotExist(err) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -464,6 +469,9 @@ func copyDir(t *testing.T, from, to string) {
 			return os.MkdirAll(dst, 0o755)
 		}
 		b, err := os.ReadFile(p)
+		if os.IsNotExist(err) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}

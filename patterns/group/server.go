@@ -289,6 +289,12 @@ func (s *Server) groupLocked(req Request, l *spool.Log) (*state, error) {
 		s.log.Warn("torn journal tail cut", "stream", req.Stream, "group", req.Group,
 			"offset", rec.TornAt, "bytes", rec.TornBytes, "err", rec.TornErr)
 	}
+	if g != nil {
+		if end, cut := followEpoch(g, l); cut {
+			s.log.Warn("group state cut back to the stream's epoch: the records beyond were lost by the publisher's disk",
+				"stream", req.Stream, "group", req.Group, "offset", end)
+		}
+	}
 	if g == nil {
 		if req.Op != OpFetch {
 			return nil, nil
@@ -308,7 +314,8 @@ func (s *Server) groupLocked(req Request, l *spool.Log) (*state, error) {
 			}
 		}
 		g = newState(req.Stream, req.Group, settings{}, start)
-		g.dirty = true
+		g.epoch, _ = l.Epoch()
+		g.epochKnown, g.dirty = true, true
 		s.log.Info("new group", "stream", req.Stream, "group", req.Group, "offset", start)
 	}
 	if g.set.Ordered {

@@ -142,6 +142,11 @@ type state struct {
 	parked   []*parkedFetch
 	rd       *spool.Reader // at next, kept between fetches
 	rdLog    *spool.Log
+	// epoch is the log's epoch the state's offsets belong to (see
+	// epoch.go); epochKnown is false for a snapshot written before
+	// snapshots held it.
+	epoch      uint32
+	epochKnown bool
 }
 
 func newState(stream, group string, set settings, start uint64) *state {
@@ -354,10 +359,18 @@ type fileState struct {
 	Next     uint64      `json:"next"`
 	Done     []span      `json:"done,omitempty"`
 	Pending  [][3]uint64 `json:"pending,omitempty"` // from, to, deliveries
+	// LogEpoch is the stream's epoch when the snapshot was written: its
+	// offsets, and its journal's, are that epoch's records (see epoch.go).
+	// Absent in snapshots from before it.
+	LogEpoch *uint32 `json:"log_epoch,omitempty"`
 }
 
 func (g *state) snapshot() fileState {
 	f := fileState{Journal: g.gen, Stream: g.stream, Group: g.group, Settings: g.set, Floor: g.floor, Next: g.next, Done: append([]span(nil), g.done...)}
+	if g.epochKnown {
+		e := g.epoch
+		f.LogEpoch = &e
+	}
 	type od struct {
 		o uint64
 		d uint32
@@ -419,6 +432,9 @@ func loadState(dir, stream, group string) (*state, recovery, error) {
 		return nil, rec, err
 	}
 	g.gen, g.written, g.needSnap = f.Journal, g.set, true
+	if f.LogEpoch != nil {
+		g.epoch, g.epochKnown = *f.LogEpoch, true
+	}
 	if f.Journal == 0 {
 		g.durable = g.floor
 		return g, rec, nil // version 1: no journal
