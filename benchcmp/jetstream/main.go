@@ -49,6 +49,7 @@ var (
 	batch     = flag.Int("batch", 1024, "JetStream: messages a consumer pulls ahead (PullMaxMessages)")
 	fastmq    = flag.String("fastmq", "", "the fastmq binary (default: built from ../.. into a temporary directory)")
 	only      = flag.String("only", "", "run only jetstream or fastmq")
+	early     = flag.Bool("visible-before-sync", false, "fastmq: serve records before their fdatasync (bench group --visible-before-sync), as JetStream does")
 	role      = flag.String("role", "", "internal: consumer")
 	url       = flag.String("url", "", "internal: the NATS server's URL")
 )
@@ -165,6 +166,9 @@ func loadavg() string {
 func runFastMQ(bin string) (result, error) {
 	c := exec.Command(bin, "bench", "group", "--json", "--count", strconv.Itoa(*count), "--size", strconv.Itoa(*size),
 		"--members", strconv.Itoa(*consumers), "--rate", strconv.Itoa(*rate))
+	if *early {
+		c.Args = append(c.Args, "--visible-before-sync")
+	}
 	c.Stderr = os.Stderr
 	out, err := c.Output()
 	if err != nil {

@@ -34,6 +34,9 @@ type GroupOptions struct {
 	Rounds        int
 	JSON          bool
 	CPUProfile    string // the publisher's; member i writes CPUProfile.member<i>
+	// VisibleBeforeSync serves records before their fdatasync
+	// (spool.Config.VisibleBeforeSync).
+	VisibleBeforeSync bool
 
 	// Member mode (a child of the publisher's run).
 	Role    string // "member"
@@ -125,7 +128,7 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	l, err := spool.Open(spool.Config{Dir: filepath.Join(dir, "stream"), GroupInterval: -1})
+	l, err := spool.Open(spool.Config{Dir: filepath.Join(dir, "stream"), GroupInterval: -1, VisibleBeforeSync: o.VisibleBeforeSync})
 	if err != nil {
 		return res, err
 	}
