@@ -569,16 +569,17 @@ func TestRefusedSaysWhy(t *testing.T) {
 	}
 }
 
-// oldPublisher answers a fetch with FlagFrames as a publisher from before
-// the flag did (bad request: unknown flags).
+// oldPublisher answers a fetch with one of flags as a publisher from
+// before them did (bad request: unknown flags).
 type oldPublisher struct {
 	*group.Server
 	srv     *pull.Server
+	flags   uint8
 	refused atomic.Int32
 }
 
 func (o *oldPublisher) Handle(env [][]byte, frames [][]byte) {
-	if req, err := group.DecodeRequest(frames); err == nil && req.Flags&group.FlagFrames != 0 {
+	if req, err := group.DecodeRequest(frames); err == nil && req.Flags&o.flags != 0 {
 		o.refused.Add(1)
 		o.srv.Send(env, group.EncodeReply(&group.Reply{Status: group.StatusBadRequest, ID: req.ID, Data: []byte("unknown flags")}))
 		return
@@ -586,12 +587,13 @@ func (o *oldPublisher) Handle(env [][]byte, frames [][]byte) {
 	o.Server.Handle(env, frames)
 }
 
-// A member fetching from a publisher from before FlagFrames falls back to
-// fetches without it, once, and gets every record.
+// A member fetching from a publisher from before FlagFrames (and
+// FlagPipeline) falls back to fetches without them, once for each, and
+// gets every record.
 func TestMemberFallsBackWithoutFrames(t *testing.T) {
 	var old *oldPublisher
 	p := newPublisherWrapped(t, t.TempDir(), func(*group.ServerConfig) {}, func(gs *group.Server, srv *pull.Server) pull.Extension {
-		old = &oldPublisher{Server: gs, srv: srv}
+		old = &oldPublisher{Server: gs, srv: srv, flags: group.FlagFrames | group.FlagPipeline}
 		return old
 	})
 	p.publish(t, "s", 20)
@@ -610,7 +612,50 @@ func TestMemberFallsBackWithoutFrames(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if n := old.refused.Load(); n != 2 {
+		t.Fatalf("%d fetches refused, want 2 (one per flag, then none)", n)
+	}
+}
+
+// A member keeps two fetches open at a publisher (FlagPipeline), and one
+// at a publisher from before the flag, after one refused fetch; it gets
+// every record from both.
+func TestMemberPipelinesFetches(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	p.open("s")
+	var old *oldPublisher
+	q := newPublisherWrapped(t, t.TempDir(), func(*group.ServerConfig) {}, func(gs *group.Server, srv *pull.Server) pull.Extension {
+		old = &oldPublisher{Server: gs, srv: srv, flags: group.FlagPipeline}
+		return old
+	})
+	q.open("s")
+	m := member(t, group.MemberConfig{Name: "a"}, p, q)
+	testutil.WaitFor(t, "two fetches open at the publisher", 0, func() bool { return p.groups.ParkedFetches("s", "g", m.ID()) == 2 })
+	testutil.WaitFor(t, "one fetch open at the old publisher", 0, func() bool { return q.groups.ParkedFetches("s", "g", m.ID()) == 1 })
+	p.publish(t, "s", 50)
+	q.publish(t, "s", 50)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got := map[string]bool{}
+	for len(got) < 100 {
+		msg, err := m.Next(ctx)
+		if err != nil {
+			t.Fatalf("after %d records: %v", len(got), err)
+		}
+		k := fmt.Sprintf("%s/%d", msg.Publisher, msg.Offset)
+		if got[k] {
+			t.Fatalf("%s delivered twice", k)
+		}
+		got[k] = true
+		if err := msg.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if n := old.refused.Load(); n != 1 {
-		t.Fatalf("%d fetches with FlagFrames, want 1 (then none)", n)
+		t.Fatalf("the old publisher refused %d fetches, want 1 (then none)", n)
+	}
+	testutil.WaitFor(t, "two fetches open again", 0, func() bool { return p.groups.ParkedFetches("s", "g", m.ID()) == 2 })
+	if n := q.groups.ParkedFetches("s", "g", m.ID()); n > 1 {
+		t.Fatalf("%d fetches open at the old publisher", n)
 	}
 }

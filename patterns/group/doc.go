@@ -136,7 +136,7 @@
 //
 //	frame 0, 38 bytes: version u8 (0x81) | op u8 | id u32 | max records u32 | max bytes u32 |
 //	                   wait ms u32 | ack wait ms u32 | max deliver u16 | max ack pending u32 |
-//	                   start u8 | start value u64 | flags u8 (1: ordered by key, 2: frames)
+//	                   start u8 | start value u64 | flags u8 (1: ordered by key, 2: frames, 4: pipeline)
 //	frame 1: stream; frame 2: group; frame 3: member id (each 1..255 bytes)
 //	frame 4: body
 //
@@ -179,6 +179,13 @@
 // records: the receiver reads each into a small buffer instead of one
 // large frame. A publisher from before the flag answers a bad request;
 // the member then fetches without it.
+//
+// A fetch with flag 4 (pipeline, FlagPipeline) says the member keeps two
+// fetches open: the publisher parks up to two of its fetches (without the
+// flag one; a newer fetch beyond that answers the oldest parked one
+// empty), so that a record appended while one reply travels is leased at
+// once on the other. A publisher from before the flag answers a bad
+// request; the member then keeps one fetch open.
 //
 // Statuses: 0 ok; 1 unknown stream or group (settling for a group the
 // publisher never had); 4 bad request; 5 internal (the state could not be

@@ -18,16 +18,26 @@ import (
 func (s *Server) fetchLocked(g *state, l *spool.Log, env [][]byte, req Request) {
 	data, cuts, n := s.leaseLocked(g, l, req, time.Now())
 	if n == 0 && req.WaitMillis > 0 && len(g.parked) < maxParked {
-		// One parked fetch per member: a newer one replaces it, and the
-		// older is answered empty, so a member that keeps fetching
-		// without waiting for replies holds one entry, not many.
+		// One parked fetch per member (two with FlagPipeline): a newer
+		// one replaces the oldest, which is answered empty, so a member
+		// that keeps fetching without waiting for replies holds one or
+		// two entries, not many.
+		limit := 1
+		if req.Flags&FlagPipeline != 0 {
+			limit = 2
+		}
 		var old *parkedFetch
+		oldest, held := -1, 0
 		for i, p := range g.parked {
 			if p.req.Member == req.Member {
-				old = p
-				g.parked = append(g.parked[:i], g.parked[i+1:]...)
-				break
+				if held++; oldest < 0 {
+					oldest = i
+				}
 			}
+		}
+		if held >= limit {
+			old = g.parked[oldest]
+			g.parked = append(g.parked[:oldest], g.parked[oldest+1:]...)
 		}
 		wait := min(time.Duration(req.WaitMillis)*time.Millisecond, s.cfg.MaxWait)
 		g.parked = append(g.parked, &parkedFetch{env: env, req: req, deadline: time.Now().Add(wait)})

@@ -16,8 +16,9 @@ import (
 )
 
 // link is a member's connection to one publisher: a DEALER socket, a
-// receive goroutine that hands replies to their requests by id, a fetch
-// goroutine and a settle goroutine that batches acknowledgements.
+// receive goroutine that hands replies to their requests by id, two fetch
+// goroutines (each with one fetch open: see FlagPipeline) and a settle
+// goroutine that batches acknowledgements.
 type link struct {
 	m        *Member
 	node     string
@@ -35,6 +36,11 @@ type link struct {
 	settles  chan settleReq
 	noRanges atomic.Bool // the publisher refused OpAckRanges
 	noFrames atomic.Bool // the publisher refused FlagFrames
+	noPipe   atomic.Bool // the publisher refused FlagPipeline
+	// piped is closed once the publisher took a fetch with FlagPipeline,
+	// or refused it (noPipe): the second fetch loop waits for it.
+	piped     chan struct{}
+	pipedOnce sync.Once
 
 	gate    sync.Mutex // orders fetches before a leave
 	leaving bool
@@ -71,11 +77,12 @@ func (m *Member) newLink(node, ep string) (*link, error) {
 		sock.Close()
 		return nil, fmt.Errorf("group: connect %s: %w", ep, err)
 	}
-	ln := &link{m: m, node: node, endpoint: ep, sock: sock, waiting: make(map[uint32]waiter), settles: make(chan settleReq, 4096)}
+	ln := &link{m: m, node: node, endpoint: ep, sock: sock, waiting: make(map[uint32]waiter), settles: make(chan settleReq, 4096), piped: make(chan struct{})}
 	ln.ctx, ln.cancel = context.WithCancel(m.ctx)
-	ln.wg.Add(3)
+	ln.wg.Add(4)
 	go ln.recvLoop()
-	go ln.fetchLoop()
+	go ln.fetchLoop(false)
+	go ln.fetchLoop(true)
 	go ln.settleLoop()
 	return ln, nil
 }
@@ -176,6 +183,12 @@ func (ln *link) call(ctx context.Context, r *Request, timeout time.Duration) (Re
 	}
 }
 
+// isBadRequest tells a publisher's StatusBadRequest.
+func isBadRequest(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.Status == StatusBadRequest
+}
+
 // StatusError is an error status from a publisher.
 type StatusError struct {
 	Status Status
@@ -196,10 +209,23 @@ func (e *StatusError) Is(target error) bool {
 // fetching from that publisher and Next returns the error once.
 var ErrForbidden = errors.New("group: forbidden")
 
-// fetchLoop leases records while the member has buffer room.
-func (ln *link) fetchLoop() {
+// fetchLoop leases records while the member has buffer room. The
+// second loop runs once the publisher took a fetch with FlagPipeline:
+// while one loop's reply travels, the other's fetch waits at the
+// publisher for the next record.
+func (ln *link) fetchLoop(second bool) {
 	defer ln.wg.Done()
 	m := ln.m
+	if second {
+		select {
+		case <-ln.piped:
+		case <-ln.ctx.Done():
+			return
+		}
+		if ln.noPipe.Load() {
+			return
+		}
+	}
 	backoff := 50 * time.Millisecond
 	for {
 		// Take one free slot (waiting), then every other free one.
@@ -242,13 +268,23 @@ func (ln *link) fetchLoop() {
 		if !ln.noFrames.Load() {
 			req.Flags |= FlagFrames
 		}
+		if !ln.noPipe.Load() {
+			req.Flags |= FlagPipeline
+		}
 		rep, err := ln.call(ln.ctx, req, m.cfg.MaxWait+5*time.Second)
-		var se *StatusError
-		if req.Flags&FlagFrames != 0 && errors.As(err, &se) && se.Status == StatusBadRequest {
-			// A publisher from before FlagFrames: fetch without it.
-			ln.noFrames.Store(true)
-			req.Flags &^= FlagFrames
+		for req.Flags&(FlagPipeline|FlagFrames) != 0 && isBadRequest(err) {
+			// A publisher from before a flag: fetch without the newest.
+			if req.Flags&FlagPipeline != 0 {
+				ln.noPipe.Store(true)
+				req.Flags &^= FlagPipeline
+			} else {
+				ln.noFrames.Store(true)
+				req.Flags &^= FlagFrames
+			}
 			rep, err = ln.call(ln.ctx, req, m.cfg.MaxWait+5*time.Second)
+		}
+		if err == nil || ln.noPipe.Load() {
+			ln.pipedOnce.Do(func() { close(ln.piped) })
 		}
 		used := 0
 		var chunks [][]Message
@@ -277,6 +313,9 @@ func (ln *link) fetchLoop() {
 			backoff = 50 * time.Millisecond
 		}
 		m.returnTokens(n - used)
+		if second && ln.noPipe.Load() {
+			return // the publisher refused FlagPipeline after all
+		}
 		if err != nil {
 			if ln.ctx.Err() != nil {
 				return

@@ -73,6 +73,14 @@ const FlagOrdered uint8 = 1
 // answers StatusBadRequest; the member then fetches without it.
 const FlagFrames uint8 = 2
 
+// FlagPipeline in a fetch says the member keeps two fetches open at the
+// publisher: the publisher parks up to two fetches of the member (a third
+// answers the oldest empty) instead of one, so that a record appended
+// while one reply travels is leased at once on the other. A publisher
+// from before the flag answers StatusBadRequest; the member then keeps
+// one fetch open.
+const FlagPipeline uint8 = 4
+
 // FrameBytes is the size a fetch reply's data frames keep under with
 // FlagFrames (a frame holds one record at least): under 32 KiB, so that a
 // receiver's buffer for one is a small object, reused without the system.
@@ -110,7 +118,7 @@ type Request struct {
 	MaxAckPending uint32
 	Start         uint8
 	StartValue    uint64
-	Flags         uint8 // FlagOrdered, FlagFrames
+	Flags         uint8 // FlagOrdered, FlagFrames, FlagPipeline
 	Stream        string
 	Group         string
 	Member        string
@@ -220,7 +228,7 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 	r.Start = h[28]
 	r.StartValue = binary.BigEndian.Uint64(h[29:])
 	r.Flags = h[37]
-	if r.Flags&^(FlagOrdered|FlagFrames) != 0 {
+	if r.Flags&^(FlagOrdered|FlagFrames|FlagPipeline) != 0 {
 		return r, malformed("unknown flags %#x", r.Flags)
 	}
 	if r.Start > StartTime {
