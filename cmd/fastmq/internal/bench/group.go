@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -55,6 +56,13 @@ type GroupResult struct {
 	// (durable) to delivery: what the group path adds to the fsync.
 	DurableP50us float64 `json:"durable_p50_us,omitempty"`
 	DurableP99us float64 `json:"durable_p99_us,omitempty"`
+	// Heap allocations per record (runtime.MemStats: Mallocs and
+	// TotalAlloc) of the publisher process during the run, and of the
+	// members together over their lives.
+	PubAllocs    float64 `json:"pub_allocs_per_record"`
+	PubBytes     float64 `json:"pub_bytes_per_record"`
+	MemberAllocs float64 `json:"member_allocs_per_record"`
+	MemberBytes  float64 `json:"member_bytes_per_record"`
 }
 
 // memberReport is what a member process prints when its stdin closes.
@@ -63,6 +71,8 @@ type memberReport struct {
 	LatNs     []int64  `json:"lat_ns,omitempty"`  // append to delivery, with a rate
 	Offsets   []uint64 `json:"offsets,omitempty"` // of LatNs's records
 	AtNs      []int64  `json:"at_ns,omitempty"`   // when each was delivered (Unix ns)
+	Mallocs   uint64   `json:"mallocs"`           // heap allocations of the process
+	Bytes     uint64   `json:"bytes"`             // bytes allocated by the process
 }
 
 // Group measures consumer groups end to end: one publisher (this
@@ -101,6 +111,7 @@ func Group(ctx context.Context, out io.Writer, o GroupOptions) error {
 		}
 		fmt.Fprintf(out, "group end to end: 1 publisher, %d member processes, %d records of %d B, explicit acks\n", r.Members, r.Count, r.Size)
 		fmt.Fprintf(out, "  %.0f acked records/s\n", r.AckedPerS)
+		fmt.Fprintf(out, "  heap allocations per record: publisher %.3f (%.0f B), members %.3f (%.0f B)\n", r.PubAllocs, r.PubBytes, r.MemberAllocs, r.MemberBytes)
 		if r.Rate > 0 {
 			fmt.Fprintf(out, "    durable to delivered (leased, sent, handed to a handler): p50 %.0f µs  p99 %.0f µs\n", r.DurableP50us, r.DurableP99us)
 			fmt.Fprintf(out, "  append-to-delivery latency at %d records/s: p50 %.0f µs  p99 %.0f µs  max %.0f µs\n", r.Rate, r.P50us, r.P99us, r.MaxUs)
@@ -214,6 +225,8 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 	for i := range value {
 		value[i] = 'a' + byte(i%26)
 	}
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
 	start := time.Now()
 	errc := make(chan error, 1)
 	var durable []time.Time // by offset, with a rate: when its append was acknowledged
@@ -229,6 +242,10 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 		return res, err
 	}
 	res.AckedPerS = float64(o.Count) / el.Seconds()
+	runtime.ReadMemStats(&ms1)
+	res.PubAllocs = float64(ms1.Mallocs-ms0.Mallocs) / float64(o.Count)
+	res.PubBytes = float64(ms1.TotalAlloc-ms0.TotalAlloc) / float64(o.Count)
+	var mallocs, bytes uint64
 	var lat, toDelivered []int64
 	for _, c := range children {
 		c.stdin.Close()
@@ -237,12 +254,16 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 			return res, errors.New("a member ended without its report")
 		}
 		lat = append(lat, rep.LatNs...)
+		mallocs += rep.Mallocs
+		bytes += rep.Bytes
 		for i, off := range rep.Offsets {
 			if off < uint64(len(durable)) && !durable[off].IsZero() && i < len(rep.AtNs) {
 				toDelivered = append(toDelivered, rep.AtNs[i]-durable[off].UnixNano())
 			}
 		}
 	}
+	res.MemberAllocs = float64(mallocs) / float64(o.Count)
+	res.MemberBytes = float64(bytes) / float64(o.Count)
 	if len(toDelivered) > 0 {
 		slices.Sort(toDelivered)
 		q := func(p float64) float64 { return float64(toDelivered[int(p*float64(len(toDelivered)-1))]) / 1e3 }
@@ -316,5 +337,8 @@ func groupMember(ctx context.Context, out io.Writer, o GroupOptions) error {
 	mu.Lock()
 	defer mu.Unlock()
 	rep.Processed += int(processed.Load())
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	rep.Mallocs, rep.Bytes = ms.Mallocs, ms.TotalAlloc
 	return json.NewEncoder(out).Encode(rep)
 }
