@@ -269,7 +269,9 @@ func notBefore(hs []spool.Header) (time.Time, bool) {
 }
 
 // reader returns the group's reader of l at its cursor, kept between
-// fetches so that reading on costs no new seek.
+// fetches so that reading on costs no new seek. It reuses its read
+// buffer: leaseLocked copies what it keeps of a record (into the reply,
+// a key string) before it reads the next.
 func (g *state) reader(l *spool.Log) (*spool.Reader, error) {
 	if g.rd != nil && (g.rdLog != l || g.rd.Offset() != g.next) {
 		g.rd.Close()
@@ -280,6 +282,7 @@ func (g *state) reader(l *spool.Log) (*spool.Reader, error) {
 		if err != nil {
 			return nil, err
 		}
+		rd.ReuseBuffer()
 		g.rd, g.rdLog = rd, l
 	}
 	return g.rd, nil
