@@ -35,6 +35,7 @@ type GroupOptions struct {
 	Rounds        int
 	JSON          bool
 	CPUProfile    string // the publisher's; member i writes CPUProfile.member<i>
+	MemProfile    string // the publisher's allocation profile; member i writes MemProfile.member<i>
 
 	// Member mode (a child of the publisher's run).
 	Role    string // "member"
@@ -63,6 +64,9 @@ type GroupResult struct {
 	PubBytes     float64 `json:"pub_bytes_per_record"`
 	MemberAllocs float64 `json:"member_allocs_per_record"`
 	MemberBytes  float64 `json:"member_bytes_per_record"`
+	// Requests the publisher's spool server received (fetches and
+	// settles of every member), per record.
+	Requests float64 `json:"requests_per_record"`
 }
 
 // memberReport is what a member process prints when its stdin closes.
@@ -98,6 +102,7 @@ func Group(ctx context.Context, out io.Writer, o GroupOptions) error {
 		return err
 	}
 	defer stop()
+	defer memProfile(o.MemProfile)
 	var res []GroupResult
 	for range max(o.Rounds, 1) {
 		r, err := groupRun(ctx, o)
@@ -111,7 +116,7 @@ func Group(ctx context.Context, out io.Writer, o GroupOptions) error {
 		}
 		fmt.Fprintf(out, "group end to end: 1 publisher, %d member processes, %d records of %d B, explicit acks\n", r.Members, r.Count, r.Size)
 		fmt.Fprintf(out, "  %.0f acked records/s\n", r.AckedPerS)
-		fmt.Fprintf(out, "  heap allocations per record: publisher %.3f (%.0f B), members %.3f (%.0f B)\n", r.PubAllocs, r.PubBytes, r.MemberAllocs, r.MemberBytes)
+		fmt.Fprintf(out, "  heap allocations per record: publisher %.3f (%.0f B), members %.3f (%.0f B); requests per record %.4f\n", r.PubAllocs, r.PubBytes, r.MemberAllocs, r.MemberBytes, r.Requests)
 		if r.Rate > 0 {
 			fmt.Fprintf(out, "    durable to delivered (leased, sent, handed to a handler): p50 %.0f µs  p99 %.0f µs\n", r.DurableP50us, r.DurableP99us)
 			fmt.Fprintf(out, "  append-to-delivery latency at %d records/s: p50 %.0f µs  p99 %.0f µs  max %.0f µs\n", r.Rate, r.P50us, r.P99us, r.MaxUs)
@@ -181,6 +186,9 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 		if o.CPUProfile != "" {
 			args = append(args, "--cpuprofile", fmt.Sprintf("%s.member%d", o.CPUProfile, i))
 		}
+		if o.MemProfile != "" {
+			args = append(args, "--memprofile", fmt.Sprintf("%s.member%d", o.MemProfile, i))
+		}
 		cmd := exec.CommandContext(ctx, exe, args...)
 		cmd.Stderr = os.Stderr
 		stdin, err := cmd.StdinPipe()
@@ -227,6 +235,7 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 	}
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
+	req0 := srv.Stats().Requests
 	start := time.Now()
 	errc := make(chan error, 1)
 	var durable []time.Time // by offset, with a rate: when its append was acknowledged
@@ -243,6 +252,7 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 	}
 	res.AckedPerS = float64(o.Count) / el.Seconds()
 	runtime.ReadMemStats(&ms1)
+	res.Requests = float64(srv.Stats().Requests-req0) / float64(o.Count)
 	res.PubAllocs = float64(ms1.Mallocs-ms0.Mallocs) / float64(o.Count)
 	res.PubBytes = float64(ms1.TotalAlloc-ms0.TotalAlloc) / float64(o.Count)
 	var mallocs, bytes uint64
@@ -295,6 +305,7 @@ func groupMember(ctx context.Context, out io.Writer, o GroupOptions) error {
 		return err
 	}
 	defer stop()
+	defer memProfile(o.MemProfile)
 	host, _ := os.Hostname()
 	m, err := group.NewMember(group.MemberConfig{Stream: "bench", Group: "g", Name: fmt.Sprintf("%s-%d", host, os.Getpid()),
 		Publishers: map[string]string{"p": o.Connect}, Buffer: o.Buffer, MaxAckPending: o.MaxAckPending})
