@@ -67,6 +67,10 @@ type GroupResult struct {
 	// Requests the publisher's spool server received (fetches and
 	// settles of every member), per record.
 	Requests float64 `json:"requests_per_record"`
+	// CPU time (user and system) per record, in µs: the publisher's
+	// during the run, the members' together over their lives.
+	PubCPUus    float64 `json:"pub_cpu_us_per_record"`
+	MemberCPUus float64 `json:"member_cpu_us_per_record"`
 }
 
 // memberReport is what a member process prints when its stdin closes.
@@ -77,6 +81,7 @@ type memberReport struct {
 	AtNs      []int64  `json:"at_ns,omitempty"`   // when each was delivered (Unix ns)
 	Mallocs   uint64   `json:"mallocs"`           // heap allocations of the process
 	Bytes     uint64   `json:"bytes"`             // bytes allocated by the process
+	CPUNs     int64    `json:"cpu_ns"`            // CPU time of the process (user and system)
 }
 
 // Group measures consumer groups end to end: one publisher (this
@@ -116,6 +121,7 @@ func Group(ctx context.Context, out io.Writer, o GroupOptions) error {
 		}
 		fmt.Fprintf(out, "group end to end: 1 publisher, %d member processes, %d records of %d B, explicit acks\n", r.Members, r.Count, r.Size)
 		fmt.Fprintf(out, "  %.0f acked records/s\n", r.AckedPerS)
+		fmt.Fprintf(out, "  CPU per record: publisher %.2f µs, members %.2f µs\n", r.PubCPUus, r.MemberCPUus)
 		fmt.Fprintf(out, "  heap allocations per record: publisher %.3f (%.0f B), members %.3f (%.0f B); requests per record %.4f\n", r.PubAllocs, r.PubBytes, r.MemberAllocs, r.MemberBytes, r.Requests)
 		if r.Rate > 0 {
 			fmt.Fprintf(out, "    durable to delivered (leased, sent, handed to a handler): p50 %.0f µs  p99 %.0f µs\n", r.DurableP50us, r.DurableP99us)
@@ -236,6 +242,7 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	req0 := srv.Stats().Requests
+	cpu0 := cpuTime()
 	start := time.Now()
 	errc := make(chan error, 1)
 	var durable []time.Time // by offset, with a rate: when its append was acknowledged
@@ -253,6 +260,8 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 	res.AckedPerS = float64(o.Count) / el.Seconds()
 	runtime.ReadMemStats(&ms1)
 	res.Requests = float64(srv.Stats().Requests-req0) / float64(o.Count)
+	res.PubCPUus = float64(cpuTime()-cpu0) / 1e3 / float64(o.Count)
+	var memberCPU int64
 	res.PubAllocs = float64(ms1.Mallocs-ms0.Mallocs) / float64(o.Count)
 	res.PubBytes = float64(ms1.TotalAlloc-ms0.TotalAlloc) / float64(o.Count)
 	var mallocs, bytes uint64
@@ -266,6 +275,7 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 		lat = append(lat, rep.LatNs...)
 		mallocs += rep.Mallocs
 		bytes += rep.Bytes
+		memberCPU += rep.CPUNs
 		for i, off := range rep.Offsets {
 			if off < uint64(len(durable)) && !durable[off].IsZero() && i < len(rep.AtNs) {
 				toDelivered = append(toDelivered, rep.AtNs[i]-durable[off].UnixNano())
@@ -274,6 +284,7 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 	}
 	res.MemberAllocs = float64(mallocs) / float64(o.Count)
 	res.MemberBytes = float64(bytes) / float64(o.Count)
+	res.MemberCPUus = float64(memberCPU) / 1e3 / float64(o.Count)
 	if len(toDelivered) > 0 {
 		slices.Sort(toDelivered)
 		q := func(p float64) float64 { return float64(toDelivered[int(p*float64(len(toDelivered)-1))]) / 1e3 }
@@ -351,5 +362,6 @@ func groupMember(ctx context.Context, out io.Writer, o GroupOptions) error {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	rep.Mallocs, rep.Bytes = ms.Mallocs, ms.TotalAlloc
+	rep.CPUNs = int64(cpuTime())
 	return json.NewEncoder(out).Encode(rep)
 }
