@@ -190,11 +190,10 @@ func (ln *link) fetchLoop() {
 	m := ln.m
 	backoff := 50 * time.Millisecond
 	for {
-		// Take one free slot (waiting), then every other free one.
+		// Take free slots (waiting), then every other free one.
 		n := 0
 		select {
-		case <-m.tokens:
-			n = 1
+		case n = <-m.tokens:
 		case <-ln.ctx.Done():
 			return
 		}
@@ -204,17 +203,17 @@ func (ln *link) fetchLoop() {
 	more:
 		for n < m.cfg.Buffer {
 			select {
-			case <-m.tokens:
-				n++
+			case k := <-m.tokens:
+				n += k
 				continue
 			default:
 			}
-			if n >= (m.cfg.Buffer+1)/2 || len(m.out) == 0 {
+			if n >= (m.cfg.Buffer+1)/2 || m.empty() {
 				break more
 			}
 			select {
-			case <-m.tokens:
-				n++
+			case k := <-m.tokens:
+				n += k
 			case <-ln.ctx.Done():
 				m.returnTokens(n)
 				return
@@ -245,21 +244,18 @@ func (ln *link) fetchLoop() {
 		}
 		if err == nil {
 			for _, msgs := range chunks {
-				for i := range msgs {
-					msg := &msgs[i]
-					select { // fast path: one channel locked, not two
-					case m.out <- msg:
-						used++
-						continue
-					default:
-					}
-					select {
-					case m.out <- msg:
-						used++
-					case <-ln.ctx.Done():
-						m.returnTokens(n - used)
-						return
-					}
+				select { // fast path: one channel locked, not two
+				case m.out <- msgs:
+					used += len(msgs)
+					continue
+				default:
+				}
+				select {
+				case m.out <- msgs:
+					used += len(msgs)
+				case <-ln.ctx.Done():
+					m.returnTokens(n - used)
+					return
 				}
 			}
 			backoff = 50 * time.Millisecond

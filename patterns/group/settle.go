@@ -7,14 +7,26 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// settleReq is one queued settle of a record.
+// settleReq is what the settle goroutine takes from its queue: one
+// settle of any op (a Message method's, in op and e), or a Run
+// goroutine's records (recs: acks and naks without delay, which hold no
+// pointer, so that the garbage collector need not scan them).
 type settleReq struct {
 	op   Op
 	e    Entry
-	done func(error) // called once, from the settle goroutine
+	recs []settleRec
+	done func(error) // called once per settle, from the settle goroutine
+}
+
+// settleRec is one settle of a Run goroutine's batch.
+type settleRec struct {
+	off uint64
+	del uint32
+	op  Op // OpAck or OpNak
 }
 
 // maxBatch caps the entries of one settle request (the spool server's
@@ -39,21 +51,41 @@ func (ln *link) settle(ctx context.Context, op Op, e Entry) error {
 // ErrClosed when the link stops first). It blocks only while the queue
 // is full.
 func (ln *link) settleAsync(ctx context.Context, op Op, e Entry, done func(error)) error {
+	return ln.queueSettle(ctx, settleReq{op: op, e: e, done: done})
+}
+
+// queueSettle queues s, as settleAsync does.
+func (ln *link) queueSettle(ctx context.Context, s settleReq) error {
 	if ln.ctx.Err() != nil {
 		return ErrClosed
 	}
 	select { // fast path: one channel locked, not three
-	case ln.settles <- settleReq{op, e, done}:
+	case ln.settles <- s:
 		return nil
 	default:
 	}
 	select {
-	case ln.settles <- settleReq{op, e, done}:
+	case ln.settles <- s:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-ln.ctx.Done():
 		return ErrClosed
+	}
+}
+
+// count returns how many settles s holds.
+func (s *settleReq) count() int {
+	if s.recs != nil {
+		return len(s.recs)
+	}
+	return 1
+}
+
+// fail ends every settle of s with err.
+func (s *settleReq) fail(err error) {
+	for range s.count() {
+		s.done(err)
 	}
 }
 
@@ -63,62 +95,97 @@ func (ln *link) settleAsync(ctx context.Context, op Op, e Entry, done func(error
 func (ln *link) settleLoop() {
 	defer ln.wg.Done()
 	inflight := make(chan struct{}, maxSettleCalls)
+	answered := make(chan struct{}, 1) // a request in flight was answered
 	var calls sync.WaitGroup
 	defer calls.Wait()
 	for {
-		var batch []settleReq
+		g := gatherPool.Get().(*gather)
 		select {
 		case s := <-ln.settles:
-			// One allocation for the batch: the acks' requests index
-			// into it.
-			batch = make([]settleReq, 1, min(1+len(ln.settles), maxGather))
-			batch[0] = s
+			g.reqs = append(g.reqs, s)
+			g.n = s.count()
 		case <-ln.ctx.Done():
+			gatherPool.Put(g)
 			for {
 				select {
 				case s := <-ln.settles:
-					s.done(ErrClosed)
+					s.fail(ErrClosed)
 				default:
 					return
 				}
 			}
 		}
 	more:
-		for len(batch) < maxGather {
+		for g.n < maxGather {
 			select {
 			case s := <-ln.settles:
-				batch = append(batch, s)
+				g.reqs = append(g.reqs, s)
+				g.n += s.count()
+				continue
 			default:
+			}
+			// Few settles while requests are in flight: wait for one
+			// to be answered (or for enough to fill a request), and
+			// take what came meanwhile; the answer comes with the
+			// publisher's next group commit, which the next request
+			// would wait for anyway.
+			if g.n >= minGather || len(inflight) == 0 {
+				break
+			}
+			select {
+			case s := <-ln.settles:
+				g.reqs = append(g.reqs, s)
+				g.n += s.count()
+			case <-answered:
+			case <-ln.ctx.Done():
 				break more
 			}
 		}
-		// Sorted by small keys (sorting the requests themselves moves
-		// their callbacks: write barriers), which index into batch.
-		var keys []ackKey
+		// The acks are sorted by small keys (sorting the requests
+		// themselves moves their callbacks: write barriers), which
+		// index into g.reqs.
 		var byOp map[Op][]settleReq
-		ranges := !ln.noRanges.Load()
-		for i, s := range batch {
-			if s.op == OpAck && ranges {
-				if keys == nil {
-					keys = make([]ackKey, 0, len(batch)-i)
-				}
-				keys = append(keys, ackKey{s.e.Offset, s.e.Delivery, uint32(i)})
-				continue
-			}
+		other := func(s settleReq) {
 			if byOp == nil {
 				byOp = map[Op][]settleReq{}
 			}
 			byOp[s.op] = append(byOp[s.op], s)
 		}
+		ranges := !ln.noRanges.Load()
+		for i, s := range g.reqs {
+			if s.recs == nil {
+				if s.op == OpAck && ranges {
+					g.keys = append(g.keys, ackKey{s.e.Offset, s.e.Delivery, uint32(i)})
+				} else {
+					other(s)
+				}
+				continue
+			}
+			for _, r := range s.recs {
+				if r.op == OpAck && ranges {
+					g.keys = append(g.keys, ackKey{r.off, r.del, uint32(i)})
+				} else {
+					other(settleReq{op: r.op, e: Entry{Offset: r.off, Delivery: r.del}, done: s.done})
+				}
+			}
+		}
+		keys := g.keys
+		g.left.Store(1) // this loop's, until every request is started
 		send := func(op Op, part []settleReq, keys []ackKey) {
 			// Up to maxSettleCalls requests in flight, so that the
 			// publisher's next group commit takes the next batch.
 			inflight <- struct{}{}
 			calls.Add(1)
+			g.left.Add(1)
 			go func() {
 				defer calls.Done()
 				ln.sendSettles(op, part, keys)
+				g.release()
 				<-inflight
+				select {
+				case answered <- struct{}{}:
+				default:
+				}
 			}()
 		}
 		if len(keys) > 0 {
@@ -127,7 +194,7 @@ func (ln *link) settleLoop() {
 			}
 			for len(keys) > 0 {
 				k := rangesPrefix(keys, maxRangesPerRequest)
-				send(OpAckRanges, batch, keys[:k])
+				send(OpAckRanges, g.reqs, keys[:k])
 				keys = keys[k:]
 			}
 		}
@@ -138,11 +205,36 @@ func (ln *link) settleLoop() {
 				list = list[k:]
 			}
 		}
+		g.release()
 	}
 }
 
-// ackKey is an ack's sort key: offset, delivery and its index in the
-// batch.
+// gather is one round of the settle loop: the settles it took from the
+// queue and their acks' keys. Gathers are reused (gatherPool) once their
+// requests are answered: the keys of thousands of acks would otherwise
+// be a large allocation per round.
+type gather struct {
+	reqs []settleReq
+	keys []ackKey
+	n    int          // settles in reqs
+	left atomic.Int32 // requests not answered, plus one while sending
+}
+
+var gatherPool = sync.Pool{New: func() any { return new(gather) }}
+
+// release ends one request (or the sending) of g; the last puts g back
+// in the pool, emptied.
+func (g *gather) release() {
+	if g.left.Add(-1) != 0 {
+		return
+	}
+	clear(g.reqs)
+	g.reqs, g.keys, g.n = g.reqs[:0], g.keys[:0], 0
+	gatherPool.Put(g)
+}
+
+// ackKey is an ack's sort key: offset, delivery and the index of its
+// settleReq in the gather.
 type ackKey struct {
 	off uint64
 	del uint32
@@ -169,12 +261,14 @@ func rangesPrefix(keys []ackKey, n int) int {
 	return len(keys)
 }
 
-// Settle batching: a batch gathers up to maxGather queued settles; an
+// Settle batching: a batch gathers up to maxGather queued settles, and
+// at least minGather before it is sent while requests are in flight; an
 // OpAckRanges request carries at most maxRangesPerRequest ranges (the
 // spool server takes requests of up to 4 KiB).
 const (
 	maxSettleCalls      = 4
 	maxGather           = 8192
+	minGather           = 2048 // sent at once, even with requests in flight
 	maxRangesPerRequest = 180
 )
 
@@ -203,7 +297,7 @@ func (ln *link) sendSettles(op Op, list []settleReq, keys []ackKey) {
 		ln.noRanges.Store(true)
 		part := make([]settleReq, len(keys))
 		for i, k := range keys {
-			part[i] = list[k.i]
+			part[i] = settleReq{op: OpAck, e: Entry{Offset: k.off, Delivery: k.del}, done: list[k.i].done}
 		}
 		for len(part) > 0 {
 			k := min(len(part), maxBatch)
@@ -219,20 +313,20 @@ func (ln *link) sendSettles(op Op, list []settleReq, keys []ackKey) {
 			refused[binary.BigEndian.Uint64(rep.Data[i:])] = rep.Data[i+8]
 		}
 	}
-	answer := func(s *settleReq) {
+	answer := func(off uint64, done func(error)) {
 		e := err
-		if code, ok := refused[s.e.Offset]; ok && e == nil {
-			e = &RefusedError{Offset: s.e.Offset, Code: code}
+		if code, ok := refused[off]; ok && e == nil {
+			e = &RefusedError{Offset: off, Code: code}
 		}
-		s.done(e)
+		done(e)
 	}
 	if keys != nil {
 		for _, k := range keys {
-			answer(&list[k.i])
+			answer(k.off, list[k.i].done)
 		}
 		return
 	}
 	for i := range list {
-		answer(&list[i])
+		answer(list[i].e.Offset, list[i].done)
 	}
 }
