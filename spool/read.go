@@ -60,6 +60,12 @@ func (l *Log) wait(ctx context.Context, offset uint64, stop <-chan struct{}) err
 // OldestOffset it returns an *OutOfRangeError. The returned slice is new and
 // owned by the caller.
 func (l *Log) ReadRaw(from uint64, maxBytes int) ([]byte, uint64, error) {
+	return l.readRaw(nil, from, maxBytes)
+}
+
+// readRaw is ReadRaw reading into buf when its capacity suffices (the
+// result then aliases buf), else into a new slice.
+func (l *Log) readRaw(buf []byte, from uint64, maxBytes int) ([]byte, uint64, error) {
 	if _, err := l.catchUp(from); err != nil {
 		return nil, from, err
 	}
@@ -84,7 +90,12 @@ func (l *Log) ReadRaw(from uint64, maxBytes int) ([]byte, uint64, error) {
 		end += int64(s.batches[k].size)
 		k++
 	}
-	data := make([]byte, end-start)
+	var data []byte
+	if n := int(end - start); n <= cap(buf) {
+		data = buf[:n]
+	} else {
+		data = make([]byte, n)
+	}
 	if _, err := s.f.ReadAt(data, start); err != nil {
 		return nil, from, fmt.Errorf("spool: read segment %s: %w", s.name, err)
 	}

@@ -21,6 +21,8 @@ type Reader struct {
 	closed atomic.Bool
 	stop   chan struct{}
 	once   sync.Once
+	reuse  bool   // ReuseBuffer: read into buf, kept across reads
+	buf    []byte // the read buffer, with reuse
 }
 
 // NewReader returns a Reader whose first record is the one at offset from
@@ -42,7 +44,8 @@ func (r *Reader) Offset() uint64 { return r.next }
 
 // Next returns the next record. At the tail it blocks until a record is
 // appended, ctx ends (ctx.Err()) or the Log is closed (ErrClosed). The
-// record's slices are owned by the caller and are not reused. A record
+// record's slices are owned by the caller and are not reused (unless
+// ReuseBuffer was called). A record
 // deleted by retention before it was read gives *OutOfRangeError. Damage
 // gives a *CorruptError naming the segment, byte position and offset: a
 // damaged batch as it is read, and, on a read-only Log, damage where the
@@ -80,9 +83,16 @@ func (r *Reader) Next(ctx context.Context) (Record, error) {
 			r.view, r.in = v, true
 			continue
 		}
-		data, _, err := r.l.ReadRaw(r.next, readChunk)
+		var buf []byte
+		if r.reuse {
+			buf = r.buf
+		}
+		data, _, err := r.l.readRaw(buf, r.next, readChunk)
 		if err != nil {
 			return Record{}, err
+		}
+		if r.reuse && cap(data) > cap(r.buf) {
+			r.buf = data[:0]
 		}
 		if len(data) == 0 {
 			if err := r.l.wait(ctx, r.next, r.stop); err != nil {
@@ -93,6 +103,15 @@ func (r *Reader) Next(ctx context.Context) (Record, error) {
 		r.data, r.dpos = data, 0
 	}
 }
+
+// ReuseBuffer makes the Reader read the log into one buffer that it keeps
+// and overwrites (up to 256 KiB, or one larger batch), instead of a new
+// one per read: a record's slices (Value, header values) are then valid
+// only until the next call to Next. For callers that copy what they keep
+// of a record, such as a server encoding records into its replies; it
+// saves an allocation and its garbage collection per read. Call it
+// before Next.
+func (r *Reader) ReuseBuffer() { r.reuse = true }
 
 // Close ends the Reader: Next, even one blocked at the tail, returns
 // ErrClosed. It never fails.

@@ -234,6 +234,7 @@ records per second, one at a time, and prints append-to-delivery percentiles
 	f.IntVar(&o.Rounds, "rounds", 1, "repeat the run `N` times and print the median")
 	f.BoolVar(&o.JSON, "json", false, "print each round as a JSON line")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write the publisher's CPU profile to `FILE` (member i's to FILE.member<i>)")
+	f.StringVar(&o.MemProfile, "memprofile", "", "write the publisher's allocation profile to `FILE` at the end (member i's to FILE.member<i>)")
 	f.BoolVar(&o.VisibleBeforeSync, "visible-before-sync", false, "serve records to the members once written, before their fdatasync (spool.Config.VisibleBeforeSync, a node's --deliver-before-sync)")
 	f.StringVar(&o.Role, "role", "", "internal: member")
 	f.StringVar(&o.Connect, "connect", "", "internal: the publisher's spool endpoint")

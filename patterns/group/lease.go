@@ -2,7 +2,6 @@ package group
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"log/slog"
 	"slices"
@@ -16,7 +15,7 @@ import (
 // fetchLocked leases records to the member and replies, or parks the
 // fetch until records are available or its wait ends. It unlocks s.mu.
 func (s *Server) fetchLocked(g *state, l *spool.Log, env [][]byte, req Request) {
-	data, cuts, n := s.leaseLocked(g, l, req, time.Now())
+	data, n := s.leaseLocked(g, l, req, time.Now())
 	if n == 0 && req.WaitMillis > 0 && len(g.parked) < maxParked {
 		// One parked fetch per member (two with FlagPipeline): a newer
 		// one replaces the oldest, which is answered empty, so a member
@@ -50,43 +49,16 @@ func (s *Server) fetchLocked(g *state, l *spool.Log, env [][]byte, req Request) 
 		return
 	}
 	s.mu.Unlock()
-	if err := s.cfg.Send.Send(env, fetchReply(req.ID, n, data, cuts)); err != nil && s.log.Enabled(context.Background(), slog.LevelDebug) {
+	if err := s.cfg.Send.Send(env, fetchReply(req.ID, n, data)); err != nil && s.log.Enabled(context.Background(), slog.LevelDebug) {
 		s.log.Debug("send reply failed", "err", err)
 	}
 }
 
-// frameCut returns where the current data frame starts, and cuts, after
-// a record was appended at start of a reply's data now n long: a new
-// frame starts at the record when the frame would pass FrameBytes.
-func frameCut(n, start, cut int, cuts []int) (int, []int) {
-	if n-cut > FrameBytes && start > cut {
-		return start, append(cuts, start)
-	}
-	return cut, cuts
-}
-
-// fetchReply returns the frames of an ok fetch reply: its records in one
-// data frame, or split at cuts (FlagFrames).
-func fetchReply(id, n uint32, data []byte, cuts []int) [][]byte {
-	f := EncodeReply(&Reply{Status: StatusOK, ID: id, Count: n, Data: data})
-	if len(cuts) == 0 {
-		return f
-	}
-	frames := make([][]byte, 0, len(cuts)+2)
-	frames = append(frames, f[0])
-	prev := 0
-	for _, c := range cuts {
-		frames = append(frames, data[prev:c])
-		prev = c
-	}
-	return append(frames, data[prev:])
-}
-
 // leaseLocked leases up to the request's limits: due redeliveries first
 // (lowest offset first), then records from the cursor. It returns the
-// records as a fetch reply's data, where its data frames start after the
-// first (FlagFrames), and their count.
-func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time) ([]byte, []int, uint32) {
+// records as a fetch reply's data frames (one, or several with
+// FlagFrames), and their count.
+func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time) ([][]byte, uint32) {
 	n := int(req.MaxRecords)
 	if n <= 0 {
 		n = 1
@@ -100,10 +72,7 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 		maxBytes = 1 << 20
 	}
 	maxBytes = min(maxBytes, maxFetchBytes)
-	var out []byte
-	var cuts []int // where data frames start (FlagFrames)
-	cut := 0
-	frames := req.Flags&FlagFrames != 0
+	out := replyData{split: req.Flags&FlagFrames != 0, maxBytes: maxBytes}
 	cnt := 0
 	size := 0
 	taken := 0
@@ -115,14 +84,7 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 		if deliveries > 1 {
 			g.cnt.Redelivered++
 		}
-		if out == nil {
-			out = make([]byte, 0, min(n*(len(r.Value)+64), maxBytes+len(r.Value)+64))
-		}
-		start := len(out)
-		out = appendWire(out, r, deliveries)
-		if frames {
-			cut, cuts = frameCut(len(out), start, cut, cuts)
-		}
+		out.add(r, deliveries, n-cnt)
 		cnt++
 		size += len(r.Value) + 64
 	}
@@ -241,7 +203,7 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 	if cnt > 0 {
 		s.wakeAtLocked(now.Add(g.set.AckWait))
 	}
-	return out, cuts, uint32(cnt)
+	return out.done(), uint32(cnt)
 }
 
 // HeaderNotBefore holds a record's not-before time, in Unix
@@ -279,7 +241,9 @@ func notBefore(hs []spool.Header) (time.Time, bool) {
 }
 
 // reader returns the group's reader of l at its cursor, kept between
-// fetches so that reading on costs no new seek.
+// fetches so that reading on costs no new seek. It reuses its read
+// buffer: leaseLocked copies what it keeps of a record (into the reply,
+// a key string) before it reads the next.
 func (g *state) reader(l *spool.Log) (*spool.Reader, error) {
 	if g.rd != nil && (g.rdLog != l || g.rd.Offset() != g.next) {
 		g.rd.Close()
@@ -290,6 +254,7 @@ func (g *state) reader(l *spool.Log) (*spool.Reader, error) {
 		if err != nil {
 			return nil, err
 		}
+		rd.ReuseBuffer()
 		g.rd, g.rdLog = rd, l
 	}
 	return g.rd, nil
@@ -364,22 +329,6 @@ func toWire(r spool.Record, delivery uint32) Record {
 	return w
 }
 
-// appendWire appends r as a fetch reply's record (see Reply).
-func appendWire(b []byte, r *spool.Record, delivery uint32) []byte {
-	b = binary.BigEndian.AppendUint64(b, r.Offset)
-	b = binary.BigEndian.AppendUint32(b, delivery)
-	b = binary.BigEndian.AppendUint64(b, uint64(r.Time.UnixNano()))
-	b = binary.BigEndian.AppendUint16(b, uint16(len(r.Headers)))
-	for _, h := range r.Headers {
-		b = binary.BigEndian.AppendUint16(b, uint16(len(h.Key)))
-		b = append(b, h.Key...)
-		b = binary.BigEndian.AppendUint32(b, uint32(len(h.Value)))
-		b = append(b, h.Value...)
-	}
-	b = binary.BigEndian.AppendUint32(b, uint32(len(r.Value)))
-	return append(b, r.Value...)
-}
-
 // kickLocked serves the group's parked fetches that can be served now.
 // It returns their replies, which the caller sends after it unlocks s.mu
 // (leases need not be on disk before they are sent: a lease lost in a
@@ -392,12 +341,12 @@ func (s *Server) kickLocked(g *state, l *spool.Log) []pendingReply {
 	var sends []pendingReply
 	keep := g.parked[:0]
 	for _, p := range g.parked {
-		data, cuts, n := s.leaseLocked(g, l, p.req, now)
+		data, n := s.leaseLocked(g, l, p.req, now)
 		if n == 0 && p.deadline.After(now) {
 			keep = append(keep, p)
 			continue
 		}
-		sends = append(sends, pendingReply{p.env, fetchReply(p.req.ID, n, data, cuts)})
+		sends = append(sends, pendingReply{p.env, fetchReply(p.req.ID, n, data)})
 	}
 	for i := len(keep); i < len(g.parked); i++ {
 		g.parked[i] = nil

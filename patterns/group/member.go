@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fastmq/fastmq/discovery"
@@ -99,9 +100,19 @@ type Member struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	out    chan *Message
-	tokens chan struct{} // free buffer slots
-	errs   chan error    // publishers that stopped serving this member (ErrForbidden)
+	out    chan []Message // leased records, in the fetch loops' chunks
+	tokens chan int       // free buffer slots, given back in counts
+	errs   chan error     // publishers that stopped serving this member (ErrForbidden)
+
+	qmu   sync.Mutex
+	queue []queued // chunks taken from out, being handed out
+	// queued is len(queue), for the fetch loops to tell an empty buffer
+	// without the lock.
+	queued atomic.Int32
+	// sleepers counts the next calls waiting on out; wake tells one of
+	// them that the queue holds records (a chunk another took from out).
+	sleepers atomic.Int32
+	wake     chan struct{}
 
 	mu     sync.Mutex
 	links  map[string]*link // by publisher node
@@ -162,11 +173,9 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		id = cfg.Name + "/" + cfg.Incarnation + "." + hex.EncodeToString(rnd[:])
 	}
 	m := &Member{cfg: cfg, id: id,
-		out: make(chan *Message, cfg.Buffer), tokens: make(chan struct{}, cfg.Buffer), errs: make(chan error, 64), links: make(map[string]*link)}
+		out: make(chan []Message, cfg.Buffer), tokens: make(chan int, cfg.Buffer), errs: make(chan error, 64), wake: make(chan struct{}, 1), links: make(map[string]*link)}
 	m.log = lg.With("component", "group-member", "stream", cfg.Stream, "group", cfg.Group)
-	for i := 0; i < cfg.Buffer; i++ {
-		m.tokens <- struct{}{}
-	}
+	m.tokens <- cfg.Buffer
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	for node, ep := range cfg.Publishers {
 		if err := m.startLink(node, ep); err != nil {
@@ -297,101 +306,106 @@ func (m *Member) link(node string) *link {
 // publisher that refuses the member the stream (ErrForbidden) is not
 // asked again; Next returns its error once, then goes on with the others.
 func (m *Member) Next(ctx context.Context) (*Message, error) {
-	select { // fast path: one channel locked, not three
-	case msg := <-m.out:
-		m.tokens <- struct{}{}
-		return msg, nil
-	default:
-	}
-	select {
-	case msg := <-m.out:
-		m.tokens <- struct{}{}
-		return msg, nil
-	case err := <-m.errs:
-		return nil, err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-m.ctx.Done():
-		return nil, ErrClosed
-	}
+	return m.next(ctx, true)
 }
 
-// returnTokens gives n buffer slots back. Tokens go to the fetch loops
-// waiting for them in turn (a channel hands each to one waiter): with
-// several publishers, one whose fetch waits for records there cannot
-// keep them all.
-func (m *Member) returnTokens(n int) {
-	for range n {
-		m.tokens <- struct{}{}
-	}
+// queued is a chunk of records from out, handed out one at a time; their
+// buffer slots go back in counts of Buffer/8 (one channel operation per
+// count, not per record), and when the chunk's last record is handed
+// out.
+type queued struct {
+	msgs []Message // not handed out yet
+	owed int       // records handed out whose slots did not go back yet
 }
 
-// Handler processes one record for Run: nil acknowledges it, an error
-// naks it (redelivered after the group's backoff).
-type Handler func(ctx context.Context, msg *Message) error
-
-// Run calls h for every record from concurrency goroutines (default 1),
-// until ctx ends or the member closes; it returns that error after the
-// running handlers have returned and their records are settled. A
-// handler's goroutine takes the next record as soon as it returns: its
-// ack (or nak) goes to the publisher in the background, coalesced with
-// the others into one request per publisher and flush, even after ctx
-// ended (each request waits at most 10 s for its answer). The settles
-// queued per publisher are bounded: about MaxAckPending, as a publisher
-// leases a member no more, and never beyond the link's queue (4096), past
-// which a handler's goroutine waits (leases that ran out and were leased
-// again can take it there).
-func (m *Member) Run(ctx context.Context, concurrency int, h Handler) error {
-	if concurrency <= 0 {
-		concurrency = 1
-	}
-	// Settles outlive ctx: a handler's record is settled even when ctx
-	// ended while it ran. They end when the link does (each request
-	// waits at most 10 s for its answer).
-	sctx := context.WithoutCancel(ctx)
-	var settles sync.WaitGroup
-	done := func(err error) {
-		if err != nil && !errors.Is(err, ErrClosed) {
-			m.log.Warn("settle record", "err", err)
-		}
-		settles.Done()
-	}
-	errc := make(chan error, concurrency)
-	var workers sync.WaitGroup
-	for range concurrency {
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			for {
-				msg, err := m.Next(ctx)
-				if errors.Is(err, ErrForbidden) {
-					continue // one publisher refused (logged): the others serve
-				}
-				if err != nil {
-					errc <- err
-					return
-				}
-				op := OpAck
-				if herr := h(ctx, msg); herr != nil {
-					if m.log.Enabled(ctx, slog.LevelDebug) {
-						m.log.Debug("handler failed", "offset", msg.Offset, "err", herr)
-					}
-					op = OpNak
-				}
-				ln := msg.linkOf()
-				if ln == nil {
-					continue // the publisher is gone; the lease ends there
-				}
-				settles.Add(1)
-				if err := ln.settleAsync(sctx, op, Entry{Offset: msg.Offset, Delivery: msg.Delivery}, done); err != nil {
-					settles.Done()
+// next hands out the next buffered record, as Next does; without wait it
+// returns nil, nil when none is buffered. A record costs a lock here,
+// where the buffer of old (a channel of records) cost a channel
+// operation to hand it out and one to give its slot back.
+func (m *Member) next(ctx context.Context, wait bool) (*Message, error) {
+	for {
+		m.qmu.Lock()
+		if len(m.queue) > 0 {
+			q := &m.queue[0]
+			msg := &q.msgs[0]
+			q.msgs = q.msgs[1:]
+			q.owed++
+			n := 0
+			if q.owed >= max(1, m.cfg.Buffer/8) {
+				n, q.owed = q.owed, 0
+			}
+			if len(q.msgs) == 0 {
+				n += q.owed
+				m.queue[0] = queued{}
+				m.queue = m.queue[1:]
+				m.queued.Add(-1)
+			}
+			more := len(m.queue) > 0
+			m.qmu.Unlock()
+			if more && m.sleepers.Load() > 0 {
+				// Records wait here while others wait on out: wake one
+				// (who wakes the next, while records remain).
+				select {
+				case m.wake <- struct{}{}:
+				default:
 				}
 			}
-		}()
+			m.returnTokens(n)
+			return msg, nil
+		}
+		m.qmu.Unlock()
+		var b []Message
+		select { // fast path: one channel locked, not five
+		case b = <-m.out:
+		default:
+			if !wait {
+				return nil, nil
+			}
+			// Counted as waiting before the queue is looked at again:
+			// a chunk queued meanwhile is seen here, or its taker sees
+			// this call waiting and wakes it.
+			m.sleepers.Add(1)
+			if m.queued.Load() > 0 {
+				m.sleepers.Add(-1)
+				continue
+			}
+			var err error
+			select {
+			case b = <-m.out:
+			case <-m.wake:
+			case err = <-m.errs:
+			case <-ctx.Done():
+				err = ctx.Err()
+			case <-m.ctx.Done():
+				err = ErrClosed
+			}
+			m.sleepers.Add(-1)
+			if err != nil {
+				return nil, err
+			}
+			if b == nil {
+				continue // woken: the queue holds records
+			}
+		}
+		m.qmu.Lock()
+		m.queue = append(m.queue, queued{msgs: b})
+		m.queued.Add(1)
+		m.qmu.Unlock()
 	}
-	workers.Wait()
-	settles.Wait()
-	return <-errc
+}
+
+// empty reports whether no record waits to be handed out.
+func (m *Member) empty() bool { return len(m.out) == 0 && m.queued.Load() == 0 }
+
+// returnTokens gives n buffer slots back, as one count. Counts go to the
+// fetch loops waiting for them in turn (a channel hands each to one
+// waiter): with several publishers, one whose fetch waits for records
+// there cannot keep them all. The channel never fills: it holds at most
+// Buffer counts of at least one slot.
+func (m *Member) returnTokens(n int) {
+	if n > 0 {
+		m.tokens <- n
+	}
 }
 
 // Close leaves the group: each publisher is told to release this

@@ -68,8 +68,8 @@ const FlagOrdered uint8 = 1
 
 // FlagFrames in a fetch lets the publisher split the reply's records over
 // several data frames of about FrameBytes each (a record is never cut):
-// a receiver's socket reads each into one small buffer, where a large
-// frame was read in growing copies. A publisher from before the flag
+// a receiver's socket hands each out in place, where a large frame is
+// copied into a buffer of its own. A publisher from before the flag
 // answers StatusBadRequest; the member then fetches without it.
 const FlagFrames uint8 = 2
 
@@ -82,9 +82,12 @@ const FlagFrames uint8 = 2
 const FlagPipeline uint8 = 4
 
 // FrameBytes is the size a fetch reply's data frames keep under with
-// FlagFrames (a frame holds one record at least): under 32 KiB, so that a
-// receiver's buffer for one is a small object, reused without the system.
-const FrameBytes = 28 << 10
+// FlagFrames (a frame holds one record at least): 8 KiB, the largest
+// frame our socket hands out as a slice of the block it read it into,
+// with no copy and no allocation of its own (a larger one is copied out
+// of the block into a buffer of its own: two allocations and a copy of
+// every record).
+const FrameBytes = 8 << 10
 
 // Wire limits. Decoders check them before allocating.
 const (

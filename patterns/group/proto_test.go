@@ -166,7 +166,7 @@ func TestAppendWire(t *testing.T) {
 func FuzzDecodeReplyFrames(f *testing.F) {
 	recs := []spool.Record{{Offset: 1, Value: []byte("x")}, {Offset: 2, Headers: []spool.Header{{Key: "k", Value: []byte("v")}}, Value: []byte("y")}}
 	a, b := appendWire(nil, &recs[0], 1), appendWire(nil, &recs[1], 1)
-	fr := fetchReply(1, 2, append(append([]byte(nil), a...), b...), []int{len(a)})
+	fr := fetchReply(1, 2, [][]byte{a, b})
 	f.Add(fr[0], fr[1], fr[2])
 	f.Fuzz(func(t *testing.T, h, a, b []byte) {
 		r, err := DecodeReply([][]byte{h, a, b}, true)
@@ -183,27 +183,31 @@ func FuzzDecodeReplyFrames(f *testing.F) {
 // records of the whole; a frame cut inside a record, an empty frame and
 // records missing are refused.
 func TestFetchReplyFrames(t *testing.T) {
-	var data []byte
-	var cuts []int
+	data := replyData{split: true, maxBytes: maxFetchBytes}
 	var want []Record
-	cut := 0
+	size := 0
 	for i := range 700 {
 		r := spool.Record{Offset: uint64(i), Time: time.Unix(0, int64(i)), Value: bytes.Repeat([]byte{byte(i)}, 100)}
 		if i%7 == 0 {
 			r.Headers = []spool.Header{{Key: "k", Value: []byte("v")}}
 		}
-		start := len(data)
-		data = appendWire(data, &r, 1)
-		cut, cuts = frameCut(len(data), start, cut, cuts)
+		if i == 351 {
+			r.Value = bytes.Repeat([]byte{1}, FrameBytes) // a frame of its own
+		}
+		data.add(&r, 1, 700-i)
+		size += wireLen(&r)
 		want = append(want, toWire(r, 1))
 	}
-	frames := fetchReply(3, uint32(len(want)), data, cuts)
-	if len(frames) < 4 {
-		t.Fatalf("%d frames for %d bytes", len(frames), len(data))
+	frames := fetchReply(3, uint32(len(want)), data.done())
+	if len(frames) < 5 {
+		t.Fatalf("%d frames for %d bytes", len(frames), size)
 	}
 	for _, f := range frames[1:] {
-		if len(f) > FrameBytes {
+		if len(f) > FrameBytes && len(f) != wireLen(&spool.Record{Value: make([]byte, FrameBytes)}) {
 			t.Fatalf("a data frame of %d bytes", len(f))
+		}
+		if cap(f) > 32<<10 && len(f) <= FrameBytes {
+			t.Fatalf("a data frame of %d bytes in a buffer of %d: a large allocation", len(f), cap(f))
 		}
 	}
 	r, err := DecodeReply(frames, true)
@@ -214,7 +218,7 @@ func TestFetchReplyFrames(t *testing.T) {
 		t.Fatalf("records differ after the split")
 	}
 	bad := map[string][][]byte{
-		"cut inside a record": {frames[0], frames[1][:100], frames[1][100:]},
+		"cut inside a record": append([][]byte{frames[0], frames[1][:100], frames[1][100:]}, frames[2:]...),
 		"empty frame":         append([][]byte{frames[0], {}}, frames[1:]...),
 		"records missing":     frames[:len(frames)-1],
 	}

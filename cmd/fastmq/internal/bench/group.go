@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -34,6 +35,7 @@ type GroupOptions struct {
 	Rounds        int
 	JSON          bool
 	CPUProfile    string // the publisher's; member i writes CPUProfile.member<i>
+	MemProfile    string // the publisher's allocation profile; member i writes MemProfile.member<i>
 	// VisibleBeforeSync serves records before their fdatasync
 	// (spool.Config.VisibleBeforeSync).
 	VisibleBeforeSync bool
@@ -58,6 +60,20 @@ type GroupResult struct {
 	// (durable) to delivery: what the group path adds to the fsync.
 	DurableP50us float64 `json:"durable_p50_us,omitempty"`
 	DurableP99us float64 `json:"durable_p99_us,omitempty"`
+	// Heap allocations per record (runtime.MemStats: Mallocs and
+	// TotalAlloc) of the publisher process during the run, and of the
+	// members together over their lives.
+	PubAllocs    float64 `json:"pub_allocs_per_record"`
+	PubBytes     float64 `json:"pub_bytes_per_record"`
+	MemberAllocs float64 `json:"member_allocs_per_record"`
+	MemberBytes  float64 `json:"member_bytes_per_record"`
+	// Requests the publisher's spool server received (fetches and
+	// settles of every member), per record.
+	Requests float64 `json:"requests_per_record"`
+	// CPU time (user and system) per record, in µs: the publisher's
+	// during the run, the members' together over their lives.
+	PubCPUus    float64 `json:"pub_cpu_us_per_record"`
+	MemberCPUus float64 `json:"member_cpu_us_per_record"`
 }
 
 // memberReport is what a member process prints when its stdin closes.
@@ -66,6 +82,9 @@ type memberReport struct {
 	LatNs     []int64  `json:"lat_ns,omitempty"`  // append to delivery, with a rate
 	Offsets   []uint64 `json:"offsets,omitempty"` // of LatNs's records
 	AtNs      []int64  `json:"at_ns,omitempty"`   // when each was delivered (Unix ns)
+	Mallocs   uint64   `json:"mallocs"`           // heap allocations of the process
+	Bytes     uint64   `json:"bytes"`             // bytes allocated by the process
+	CPUNs     int64    `json:"cpu_ns"`            // CPU time of the process (user and system)
 }
 
 // Group measures consumer groups end to end: one publisher (this
@@ -91,6 +110,7 @@ func Group(ctx context.Context, out io.Writer, o GroupOptions) error {
 		return err
 	}
 	defer stop()
+	defer memProfile(o.MemProfile)
 	var res []GroupResult
 	for range max(o.Rounds, 1) {
 		r, err := groupRun(ctx, o)
@@ -104,6 +124,8 @@ func Group(ctx context.Context, out io.Writer, o GroupOptions) error {
 		}
 		fmt.Fprintf(out, "group end to end: 1 publisher, %d member processes, %d records of %d B, explicit acks\n", r.Members, r.Count, r.Size)
 		fmt.Fprintf(out, "  %.0f acked records/s\n", r.AckedPerS)
+		fmt.Fprintf(out, "  CPU per record: publisher %.2f µs, members %.2f µs\n", r.PubCPUus, r.MemberCPUus)
+		fmt.Fprintf(out, "  heap allocations per record: publisher %.3f (%.0f B), members %.3f (%.0f B); requests per record %.4f\n", r.PubAllocs, r.PubBytes, r.MemberAllocs, r.MemberBytes, r.Requests)
 		if r.Rate > 0 {
 			fmt.Fprintf(out, "    durable to delivered (leased, sent, handed to a handler): p50 %.0f µs  p99 %.0f µs\n", r.DurableP50us, r.DurableP99us)
 			fmt.Fprintf(out, "  append-to-delivery latency at %d records/s: p50 %.0f µs  p99 %.0f µs  max %.0f µs\n", r.Rate, r.P50us, r.P99us, r.MaxUs)
@@ -173,6 +195,9 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 		if o.CPUProfile != "" {
 			args = append(args, "--cpuprofile", fmt.Sprintf("%s.member%d", o.CPUProfile, i))
 		}
+		if o.MemProfile != "" {
+			args = append(args, "--memprofile", fmt.Sprintf("%s.member%d", o.MemProfile, i))
+		}
 		cmd := exec.CommandContext(ctx, exe, args...)
 		cmd.Stderr = os.Stderr
 		stdin, err := cmd.StdinPipe()
@@ -217,6 +242,10 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 	for i := range value {
 		value[i] = 'a' + byte(i%26)
 	}
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	req0 := srv.Stats().Requests
+	cpu0 := cpuTime()
 	start := time.Now()
 	errc := make(chan error, 1)
 	var durable []time.Time // by offset, with a rate: when its append was acknowledged
@@ -232,6 +261,13 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 		return res, err
 	}
 	res.AckedPerS = float64(o.Count) / el.Seconds()
+	runtime.ReadMemStats(&ms1)
+	res.Requests = float64(srv.Stats().Requests-req0) / float64(o.Count)
+	res.PubCPUus = float64(cpuTime()-cpu0) / 1e3 / float64(o.Count)
+	var memberCPU int64
+	res.PubAllocs = float64(ms1.Mallocs-ms0.Mallocs) / float64(o.Count)
+	res.PubBytes = float64(ms1.TotalAlloc-ms0.TotalAlloc) / float64(o.Count)
+	var mallocs, bytes uint64
 	var lat, toDelivered []int64
 	for _, c := range children {
 		c.stdin.Close()
@@ -240,12 +276,18 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 			return res, errors.New("a member ended without its report")
 		}
 		lat = append(lat, rep.LatNs...)
+		mallocs += rep.Mallocs
+		bytes += rep.Bytes
+		memberCPU += rep.CPUNs
 		for i, off := range rep.Offsets {
 			if off < uint64(len(durable)) && !durable[off].IsZero() && i < len(rep.AtNs) {
 				toDelivered = append(toDelivered, rep.AtNs[i]-durable[off].UnixNano())
 			}
 		}
 	}
+	res.MemberAllocs = float64(mallocs) / float64(o.Count)
+	res.MemberBytes = float64(bytes) / float64(o.Count)
+	res.MemberCPUus = float64(memberCPU) / 1e3 / float64(o.Count)
 	if len(toDelivered) > 0 {
 		slices.Sort(toDelivered)
 		q := func(p float64) float64 { return float64(toDelivered[int(p*float64(len(toDelivered)-1))]) / 1e3 }
@@ -277,6 +319,7 @@ func groupMember(ctx context.Context, out io.Writer, o GroupOptions) error {
 		return err
 	}
 	defer stop()
+	defer memProfile(o.MemProfile)
 	host, _ := os.Hostname()
 	m, err := group.NewMember(group.MemberConfig{Stream: "bench", Group: "g", Name: fmt.Sprintf("%s-%d", host, os.Getpid()),
 		Publishers: map[string]string{"p": o.Connect}, Buffer: o.Buffer, MaxAckPending: o.MaxAckPending})
@@ -319,5 +362,9 @@ func groupMember(ctx context.Context, out io.Writer, o GroupOptions) error {
 	mu.Lock()
 	defer mu.Unlock()
 	rep.Processed += int(processed.Load())
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	rep.Mallocs, rep.Bytes = ms.Mallocs, ms.TotalAlloc
+	rep.CPUNs = int64(cpuTime())
 	return json.NewEncoder(out).Encode(rep)
 }

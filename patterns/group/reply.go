@@ -1,0 +1,86 @@
+package group
+
+import (
+	"encoding/binary"
+
+	"github.com/fastmq/fastmq/spool"
+)
+
+// replyData builds a fetch reply's data: in one buffer, or with
+// FlagFrames (split) in frames of at most FrameBytes (a record bigger
+// than that alone), each a buffer of its own. Those are small objects,
+// whose memory the runtime reuses; one buffer for a reply of thousands
+// of records would be a large allocation, zeroed and given back to the
+// system one by one.
+type replyData struct {
+	split    bool
+	maxBytes int      // the fetch's byte limit, to size a single buffer
+	frames   [][]byte // the frames filled
+	cur      []byte   // the frame being filled
+}
+
+// add appends r, leased for its delivery-th time; left is how many
+// records the reply may still take, this one included, to size buffers.
+func (d *replyData) add(r *spool.Record, delivery uint32, left int) {
+	w := wireLen(r)
+	if d.split && len(d.cur) > 0 && len(d.cur)+w > FrameBytes {
+		d.frames = append(d.frames, d.cur)
+		d.cur = nil
+	}
+	if d.cur == nil {
+		n := min(max(left, 1)*w, d.maxBytes+w)
+		if d.split {
+			n = max(min(n, FrameBytes), w)
+		}
+		d.cur = make([]byte, 0, n)
+	}
+	d.cur = appendWire(d.cur, r, delivery)
+}
+
+// done returns the data frames: none for no record.
+func (d *replyData) done() [][]byte {
+	if d.cur != nil {
+		d.frames = append(d.frames, d.cur)
+		d.cur = nil
+	}
+	return d.frames
+}
+
+// fetchReply returns the frames of an ok fetch reply of n records in
+// data (frames of whole records, see replyData).
+func fetchReply(id, n uint32, data [][]byte) [][]byte {
+	var first []byte
+	if len(data) > 0 {
+		first = data[0]
+	}
+	f := EncodeReply(&Reply{Status: StatusOK, ID: id, Count: n, Data: first})
+	if len(data) <= 1 {
+		return f
+	}
+	return append(f, data[1:]...)
+}
+
+// wireLen returns the length of r as a fetch reply's record.
+func wireLen(r *spool.Record) int {
+	n := 8 + 4 + 8 + 2 + 4 + len(r.Value)
+	for _, h := range r.Headers {
+		n += 2 + len(h.Key) + 4 + len(h.Value)
+	}
+	return n
+}
+
+// appendWire appends r as a fetch reply's record (see Reply).
+func appendWire(b []byte, r *spool.Record, delivery uint32) []byte {
+	b = binary.BigEndian.AppendUint64(b, r.Offset)
+	b = binary.BigEndian.AppendUint32(b, delivery)
+	b = binary.BigEndian.AppendUint64(b, uint64(r.Time.UnixNano()))
+	b = binary.BigEndian.AppendUint16(b, uint16(len(r.Headers)))
+	for _, h := range r.Headers {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(h.Key)))
+		b = append(b, h.Key...)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(h.Value)))
+		b = append(b, h.Value...)
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(r.Value)))
+	return append(b, r.Value...)
+}

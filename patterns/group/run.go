@@ -1,0 +1,154 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Handler processes one record for Run: nil acknowledges it, an error
+// naks it (redelivered after the group's backoff).
+type Handler func(ctx context.Context, msg *Message) error
+
+// Run calls h for every record from concurrency goroutines (default 1),
+// until ctx ends or the member closes; it returns that error after the
+// running handlers have returned and their records are settled. A
+// handler's goroutine takes the next record as soon as it returns. Its
+// acks (or naks) go to the publisher in the background, a few at a
+// time: once it settled 32 records, when it waits for records, and at
+// most a millisecond after a record was settled; then coalesced with the
+// others into one request per publisher and flush, even after ctx ended
+// (each request waits at most 10 s for its answer). The settles queued
+// per publisher are bounded: about MaxAckPending, as a publisher leases a
+// member no more, and never beyond the link's queue (4096 batches), past
+// which a handler's goroutine waits (leases that ran out and were leased
+// again can take it there).
+func (m *Member) Run(ctx context.Context, concurrency int, h Handler) error {
+	if concurrency <= 0 {
+		concurrency = 1
+	}
+	// Settles outlive ctx: a handler's record is settled even when ctx
+	// ended while it ran. They end when the link does (each request
+	// waits at most 10 s for its answer).
+	r := &runner{m: m, ctx: ctx, sctx: context.WithoutCancel(ctx), h: h}
+	r.done = func(err error) {
+		if err != nil && !errors.Is(err, ErrClosed) {
+			m.log.Warn("settle record", "err", err)
+		}
+		r.settles.Done()
+	}
+	errc := make(chan error, concurrency)
+	var workers sync.WaitGroup
+	for range concurrency {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			w := &worker{r: r}
+			w.timer = time.AfterFunc(time.Hour, w.flush)
+			w.timer.Stop()
+			defer w.timer.Stop()
+			for {
+				msg, err := m.next(ctx, false)
+				if msg == nil && err == nil {
+					// Nothing buffered: settle what was handled before
+					// waiting.
+					w.flush()
+					msg, err = m.next(ctx, true)
+				}
+				if errors.Is(err, ErrForbidden) {
+					continue // one publisher refused (logged): the others serve
+				}
+				if err != nil {
+					w.flush()
+					errc <- err
+					return
+				}
+				w.handle(msg)
+			}
+		}()
+	}
+	workers.Wait()
+	r.settles.Wait()
+	return <-errc
+}
+
+// A Run goroutine's settles are queued once there are maxRunSettles, or
+// ackDelay after the first of them (by a timer: the goroutine may be in a
+// handler that does not return soon).
+const (
+	maxRunSettles = 32
+	ackDelay      = time.Millisecond
+)
+
+// runner is one Run's state, shared by its goroutines.
+type runner struct {
+	m         *Member
+	ctx, sctx context.Context // Run's, and the settles' (never cancelled)
+	h         Handler
+	settles   sync.WaitGroup
+	done      func(error) // a settle's end
+}
+
+// worker is one Run goroutine's settles not queued yet; its timer
+// queues them too.
+type worker struct {
+	r     *runner
+	timer *time.Timer // runs flush ackDelay after recs's first
+	mu    sync.Mutex
+	recs  []settleRec
+	ln    *link // recs's publisher
+}
+
+// handle calls the handler for msg and notes its settle.
+func (w *worker) handle(msg *Message) {
+	r := w.r
+	op := OpAck
+	if herr := r.h(r.ctx, msg); herr != nil {
+		if r.m.log.Enabled(r.ctx, slog.LevelDebug) {
+			r.m.log.Debug("handler failed", "offset", msg.Offset, "err", herr)
+		}
+		op = OpNak
+	}
+	// A record whose publisher is gone is not settled: its lease ends
+	// there.
+	ln := msg.linkOf()
+	if ln == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ln != w.ln {
+		w.flushLocked()
+		w.ln = ln
+	}
+	if len(w.recs) == 0 {
+		w.recs = make([]settleRec, 0, maxRunSettles)
+		w.timer.Reset(ackDelay)
+	}
+	w.recs = append(w.recs, settleRec{msg.Offset, msg.Delivery, op})
+	if len(w.recs) >= maxRunSettles {
+		w.flushLocked()
+	}
+}
+
+// flush queues the goroutine's settles, as one batch.
+func (w *worker) flush() {
+	w.mu.Lock()
+	w.flushLocked()
+	w.mu.Unlock()
+}
+
+func (w *worker) flushLocked() {
+	if len(w.recs) == 0 {
+		return
+	}
+	w.timer.Stop()
+	r := w.r
+	r.settles.Add(len(w.recs))
+	if err := w.ln.queueSettle(r.sctx, settleReq{recs: w.recs, done: r.done}); err != nil {
+		r.settles.Add(-len(w.recs))
+	}
+	w.recs = nil
+}

@@ -1,0 +1,94 @@
+package group_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fastmq/fastmq/internal/testutil"
+	"github.com/fastmq/fastmq/patterns/group"
+)
+
+// A Run goroutine's acks go out while its handler blocks: here the
+// handler of each record waits until the publisher has the acks of every
+// record before it (one goroutine, records in order), so acks held back
+// until the goroutine has handled a batch of them would never arrive.
+func TestRunAcksWhileHandlerBlocks(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	const n = 5
+	p.publish(t, "s", n)
+	m := member(t, group.MemberConfig{AckWait: time.Minute}, p)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	proceed := make([]chan struct{}, n)
+	for i := range proceed {
+		proceed[i] = make(chan struct{})
+	}
+	close(proceed[0])
+	done := make(chan error, 1)
+	go func() {
+		done <- m.Run(ctx, 1, func(ctx context.Context, msg *group.Message) error {
+			select {
+			case <-proceed[msg.Offset]:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	for i := 1; i < n; i++ {
+		testutil.WaitFor(t, fmt.Sprintf("the acks of the records before %d while its handler waits", i), 0, func() bool {
+			return p.groups.Stats()["s/g"].Acked >= uint64(i)
+		})
+		close(proceed[i])
+	}
+	testutil.WaitFor(t, "every record acknowledged", 0, func() bool {
+		return p.groups.Stats()["s/g"].Acked == n
+	})
+	cancel()
+	<-done
+}
+
+// A handler that blocks on one record holds up that record only: Run's
+// other goroutines handle every other record, however many the member
+// buffered at once.
+func TestRunHandlerBlockedHoldsOneRecord(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	const n = 500
+	p.publish(t, "s", n)
+	m := member(t, group.MemberConfig{Buffer: 256, AckWait: time.Minute}, p)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	release := make(chan struct{})
+	var mu sync.Mutex
+	blocked := -1
+	done := make(chan error, 1)
+	go func() {
+		done <- m.Run(ctx, 4, func(ctx context.Context, msg *group.Message) error {
+			mu.Lock()
+			first := blocked < 0
+			if first {
+				blocked = int(msg.Offset)
+			}
+			mu.Unlock()
+			if first {
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			}
+			return nil
+		})
+	}()
+	testutil.WaitFor(t, "every record but the blocked one acknowledged", 0, func() bool {
+		return p.groups.Stats()["s/g"].Acked == n-1
+	})
+	close(release)
+	testutil.WaitFor(t, "the blocked record acknowledged", 0, func() bool {
+		return p.groups.Stats()["s/g"].Acked == n
+	})
+	cancel()
+	<-done
+}

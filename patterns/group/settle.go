@@ -1,0 +1,332 @@
+package group
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// settleReq is what the settle goroutine takes from its queue: one
+// settle of any op (a Message method's, in op and e), or a Run
+// goroutine's records (recs: acks and naks without delay, which hold no
+// pointer, so that the garbage collector need not scan them).
+type settleReq struct {
+	op   Op
+	e    Entry
+	recs []settleRec
+	done func(error) // called once per settle, from the settle goroutine
+}
+
+// settleRec is one settle of a Run goroutine's batch.
+type settleRec struct {
+	off uint64
+	del uint32
+	op  Op // OpAck or OpNak
+}
+
+// maxBatch caps the entries of one settle request (the spool server's
+// socket takes requests of up to 4 KiB).
+const maxBatch = 128
+
+// settle queues one entry and waits for the publisher's answer.
+func (ln *link) settle(ctx context.Context, op Op, e Entry) error {
+	ch := make(chan error, 1)
+	if err := ln.settleAsync(ctx, op, e, func(err error) { ch <- err }); err != nil {
+		return err
+	}
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// settleAsync queues one entry; done gets the publisher's answer (or
+// ErrClosed when the link stops first). It blocks only while the queue
+// is full.
+func (ln *link) settleAsync(ctx context.Context, op Op, e Entry, done func(error)) error {
+	return ln.queueSettle(ctx, settleReq{op: op, e: e, done: done})
+}
+
+// queueSettle queues s, as settleAsync does.
+func (ln *link) queueSettle(ctx context.Context, s settleReq) error {
+	if ln.ctx.Err() != nil {
+		return ErrClosed
+	}
+	select { // fast path: one channel locked, not three
+	case ln.settles <- s:
+		return nil
+	default:
+	}
+	select {
+	case ln.settles <- s:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-ln.ctx.Done():
+		return ErrClosed
+	}
+}
+
+// count returns how many settles s holds.
+func (s *settleReq) count() int {
+	if s.recs != nil {
+		return len(s.recs)
+	}
+	return 1
+}
+
+// fail ends every settle of s with err.
+func (s *settleReq) fail(err error) {
+	for range s.count() {
+		s.done(err)
+	}
+}
+
+// settleLoop sends queued settles in batches, one request per op: acks
+// as ranges of consecutive offsets (OpAckRanges), so one request carries
+// thousands of them.
+func (ln *link) settleLoop() {
+	defer ln.wg.Done()
+	inflight := make(chan struct{}, maxSettleCalls)
+	answered := make(chan struct{}, 1) // a request in flight was answered
+	var calls sync.WaitGroup
+	defer calls.Wait()
+	for {
+		g := gatherPool.Get().(*gather)
+		select {
+		case s := <-ln.settles:
+			g.reqs = append(g.reqs, s)
+			g.n = s.count()
+		case <-ln.ctx.Done():
+			gatherPool.Put(g)
+			for {
+				select {
+				case s := <-ln.settles:
+					s.fail(ErrClosed)
+				default:
+					return
+				}
+			}
+		}
+	more:
+		for g.n < maxGather {
+			select {
+			case s := <-ln.settles:
+				g.reqs = append(g.reqs, s)
+				g.n += s.count()
+				continue
+			default:
+			}
+			// Few settles while requests are in flight: wait for one
+			// to be answered (or for enough to fill a request), and
+			// take what came meanwhile; the answer comes with the
+			// publisher's next group commit, which the next request
+			// would wait for anyway.
+			if g.n >= minGather || len(inflight) == 0 {
+				break
+			}
+			select {
+			case s := <-ln.settles:
+				g.reqs = append(g.reqs, s)
+				g.n += s.count()
+			case <-answered:
+			case <-ln.ctx.Done():
+				break more
+			}
+		}
+		// The acks are sorted by small keys (sorting the requests
+		// themselves moves their callbacks: write barriers), which
+		// index into g.reqs.
+		var byOp map[Op][]settleReq
+		other := func(s settleReq) {
+			if byOp == nil {
+				byOp = map[Op][]settleReq{}
+			}
+			byOp[s.op] = append(byOp[s.op], s)
+		}
+		ranges := !ln.noRanges.Load()
+		for i, s := range g.reqs {
+			if s.recs == nil {
+				if s.op == OpAck && ranges {
+					g.keys = append(g.keys, ackKey{s.e.Offset, s.e.Delivery, uint32(i)})
+				} else {
+					other(s)
+				}
+				continue
+			}
+			for _, r := range s.recs {
+				if r.op == OpAck && ranges {
+					g.keys = append(g.keys, ackKey{r.off, r.del, uint32(i)})
+				} else {
+					other(settleReq{op: r.op, e: Entry{Offset: r.off, Delivery: r.del}, done: s.done})
+				}
+			}
+		}
+		keys := g.keys
+		g.left.Store(1) // this loop's, until every request is started
+		send := func(op Op, part []settleReq, keys []ackKey) {
+			// Up to maxSettleCalls requests in flight, so that the
+			// publisher's next group commit takes the next batch.
+			inflight <- struct{}{}
+			calls.Add(1)
+			g.left.Add(1)
+			go func() {
+				defer calls.Done()
+				ln.sendSettles(op, part, keys)
+				g.release()
+				<-inflight
+				select {
+				case answered <- struct{}{}:
+				default:
+				}
+			}()
+		}
+		if len(keys) > 0 {
+			if !slices.IsSortedFunc(keys, cmpAckKey) {
+				slices.SortFunc(keys, cmpAckKey)
+			}
+			for len(keys) > 0 {
+				k := rangesPrefix(keys, maxRangesPerRequest)
+				send(OpAckRanges, g.reqs, keys[:k])
+				keys = keys[k:]
+			}
+		}
+		for op, list := range byOp {
+			for len(list) > 0 {
+				k := min(len(list), maxBatch)
+				send(op, list[:k], nil)
+				list = list[k:]
+			}
+		}
+		g.release()
+	}
+}
+
+// gather is one round of the settle loop: the settles it took from the
+// queue and their acks' keys. Gathers are reused (gatherPool) once their
+// requests are answered: the keys of thousands of acks would otherwise
+// be a large allocation per round.
+type gather struct {
+	reqs []settleReq
+	keys []ackKey
+	n    int          // settles in reqs
+	left atomic.Int32 // requests not answered, plus one while sending
+}
+
+var gatherPool = sync.Pool{New: func() any { return new(gather) }}
+
+// release ends one request (or the sending) of g; the last puts g back
+// in the pool, emptied.
+func (g *gather) release() {
+	if g.left.Add(-1) != 0 {
+		return
+	}
+	clear(g.reqs)
+	g.reqs, g.keys, g.n = g.reqs[:0], g.keys[:0], 0
+	gatherPool.Put(g)
+}
+
+// ackKey is an ack's sort key: offset, delivery and the index of its
+// settleReq in the gather.
+type ackKey struct {
+	off uint64
+	del uint32
+	i   uint32
+}
+
+func cmpAckKey(a, b ackKey) int { return cmp.Compare(a.off, b.off) }
+
+// rangesPrefix returns how many of the sorted acks fit in n ranges (and
+// maxRangeAcks acks).
+func rangesPrefix(keys []ackKey, n int) int {
+	runs := 0
+	for i, k := range keys {
+		if i == maxRangeAcks {
+			return i
+		}
+		if i == 0 || k.off != keys[i-1].off+1 || k.del != keys[i-1].del {
+			if runs == n {
+				return i
+			}
+			runs++
+		}
+	}
+	return len(keys)
+}
+
+// Settle batching: a batch gathers up to maxGather queued settles, and
+// at least minGather before it is sent while requests are in flight; an
+// OpAckRanges request carries at most maxRangesPerRequest ranges (the
+// spool server takes requests of up to 4 KiB).
+const (
+	maxSettleCalls      = 4
+	maxGather           = 8192
+	minGather           = 2048 // sent at once, even with requests in flight
+	maxRangesPerRequest = 180
+)
+
+// sendSettles sends one request: for OpAckRanges, the acks keys index
+// in list (sorted), for other ops all of list.
+func (ln *link) sendSettles(op Op, list []settleReq, keys []ackKey) {
+	req := &Request{Op: op}
+	if op == OpAckRanges {
+		for i, k := range keys {
+			if n := len(req.Ranges); i > 0 && k.off == keys[i-1].off+1 && k.del == req.Ranges[n-1].Delivery {
+				req.Ranges[n-1].Count++
+				continue
+			}
+			req.Ranges = append(req.Ranges, Range{Offset: k.off, Count: 1, Delivery: k.del})
+		}
+	} else {
+		req.Entries = make([]Entry, len(list))
+		for i, s := range list {
+			req.Entries[i] = s.e
+		}
+	}
+	rep, err := ln.call(ln.ctx, req, 10*time.Second)
+	var se *StatusError
+	if op == OpAckRanges && errors.As(err, &se) && se.Status == StatusBadRequest {
+		// A publisher from before OpAckRanges: plain acks from now on.
+		ln.noRanges.Store(true)
+		part := make([]settleReq, len(keys))
+		for i, k := range keys {
+			part[i] = settleReq{op: OpAck, e: Entry{Offset: k.off, Delivery: k.del}, done: list[k.i].done}
+		}
+		for len(part) > 0 {
+			k := min(len(part), maxBatch)
+			ln.sendSettles(OpAck, part[:k], nil)
+			part = part[k:]
+		}
+		return
+	}
+	var refused map[uint64]uint8
+	if err == nil && rep.Status == StatusPartial {
+		refused = make(map[uint64]uint8, rep.Count)
+		for i := 0; i+9 <= len(rep.Data); i += 9 {
+			refused[binary.BigEndian.Uint64(rep.Data[i:])] = rep.Data[i+8]
+		}
+	}
+	answer := func(off uint64, done func(error)) {
+		e := err
+		if code, ok := refused[off]; ok && e == nil {
+			e = &RefusedError{Offset: off, Code: code}
+		}
+		done(e)
+	}
+	if keys != nil {
+		for _, k := range keys {
+			answer(k.off, list[k.i].done)
+		}
+		return
+	}
+	for i := range list {
+		answer(list[i].e.Offset, list[i].done)
+	}
+}
