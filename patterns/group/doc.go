@@ -119,7 +119,9 @@
 //     group. A failing record is retried in place (its key waits) up to
 //     MaxDeliver, then dead-lettered, so one bad record cannot block its
 //     key forever. After a publisher restart the key queues are rebuilt
-//     by reading the pending records.
+//     by reading the pending records. Without Ordered a member may get a
+//     publisher's records out of offset order (it keeps two fetches open
+//     per publisher, and redeliveries come when they are due).
 //
 // Delivery is at least once: a record is processed again only if its
 // lease ended (timeout, nak, member gone, publisher crash) before the ack

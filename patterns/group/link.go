@@ -226,8 +226,18 @@ func (ln *link) fetchLoop(second bool) {
 		// While records wait in the buffer, gather half of it before
 		// fetching: a fast reader would otherwise make every fetch a
 		// fetch of one record. With the buffer empty, fetch at once.
+		// With two fetches open (FlagPipeline), each holds at most half
+		// of the slots, so that the other can be open too.
+		limit := m.cfg.Buffer
+		if !ln.noPipe.Load() {
+			limit = max(1, (m.cfg.Buffer+1)/2)
+		}
+		if n > limit {
+			m.returnTokens(n - limit)
+			n = limit
+		}
 	more:
-		for n < m.cfg.Buffer {
+		for n < limit {
 			select {
 			case k := <-m.tokens:
 				n += k
@@ -244,6 +254,10 @@ func (ln *link) fetchLoop(second bool) {
 				m.returnTokens(n)
 				return
 			}
+		}
+		if n > limit {
+			m.returnTokens(n - limit)
+			n = limit
 		}
 		req := &Request{Op: OpFetch, MaxRecords: uint32(n), MaxBytes: 1 << 20,
 			WaitMillis: uint32(m.cfg.MaxWait / time.Millisecond), AckWaitMillis: uint32(m.cfg.AckWait / time.Millisecond),
