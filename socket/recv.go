@@ -51,10 +51,9 @@ func (s *Socket) recv(ctx context.Context) (Msg, int64, error) {
 	case Rep:
 		im, err = s.recvRep(ctx)
 	default:
+		// A ROUTER's reader prepended the sender's identity already
+		// (peer.tookFrames).
 		im, err = s.recvIn(ctx)
-		if err == nil && s.kind == Router {
-			im.m = withIdentity(im)
-		}
 	}
 	if err == nil {
 		s.st.received.Add(1)
