@@ -124,10 +124,17 @@ type pendingCall struct {
 	// channel of the instance's.
 	lost chan struct{}
 	inst *instance // the instance of the attempt in progress; guarded by the Client's mu
+
+	// msg is the first attempt's request message. The socket owns it once
+	// sent, until written; a reply to it means the server read it, so a
+	// call whose one attempt was answered leaves it free for the next
+	// call. Any other call does not go back to the pool.
+	msg      reqMsg
+	sends    int  // attempts that handed a request to a socket
+	answered bool // the reply came from the instance of the only attempt
 }
 
-// reqMsg is a request message's frames and header in one allocation. The
-// socket holds it until written, so it is not reused.
+// reqMsg is a request message's frames and header in one block.
 type reqMsg struct {
 	frames [3][]byte // the empty delimiter, the header, the request
 	hdr    [reqHeaderMin + MaxClientID + 8]byte
@@ -301,7 +308,11 @@ func (c *Client) call(ctx context.Context, req []byte, opts CallOptions, start t
 		case <-p.lost:
 		default:
 		}
-		pendingPool.Put(p)
+		if p.sends == 1 && p.answered {
+			p.msg.frames = [3][]byte{} // keep no caller's request
+			p.sends, p.answered = 0, false
+			pendingPool.Put(p)
+		}
 	}()
 
 	hr := request{id: id, clientID: c.cfg.ID}
@@ -415,7 +426,11 @@ func (c *Client) attempt(ctx context.Context, pk picked, p *pendingCall, hr requ
 			return nil, c.ctxErr(ctx, nil), true
 		}
 	}
-	rm := new(reqMsg)
+	rm := &p.msg
+	if p.sends > 0 {
+		rm = new(reqMsg) // the socket may still hold the first
+	}
+	p.sends++
 	rm.frames = [3][]byte{nil, appendRequest(rm.hdr[:0], hr), req}
 	msg := socket.Msg{Frames: rm.frames[:]}
 	// Queue it within the attempt's time: a DEALER blocks while its
@@ -442,6 +457,7 @@ func (c *Client) attempt(ctx context.Context, pk picked, p *pendingCall, hr requ
 	select {
 	case r := <-p.replies:
 		if r.from == inst {
+			p.answered = true
 			return c.resultFrom(p, r, inst, time.Since(sent))
 		}
 		c.end(p, inst, outcomeAbandoned, 0)

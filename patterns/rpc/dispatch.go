@@ -19,6 +19,7 @@ import (
 // receive receives and runs requests until the socket closes or Close.
 func (s *Server) receive() {
 	defer s.wg.Done()
+	var a arena
 	for {
 		m, arrived, err := s.sock.RecvAt(s.ctx)
 		if errors.Is(err, socket.ErrTimeout) && s.ctx.Err() == nil {
@@ -35,7 +36,7 @@ func (s *Server) receive() {
 		now := time.Now()
 		j, ok := s.accept(m.Frames, arrived, now)
 		for ok {
-			s.run(j, now)
+			s.run(j, now, &a)
 			j, ok = s.finished()
 			now = time.Time{} // a queued request: run reads the clock
 		}
