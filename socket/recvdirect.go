@@ -280,12 +280,15 @@ func (s *Socket) takeRole() *peer {
 // role free for the next Recv, or gives it back to the reader goroutine
 // when back is set or a message is partly buffered (only the reader
 // goroutine reads on from there).
-func (s *Socket) giveRole(p *peer, back bool) {
+func (s *Socket) giveRole(p *peer, back bool) { s.giveRoleAt(p, back, clock()) }
+
+// giveRoleAt is giveRole for a caller that has just read the clock: now.
+func (s *Socket) giveRoleAt(p *peer, back bool, now int64) {
 	s.in.direct.CompareAndSwap(p, nil)
 	if !back && (s.in.waiting.Load() > 1 || !p.clean && !p.r.Complete()) {
 		back = true // others wait to receive (see takeRole), or a message is partly read
 	}
-	p.lastFree.Store(clock())
+	p.lastFree.Store(now)
 	if back {
 		// Straight to the reader goroutine: a Recv cannot take it again
 		// before the reader goroutine ran.
@@ -377,7 +380,7 @@ func (s *Socket) readDirect(ctx context.Context, p *peer) (im inMsg, done bool, 
 			return inMsg{}, true, ErrClosed // lingering: input is discarded
 		}
 		s.st.directRecv.Add(1)
-		s.giveRole(p, false)
+		s.giveRoleAt(p, false, at)
 		return inMsg{p: p, m: Msg{Frames: frames}, at: at}, true, nil
 	}
 }
