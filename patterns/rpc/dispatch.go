@@ -33,7 +33,9 @@ func (s *Server) receive() {
 			return
 		}
 		s.requests.Add(1)
-		now := time.Now()
+		// The time from arrived (which has a monotonic reading): one
+		// clock read where time.Now makes two.
+		now := arrived.Add(time.Since(arrived))
 		j, ok := s.accept(m.Frames, arrived, now)
 		for ok {
 			s.run(j, now, &a)
