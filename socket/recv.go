@@ -117,7 +117,11 @@ func (s *Socket) recvIn(ctx context.Context) (inMsg, error) {
 	}
 	ctx, cancel := ctxFor(ctx, s.cfg.RecvTimeout)
 	defer cancel()
-	s.in.waiting.Add(1)
+	if s.in.waiting.Add(1) > 1 {
+		// A Recv reading a connection itself gives it back to the
+		// reader goroutine, which serves several receivers better.
+		s.kickDirect()
+	}
 	defer s.in.waiting.Add(-1)
 	for {
 		var (

@@ -34,8 +34,9 @@ import (
 // for the role and kicks the read (kick: the read deadline moved to the
 // past), which ends a read at a message boundary without loss (connReader)
 // and is otherwise ignored. The same kick ends a Recv caller's read when
-// its ctx ends, when Close begins or when a second peer connects (with
-// two, the fair queue needs the reader goroutines again).
+// its ctx ends, when Close begins, when a second peer connects (with
+// two, the fair queue needs the reader goroutines again) or when a second
+// Recv starts waiting.
 //
 // A Recv caller that got its message leaves the role free rather than
 // waking the reader goroutine for it: the next Recv, which in a round trip
@@ -354,7 +355,9 @@ func (s *Socket) readDirect(ctx context.Context, p *peer) (im inMsg, done bool, 
 				case ctx.Err() != nil:
 					s.giveRole(p, false)
 					return inMsg{}, true, ctxErr(ctx)
-				case len(ps) != 1 || ps[0] != p:
+				case len(ps) != 1 || ps[0] != p || s.in.waiting.Load() > 1:
+					// Another peer, or other receivers (see takeRole):
+					// the reader goroutine reads from here.
 					s.giveRole(p, true)
 					return inMsg{}, false, nil
 				}
