@@ -55,14 +55,15 @@ type peer struct {
 	lastAlive time.Time     // last read deadline extension (reader only)
 
 	// Reader only: decoded messages not yet in inq with their sizes
-	// (msgBytes) and total, the room inq had when last seen, and a block
-	// to carve frame slices from.
+	// (msgBytes) and total, the room inq had when last seen, and blocks
+	// to carve frame slices and (ROUTER) identity frames from.
 	batch       []Msg
 	sizes       []int64
 	batchBytes  int64
 	inRoom      int
 	inRoomBytes int64
 	fbuf        [][]byte
+	idbuf       []byte // ROUTER: a block to carve identity frames from
 
 	// The reader role (recvdirect.go): who may read r. The fields above
 	// marked reader only belong to the role's holder, as do clean and rd.

@@ -129,24 +129,57 @@ func (p *peer) readLoop() error {
 // from a shared block. Messages handed to Recv keep their frame slices;
 // the block is never reused, only replaced. The block is kept small
 // because a message the application holds on to keeps the whole block,
-// and through it the other messages' bodies, alive.
+// and through it the other messages' bodies, alive. On a ROUTER the slot
+// before the slice is kept for the sender's identity (see tookFrames).
 func (p *peer) frameBuf() [][]byte {
-	if cap(p.fbuf) < 4 {
+	if cap(p.fbuf) < 5 {
 		p.fbuf = make([][]byte, 0, 64)
+	}
+	if p.s.kind == Router {
+		return p.fbuf[1:1]
 	}
 	return p.fbuf[:0]
 }
 
 // tookFrames accounts for the frames Next stored in the block returned by
 // frameBuf, capping the message's slice so appending to it cannot touch
-// the next message's frames.
+// the next message's frames. On a ROUTER it prepends the sender's
+// identity, as Recv returns it, in the slot frameBuf kept for it: no
+// allocation per message.
 func (p *peer) tookFrames(frames [][]byte) [][]byte {
 	n := len(frames)
-	if n == 0 || n > cap(p.fbuf) || &frames[0] != &p.fbuf[:1][0] {
-		return frames // Next had to allocate its own
+	if n == 0 {
+		return frames
 	}
-	p.fbuf = p.fbuf[n:n:cap(p.fbuf)]
-	return frames[:n:n]
+	id := 0
+	if p.s.kind == Router {
+		id = 1
+	}
+	if n+id > cap(p.fbuf) || &frames[0] != &p.fbuf[id : id+1][0] {
+		// Next had to allocate its own.
+		if id == 1 {
+			return append([][]byte{p.idFrame()}, frames...)
+		}
+		return frames
+	}
+	if id == 1 {
+		frames = p.fbuf[:n+1]
+		frames[0] = p.idFrame()
+	}
+	p.fbuf = p.fbuf[n+id : n+id : cap(p.fbuf)]
+	return frames[: n+id : n+id]
+}
+
+// idFrame returns a copy of the peer's ROUTER identity for a received
+// message, carved from a shared block that is never reused, as the frame
+// slices are (the caller owns the message's frames and may modify them).
+func (p *peer) idFrame() []byte {
+	if cap(p.idbuf)-len(p.idbuf) < len(p.id) {
+		p.idbuf = make([]byte, 0, max(1024, len(p.id)))
+	}
+	k := len(p.idbuf)
+	p.idbuf = append(p.idbuf, p.id...)
+	return p.idbuf[k:len(p.idbuf):len(p.idbuf)]
 }
 
 // deliver queues an incoming message for Recv (reader goroutine only). It

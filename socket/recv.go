@@ -51,10 +51,9 @@ func (s *Socket) recv(ctx context.Context) (Msg, int64, error) {
 	case Rep:
 		im, err = s.recvRep(ctx)
 	default:
+		// A ROUTER's reader prepended the sender's identity already
+		// (peer.tookFrames).
 		im, err = s.recvIn(ctx)
-		if err == nil && s.kind == Router {
-			im.m = withIdentity(im)
-		}
 	}
 	if err == nil {
 		s.st.received.Add(1)
@@ -118,7 +117,11 @@ func (s *Socket) recvIn(ctx context.Context) (inMsg, error) {
 	}
 	ctx, cancel := ctxFor(ctx, s.cfg.RecvTimeout)
 	defer cancel()
-	s.in.waiting.Add(1)
+	if s.in.waiting.Add(1) > 1 {
+		// A Recv reading a connection itself gives it back to the
+		// reader goroutine, which serves several receivers better.
+		s.kickDirect()
+	}
 	defer s.in.waiting.Add(-1)
 	for {
 		var (

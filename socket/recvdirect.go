@@ -34,8 +34,9 @@ import (
 // for the role and kicks the read (kick: the read deadline moved to the
 // past), which ends a read at a message boundary without loss (connReader)
 // and is otherwise ignored. The same kick ends a Recv caller's read when
-// its ctx ends, when Close begins or when a second peer connects (with
-// two, the fair queue needs the reader goroutines again).
+// its ctx ends, when Close begins, when a second peer connects (with
+// two, the fair queue needs the reader goroutines again) or when a second
+// Recv starts waiting.
 //
 // A Recv caller that got its message leaves the role free rather than
 // waking the reader goroutine for it: the next Recv, which in a round trip
@@ -280,12 +281,15 @@ func (s *Socket) takeRole() *peer {
 // role free for the next Recv, or gives it back to the reader goroutine
 // when back is set or a message is partly buffered (only the reader
 // goroutine reads on from there).
-func (s *Socket) giveRole(p *peer, back bool) {
+func (s *Socket) giveRole(p *peer, back bool) { s.giveRoleAt(p, back, clock()) }
+
+// giveRoleAt is giveRole for a caller that has just read the clock: now.
+func (s *Socket) giveRoleAt(p *peer, back bool, now int64) {
 	s.in.direct.CompareAndSwap(p, nil)
 	if !back && (s.in.waiting.Load() > 1 || !p.clean && !p.r.Complete()) {
 		back = true // others wait to receive (see takeRole), or a message is partly read
 	}
-	p.lastFree.Store(clock())
+	p.lastFree.Store(now)
 	if back {
 		// Straight to the reader goroutine: a Recv cannot take it again
 		// before the reader goroutine ran.
@@ -351,7 +355,9 @@ func (s *Socket) readDirect(ctx context.Context, p *peer) (im inMsg, done bool, 
 				case ctx.Err() != nil:
 					s.giveRole(p, false)
 					return inMsg{}, true, ctxErr(ctx)
-				case len(ps) != 1 || ps[0] != p:
+				case len(ps) != 1 || ps[0] != p || s.in.waiting.Load() > 1:
+					// Another peer, or other receivers (see takeRole):
+					// the reader goroutine reads from here.
 					s.giveRole(p, true)
 					return inMsg{}, false, nil
 				}
@@ -377,7 +383,7 @@ func (s *Socket) readDirect(ctx context.Context, p *peer) (im inMsg, done bool, 
 			return inMsg{}, true, ErrClosed // lingering: input is discarded
 		}
 		s.st.directRecv.Add(1)
-		s.giveRole(p, false)
+		s.giveRoleAt(p, false, at)
 		return inMsg{p: p, m: Msg{Frames: frames}, at: at}, true, nil
 	}
 }

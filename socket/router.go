@@ -98,11 +98,3 @@ func (s *Socket) sendRouter(ctx context.Context, m Msg) error {
 	}
 	return s.sendTo(ctx, p, body)
 }
-
-// withIdentity returns a received message with the sender's identity
-// prepended as Frames[0], as a ROUTER's Recv returns it.
-func withIdentity(im inMsg) Msg {
-	f := make([][]byte, 0, len(im.m.Frames)+1)
-	f = append(f, []byte(im.p.id))
-	return Msg{Frames: append(f, im.m.Frames...)}
-}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"sync"
@@ -17,8 +18,9 @@ import (
 // BenchmarkRPCCall measures Call over TCP on loopback: round-trip latency
 // with one caller and one instance, and throughput with 16 callers over 2
 // instances, 100-byte requests (the workload). It reports calls/s
-// and the p50 and p99 latency, the CPU time per call and the system calls
-// per call.
+// and the p50 and p99 latency, the CPU time per call, the system calls
+// per call and how many times a goroutine was scheduled to run per call
+// (each a hand-off between goroutines or a wake-up from the network).
 func BenchmarkRPCCall(b *testing.B) {
 	for _, bc := range []struct {
 		callers, instances int
@@ -43,6 +45,7 @@ func BenchmarkRPCCall(b *testing.B) {
 			left := b.N
 			b.ResetTimer()
 			r0, w0 := syscalls()
+			g0 := goroutineRuns()
 			cpu0 := cpuTime()
 			start := time.Now()
 			var wg sync.WaitGroup
@@ -68,6 +71,7 @@ func BenchmarkRPCCall(b *testing.B) {
 			wg.Wait()
 			d := time.Since(start)
 			cpu := cpuTime() - cpu0
+			runs := goroutineRuns() - g0
 			b.StopTimer()
 			if cpu > 0 {
 				// What a call costs in CPU time, client and servers
@@ -78,6 +82,7 @@ func BenchmarkRPCCall(b *testing.B) {
 				b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/call")
 				b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/call")
 			}
+			b.ReportMetric(float64(runs)/float64(b.N), "goroutine-runs/call")
 			all := slices.Concat(lat...)
 			slices.Sort(all)
 			if len(all) > 0 {
@@ -87,6 +92,23 @@ func BenchmarkRPCCall(b *testing.B) {
 			}
 		})
 	}
+}
+
+// goroutineRuns estimates how many times goroutines were scheduled to run
+// so far from the count of the runtime's scheduling latency histogram,
+// which samples one in 8 of the times a goroutine goes from runnable to
+// running (the runtime's gTrackingPeriod).
+func goroutineRuns() uint64 {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return 0
+	}
+	var n uint64
+	for _, c := range s[0].Value.Float64Histogram().Counts {
+		n += c
+	}
+	return 8 * n
 }
 
 // syscalls returns the read and write system calls this process made so

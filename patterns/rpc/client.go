@@ -124,10 +124,19 @@ type pendingCall struct {
 	// channel of the instance's.
 	lost chan struct{}
 	inst *instance // the instance of the attempt in progress; guarded by the Client's mu
+
+	// msg is the first attempt's request message. The socket owns it once
+	// sent, until written; a reply to it means the server read it, so a
+	// call whose one attempt was answered leaves it free for the next
+	// call. Any other call does not go back to the pool.
+	msg      reqMsg
+	sends    int  // attempts that handed a request to a socket
+	answered bool // the reply came from the instance of the only attempt
+
+	end time.Time // when the reply came, if the attempt it answered knew
 }
 
-// reqMsg is a request message's frames and header in one allocation. The
-// socket holds it until written, so it is not reused.
+// reqMsg is a request message's frames and header in one block.
 type reqMsg struct {
 	frames [3][]byte // the empty delimiter, the header, the request
 	hdr    [reqHeaderMin + MaxClientID + 8]byte
@@ -247,7 +256,7 @@ func (c *Client) Call(ctx context.Context, req []byte, opts CallOptions) ([]byte
 	}
 	start := time.Now()
 	c.calls.Add(1)
-	b, err := c.call(ctx, req, opts, start)
+	b, end, err := c.call(ctx, req, opts, start)
 	if err != nil {
 		c.errs.Add(1)
 		if ctx.Err() != nil {
@@ -255,11 +264,16 @@ func (c *Client) Call(ctx context.Context, req []byte, opts CallOptions) ([]byte
 		}
 		return nil, err
 	}
-	c.latency.observe(time.Since(start))
+	if end.IsZero() {
+		end = time.Now()
+	}
+	c.latency.observe(end.Sub(start))
 	return b, nil
 }
 
-func (c *Client) call(ctx context.Context, req []byte, opts CallOptions, start time.Time) ([]byte, error) {
+// call makes the call. end is when its reply came, when the attempt that
+// got it knew (zero otherwise).
+func (c *Client) call(ctx context.Context, req []byte, opts CallOptions, start time.Time) (b []byte, end time.Time, err error) {
 	key := opts.IdempotencyKey
 	if key == "" && opts.Idempotent {
 		var k [12]byte
@@ -301,7 +315,11 @@ func (c *Client) call(ctx context.Context, req []byte, opts CallOptions, start t
 		case <-p.lost:
 		default:
 		}
-		pendingPool.Put(p)
+		if p.sends == 1 && p.answered {
+			p.msg.frames = [3][]byte{} // keep no caller's request
+			p.sends, p.answered, p.end = 0, false, time.Time{}
+			pendingPool.Put(p)
+		}
 	}()
 
 	hr := request{id: id, clientID: c.cfg.ID}
@@ -314,7 +332,7 @@ func (c *Client) call(ctx context.Context, req []byte, opts CallOptions, start t
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			if attempt > retries {
-				return nil, fmt.Errorf("rpc: call %q: %w after %d attempts: %w", c.cfg.Service, ErrRetriesExhausted, attempt, lastErr)
+				return nil, time.Time{}, fmt.Errorf("rpc: call %q: %w after %d attempts: %w", c.cfg.Service, ErrRetriesExhausted, attempt, lastErr)
 			}
 			c.retries.Add(1)
 			// Back off, but take a late reply to an earlier attempt.
@@ -324,20 +342,20 @@ func (c *Client) call(ctx context.Context, req []byte, opts CallOptions, start t
 			case r := <-p.replies:
 				t.Stop()
 				if b, err, done := c.result(r); done {
-					return b, err
+					return b, time.Time{}, err
 				}
 			case <-t.C:
 			case <-ctx.Done():
 				t.Stop()
-				return nil, c.ctxErr(ctx, lastErr)
+				return nil, time.Time{}, c.ctxErr(ctx, lastErr)
 			}
 		}
 		pk, err := c.pick(ctx, tried, opts.WaitForInstance, p)
 		if err != nil {
 			if lastErr != nil && errors.Is(err, ErrNoInstance) {
-				return nil, fmt.Errorf("rpc: call %q: %w (after: %w)", c.cfg.Service, err, lastErr)
+				return nil, time.Time{}, fmt.Errorf("rpc: call %q: %w (after: %w)", c.cfg.Service, err, lastErr)
 			}
-			return nil, err
+			return nil, time.Time{}, err
 		}
 		if pk.restart {
 			tried = tried[:0]
@@ -349,7 +367,7 @@ func (c *Client) call(ctx context.Context, req []byte, opts CallOptions, start t
 		}
 		b, err, done := c.attempt(ctx, pk, p, hr, req, key != "", attemptTimeout, sent)
 		if done {
-			return b, err
+			return b, p.end, err
 		}
 		lastErr = err
 	}
@@ -415,7 +433,12 @@ func (c *Client) attempt(ctx context.Context, pk picked, p *pendingCall, hr requ
 			return nil, c.ctxErr(ctx, nil), true
 		}
 	}
-	rm := new(reqMsg)
+	p.end = time.Time{}
+	rm := &p.msg
+	if p.sends > 0 {
+		rm = new(reqMsg) // the socket may still hold the first
+	}
+	p.sends++
 	rm.frames = [3][]byte{nil, appendRequest(rm.hdr[:0], hr), req}
 	msg := socket.Msg{Frames: rm.frames[:]}
 	// Queue it within the attempt's time: a DEALER blocks while its
@@ -442,7 +465,10 @@ func (c *Client) attempt(ctx context.Context, pk picked, p *pendingCall, hr requ
 	select {
 	case r := <-p.replies:
 		if r.from == inst {
-			return c.resultFrom(p, r, inst, time.Since(sent))
+			p.answered = true
+			lat := time.Since(sent)
+			p.end = sent.Add(lat)
+			return c.resultFrom(p, r, inst, lat)
 		}
 		c.end(p, inst, outcomeAbandoned, 0)
 		return c.result(r)

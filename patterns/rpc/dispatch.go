@@ -19,6 +19,7 @@ import (
 // receive receives and runs requests until the socket closes or Close.
 func (s *Server) receive() {
 	defer s.wg.Done()
+	var a arena
 	for {
 		m, arrived, err := s.sock.RecvAt(s.ctx)
 		if errors.Is(err, socket.ErrTimeout) && s.ctx.Err() == nil {
@@ -32,10 +33,12 @@ func (s *Server) receive() {
 			return
 		}
 		s.requests.Add(1)
-		now := time.Now()
+		// The time from arrived (which has a monotonic reading): one
+		// clock read where time.Now makes two.
+		now := arrived.Add(time.Since(arrived))
 		j, ok := s.accept(m.Frames, arrived, now)
 		for ok {
-			s.run(j, now)
+			s.run(j, now, &a)
 			j, ok = s.finished()
 			now = time.Time{} // a queued request: run reads the clock
 		}

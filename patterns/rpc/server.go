@@ -249,8 +249,8 @@ const maxWaiters = 8
 
 // run serves one request: drops it if it expired, else runs the handler
 // and replies to it and to the copies that arrived meanwhile. now is the
-// time, or zero to read the clock.
-func (s *Server) run(j job, now time.Time) {
+// time, or zero to read the clock; a, the receiver's arena.
+func (s *Server) run(j job, now time.Time, a *arena) {
 	if now.IsZero() {
 		now = time.Now()
 	}
@@ -270,7 +270,7 @@ func (s *Server) run(j job, now time.Time) {
 	}
 	var ctx context.Context = s.ctx
 	if !j.deadline.IsZero() {
-		cc := newCallCtx(s.ctx, j.deadline)
+		cc := a.callCtx(s.ctx, j.deadline)
 		defer cc.release()
 		ctx = cc
 	}
@@ -305,9 +305,9 @@ func (s *Server) run(j job, now time.Time) {
 		waiters = s.cache.finish(*j.key, st, kept, time.Now())
 		s.mu.Unlock()
 	}
-	s.sendReply(j.env, j.req.id, st, frames...)
+	s.sendReplyIn(a, j.env, j.req.id, st, frames...)
 	for _, w := range waiters {
-		s.sendReply(w.env, w.id, st, frames...)
+		s.sendReplyIn(a, w.env, w.id, st, frames...)
 	}
 }
 
@@ -347,7 +347,7 @@ func (s *Server) replyPlainError(env [][]byte, code, msg string) {
 
 // replyBuf holds a reply's frames (up to an envelope of two: a routing
 // id and the delimiter, the header and one frame) and its header, so that
-// a reply costs one allocation.
+// a reply costs one allocation, or none from an arena.
 type replyBuf struct {
 	frames [4][]byte
 	hdr    [repHeaderLen]byte
@@ -356,7 +356,12 @@ type replyBuf struct {
 // sendReply queues the reply to request id: env, the header with st,
 // then frames (copied: the slice is not kept).
 func (s *Server) sendReply(env [][]byte, id uint64, st Status, frames ...[]byte) {
-	rb := new(replyBuf)
+	s.sendReplyIn(nil, env, id, st, frames...)
+}
+
+// sendReplyIn is sendReply with the reply's buffer from a.
+func (s *Server) sendReplyIn(a *arena, env [][]byte, id uint64, st Status, frames ...[]byte) {
+	rb := a.replyBuf()
 	out := rb.frames[:0]
 	if n := len(env) + 1 + len(frames); n > len(rb.frames) {
 		out = make([][]byte, 0, n)

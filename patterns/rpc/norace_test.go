@@ -1,0 +1,5 @@
+//go:build !race
+
+package rpc_test
+
+const raceEnabled = false
