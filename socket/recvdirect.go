@@ -55,9 +55,9 @@ const (
 )
 
 const (
-	// lendIdle is how long the role must have been free before the
-	// reader goroutine takes it back.
-	lendIdle = time.Millisecond
+	// defaultLendIdle is how long the role must have been free before the
+	// reader goroutine takes it back (Socket.lendIdle).
+	defaultLendIdle = time.Millisecond
 	// lendCheckMax bounds the backoff of the reader goroutine's checks.
 	lendCheckMax = 64 * time.Millisecond
 )
@@ -182,7 +182,7 @@ func (p *peer) lend() error {
 	p.lastFree.Store(lent)
 	p.role.Store(roleFree)
 	s.in.blocked.wake()
-	check := lendIdle
+	check := s.lendIdle
 	if p.lendTimer == nil {
 		p.lendTimer = time.NewTimer(check)
 	} else {
@@ -198,7 +198,7 @@ func (p *peer) lend() error {
 		case <-p.lendTimer.C:
 			check = min(2*check, lendCheckMax)
 			if hb > 0 {
-				check = min(check, max(hb/4, lendIdle))
+				check = min(check, max(hb/4, s.lendIdle))
 			}
 			if closing != nil && p.role.Load() == roleCaller {
 				// A Recv reads, maybe for long: no need to look again
@@ -225,7 +225,7 @@ func (p *peer) lend() error {
 				p.kick() // Close kicks too; this covers a Recv that just took it
 			}
 		}
-		if p.role.Load() == roleFree && (force || clock()-p.lastFree.Load() >= int64(lendIdle)) &&
+		if p.role.Load() == roleFree && (force || clock()-p.lastFree.Load() >= int64(s.lendIdle)) &&
 			p.role.CompareAndSwap(roleFree, roleReader) {
 			// Lent for nothing: read before lending to a waiting Recv
 			// again (one that asks still gets it).

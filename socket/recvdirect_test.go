@@ -43,6 +43,27 @@ func recvAsync(ctx context.Context, s *Socket) <-chan recvResult {
 	return ch
 }
 
+// recvWaiting receives on s with a Recv that waits before the message
+// is sent (send): over tcp and ipc it reads the connection itself; it
+// returns the frames. A Recv called after the message came finds it
+// queued by the reader goroutine, so a test that counts direct reads
+// makes each Recv wait first.
+func recvWaiting(t *testing.T, ctx context.Context, s *Socket, inproc bool, send func()) []string {
+	t.Helper()
+	got := recvAsync(ctx, s)
+	if inproc {
+		testutil.WaitFor(t, "a Recv waiting", 0, func() bool { return s.in.waiting.Load() == 1 })
+	} else {
+		testutil.WaitFor(t, "a Recv reading the connection", 0, func() bool { return readingDirectly(s) })
+	}
+	send()
+	res := <-got
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	return res.frames
+}
+
 // A Recv on a REQ, REP, DEALER or ROUTER with a single peer reads the
 // connection itself (tcp and ipc): the messages of a round trip are not
 // handed from the reader goroutine to the receiver.
@@ -54,33 +75,28 @@ func TestRecvReadsConnectionItself(t *testing.T) {
 				b := mk(t, k.b, Config{})
 				a := mk(t, k.a, Config{})
 				e := ep()
+				inproc := strings.HasPrefix(e, "inproc://")
 				connect(t, a, bind(t, b, e))
 				const n = 20
 				for i := range n {
 					req := fmt.Sprint("ping", i)
 					if k.a == Dealer {
-						mustSend(t, ctx, a, "", req)
-						m := mustRecv(t, ctx, b)
+						m := recvWaiting(t, ctx, b, inproc, func() { mustSend(t, ctx, a, "", req) })
 						eq(t, m[1:], "", req)
-						mustSend(t, ctx, b, m[0], "", "pong")
-						eq(t, mustRecv(t, ctx, a), "", "pong")
+						eq(t, recvWaiting(t, ctx, a, inproc, func() { mustSend(t, ctx, b, m[0], "", "pong") }), "", "pong")
 						continue
 					}
-					mustSend(t, ctx, a, req)
-					eq(t, mustRecv(t, ctx, b), req)
-					mustSend(t, ctx, b, "pong")
-					eq(t, mustRecv(t, ctx, a), "pong")
+					eq(t, recvWaiting(t, ctx, b, inproc, func() { mustSend(t, ctx, a, req) }), req)
+					eq(t, recvWaiting(t, ctx, a, inproc, func() { mustSend(t, ctx, b, "pong") }), "pong")
 				}
 				da, db := a.st.directRecv.Load(), b.st.directRecv.Load()
-				if strings.HasPrefix(e, "inproc://") {
+				if inproc {
 					if da+db != 0 {
 						t.Fatalf("inproc: %d and %d messages read by Recv, want 0", da, db)
 					}
 					return
 				}
-				// A reader that took the role back after a pause (a loaded
-				// machine) queues a message first now and then.
-				if da < n/4 || db < n/4 {
+				if da != n || db != n {
 					t.Fatalf("Recv read %d of %d replies and %d of %d requests itself", da, n, db, n)
 				}
 			})
@@ -561,26 +577,26 @@ func TestDirectRecvContextPerCall(t *testing.T) {
 			ctx := tctx(t)
 			rep := mk(t, Rep, Config{})
 			req := mk(t, Req, Config{})
+			// The readers never take a free role back by themselves
+			// here: the only kicks are the two that take it the first
+			// time (and any an ended context makes).
+			rep.lendIdle, req.lendIdle = time.Hour, time.Hour
 			connect(t, req, bind(t, rep, sockettest.Endpoint(t, tr)))
-			call := func(s *Socket) []string {
+			call := func(s *Socket, send func()) []string {
 				c, cancel := context.WithTimeout(ctx, time.Minute)
 				defer cancel()
-				return mustRecv(t, c, s)
+				return recvWaiting(t, c, s, false, send)
 			}
 			const n = 40
 			for i := range n {
-				mustSend(t, ctx, req, fmt.Sprint(i))
-				eq(t, call(rep), fmt.Sprint(i))
-				mustSend(t, ctx, rep, "re")
-				eq(t, call(req), "re")
+				eq(t, call(rep, func() { mustSend(t, ctx, req, fmt.Sprint(i)) }), fmt.Sprint(i))
+				eq(t, call(req, func() { mustSend(t, ctx, rep, "re") }), "re")
 			}
-			// As in TestRecvReadsConnectionItself, a reader that took the
-			// role back after a pause may queue a message now and then.
-			if dq, dp := req.st.directRecv.Load(), rep.st.directRecv.Load(); dq < n/4 || dp < n/4 {
+			if dq, dp := req.st.directRecv.Load(), rep.st.directRecv.Load(); dq != n || dp != n {
 				t.Fatalf("Recv read %d of %d replies and %d of %d requests itself", dq, n, dp, n)
 			}
-			if k := req.st.kicks.Load() + rep.st.kicks.Load(); k > n/4 {
-				t.Fatalf("%d reads kicked by the end of an earlier Recv's context", k)
+			if k := req.st.kicks.Load() + rep.st.kicks.Load(); k > 2 {
+				t.Fatalf("%d reads kicked, want 2 at most (the end of an earlier Recv's context kicked the next)", k)
 			}
 		})
 	}

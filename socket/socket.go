@@ -40,6 +40,11 @@ type Socket struct {
 
 	closed  atomic.Bool
 	closing chan struct{} // closed by Close or Shutdown
+	// lendIdle is how long a lent reader role must have been free before
+	// the reader goroutine takes it back (recvdirect.go): defaultLendIdle;
+	// tests that count direct reads set it, before connecting, long
+	// enough that a loaded machine's pauses do not count.
+	lendIdle time.Duration
 	// lingerEnd is when lingering writers give up (close.go): written
 	// before closing closes, read only after.
 	lingerEnd time.Time
@@ -110,6 +115,7 @@ func New(kind Kind, cfg Config) (*Socket, error) {
 		cfg:          c,
 		log:          c.Logger.With("component", "socket", "kind", kind.String()),
 		closing:      make(chan struct{}),
+		lendIdle:     defaultLendIdle,
 		listeners:    make(map[string]*listener),
 		dialers:      make(map[string][]*dialer),
 		pending:      make(map[net.Conn]*pendingConn),
