@@ -1,6 +1,9 @@
 package socket
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // inQueue is one peer's bounded queue of received messages. The peer's
 // reader goroutine appends whole batches under one lock; Recv takes one
@@ -18,6 +21,12 @@ type inQueue struct {
 	hwmBytes int64
 	waiting  bool          // the reader waits for room
 	room     chan struct{} // capacity 1
+	// n is ring.n, written under mu: pop finds an empty queue (as the
+	// receivers waiting on a socket do most of the time) without taking
+	// the lock. A receiver counts itself as waiting before it pops and a
+	// reader looks for waiters after it pushes (waiters), so with n read
+	// and written atomically one of them sees the other.
+	n atomic.Int32
 }
 
 func newInQueue(hwm int, hwmBytes int64) *inQueue {
@@ -42,12 +51,16 @@ func (q *inQueue) push(b []Msg, sizes []int64, at int64) (taken, room int, roomB
 		q.waiting = true
 	}
 	room, roomBytes = q.hwm-q.ring.n, q.hwmBytes-q.bytes
+	q.n.Store(int32(q.ring.n))
 	q.mu.Unlock()
 	return k, room, roomBytes
 }
 
 // pop removes the oldest message and returns it with when it arrived.
 func (q *inQueue) pop() (Msg, int64, bool) {
+	if q.n.Load() == 0 {
+		return Msg{}, 0, false
+	}
 	q.mu.Lock()
 	if q.ring.n == 0 {
 		q.mu.Unlock()
@@ -55,6 +68,7 @@ func (q *inQueue) pop() (Msg, int64, bool) {
 	}
 	at := q.ring.oldestAt()
 	m := q.ring.get()
+	q.n.Store(int32(q.ring.n))
 	q.bytes -= msgBytes(m)
 	wake := q.waiting && q.ring.n <= q.hwm/2 && q.bytes <= q.hwmBytes/2
 	if wake {
@@ -76,7 +90,9 @@ func (q *inQueue) dropNewest(n int) int {
 	for i := q.ring.n - n; i < q.ring.n; i++ {
 		q.bytes -= msgBytes(q.ring.at(i))
 	}
-	return q.ring.dropNewest(n)
+	n = q.ring.dropNewest(n)
+	q.n.Store(int32(q.ring.n))
+	return n
 }
 
 // dropBytes removes the newest messages until the queue counts at most
@@ -90,6 +106,7 @@ func (q *inQueue) dropBytes(limit int64) int {
 		q.ring.dropNewest(1)
 		k++
 	}
+	q.n.Store(int32(q.ring.n))
 	return k
 }
 

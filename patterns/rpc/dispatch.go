@@ -61,8 +61,14 @@ func (s *Server) finished() (j job, ok bool) {
 	if !ok {
 		s.busy--
 	}
+	draining := s.draining
 	s.mu.Unlock()
-	s.signalIdle()
+	if draining {
+		// Only Shutdown waits for this, and only once draining: it reads
+		// nIn after setting draining, under mu, so one that ended before
+		// is counted there.
+		s.signalIdle()
+	}
 	return j, ok
 }
 
