@@ -469,18 +469,21 @@ type Message struct {
 	Headers   []Header
 	Value     []byte
 
-	m  *Member
-	ln *link // the link that leased it
+	ln *link // the link that leased it (its member: ln.m)
 }
 
 // linkOf returns the link msg came by while that runs (no lock: Run asks
 // for every record), else the member's link to its publisher now, nil
 // when there is none.
 func (msg *Message) linkOf() *link {
-	if ln := msg.ln; ln != nil && ln.ctx.Err() == nil {
+	ln := msg.ln
+	if ln == nil {
+		return nil // not a member's message
+	}
+	if ln.ctx.Err() == nil {
 		return ln
 	}
-	return msg.m.link(msg.Publisher)
+	return ln.m.link(msg.Publisher)
 }
 
 // Ack acknowledges the record; it returns once the publisher has written
@@ -503,7 +506,10 @@ func (msg *Message) Term(ctx context.Context, reason string) error {
 }
 
 func (msg *Message) settle(ctx context.Context, op Op, delay time.Duration, reason string) error {
-	ln := msg.m.link(msg.Publisher)
+	if msg.ln == nil {
+		return errors.New("group: settle of a message no member leased")
+	}
+	ln := msg.ln.m.link(msg.Publisher)
 	if ln == nil {
 		return fmt.Errorf("group: publisher %s is gone; the lease of %d will be released", msg.Publisher, msg.Offset)
 	}

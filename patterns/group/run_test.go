@@ -92,3 +92,12 @@ func TestRunHandlerBlockedHoldsOneRecord(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// A Message no member leased (built by a caller) settles with an error,
+// not a panic.
+func TestSettleForeignMessage(t *testing.T) {
+	var msg group.Message
+	if err := msg.Ack(context.Background()); err == nil {
+		t.Fatal("ack of a message no member leased succeeded")
+	}
+}
