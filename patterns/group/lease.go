@@ -72,138 +72,175 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 		maxBytes = 1 << 20
 	}
 	maxBytes = min(maxBytes, maxFetchBytes)
-	out := replyData{split: req.Flags&FlagFrames != 0, maxBytes: maxBytes}
-	cnt := 0
-	size := 0
-	taken := 0
-	// take leases r; fresh says it was just read from the cursor (the
-	// journal's default for those is one delivery: nothing to note).
-	emit := func(r *spool.Record, deliveries uint32) {
-		taken++
-		g.cnt.Delivered++
-		if deliveries > 1 {
-			g.cnt.Redelivered++
-		}
-		out.add(r, deliveries, n-cnt)
-		cnt++
-		size += len(r.Value) + 64
-	}
-	take := func(o uint64, p *pending, r spool.Record, fresh bool) {
-		p.deliveries++
-		p.member, p.leased, p.deadline = req.Member, now, now.Add(g.set.AckWait)
-		if !fresh || p.deliveries != 1 {
-			g.delivered(o)
-		}
-		emit(&r, p.deliveries)
-	}
-	var run *leaseRun // the run this fetch leases fresh records in
+	ls := &lease{s: s, g: g, l: l, req: &req, now: now, n: n, maxBytes: maxBytes,
+		out: replyData{split: req.Flags&FlagFrames != 0, maxBytes: maxBytes}}
 	if g.avail > 0 && n > 0 {
-		var due []uint64
-		for o, p := range g.pend {
-			if p.member == "" && !p.notBefore.After(now) {
-				due = append(due, o)
-			}
-		}
-		sort.Slice(due, func(i, j int) bool { return due[i] < due[j] })
-		for _, o := range due {
-			if cnt >= n || size >= maxBytes {
-				break
-			}
-			if g.blocked(o, g.pend[o]) {
-				continue // an earlier record of its key is pending
-			}
-			r, err := readOne(l, o)
-			if err != nil {
-				// Gone (retention) or damaged: it cannot be delivered.
-				s.log.Warn("record for redelivery unreadable", "stream", g.stream, "group", g.group, "offset", o, "err", err)
-				g.settle(o)
-				continue
-			}
-			if nb, ok := notBefore(r.Headers); ok && nb.After(now) {
-				g.pend[o].notBefore = nb // not due (the state was reloaded)
-				continue
-			}
-			g.avail--
-			take(o, g.pend[o], r, false)
-		}
+		ls.redeliveries()
 	}
-	if cnt < n && size < maxBytes && g.next < l.NextOffset() {
-		if g.next < l.OldestOffset() {
-			for o := g.next; o < l.OldestOffset(); o++ {
-				g.settle(o) // removed by retention before the group read them
-			}
-			g.next = l.OldestOffset()
-		}
-		rd, err := g.reader(l)
-		if err == nil {
-			ctx, cancel := context.WithTimeout(s.ctx, time.Second)
-			var slab []pending
-			for cnt < n && size < maxBytes && rd.Offset() < l.NextOffset() {
-				r, err := rd.Next(ctx)
-				if err != nil {
-					s.log.Warn("read for group", "stream", g.stream, "group", g.group, "offset", rd.Offset(), "err", err)
-					break
-				}
-				for o := g.next; o < r.Offset; o++ {
-					g.settle(o) // a gap in the log
-				}
-				keyed := g.set.Ordered && keyOf(r.Headers) != ""
-				if !keyed && !delayed(r.Headers, now) {
-					// The common case: leased in a run.
-					g.next = r.Offset + 1
-					g.dirty = true
-					if run == nil || run.to != r.Offset {
-						run = &leaseRun{from: r.Offset, to: r.Offset, member: req.Member, leased: now, deadline: now.Add(g.set.AckWait)}
-						g.runs = append(g.runs, run)
-					}
-					run.to++
-					run.left++
-					g.inRuns++
-					emit(&r, 1)
-					continue
-				}
-				if len(slab) == 0 {
-					// One allocation for the pending records of a fetch.
-					slab = make([]pending, min(n-cnt+16, maxFetchRecords))
-				}
-				p := &slab[0]
-				slab = slab[1:]
-				g.pend[r.Offset] = p
-				g.next = r.Offset + 1
-				g.dirty = true
-				if k := keyOf(r.Headers); k != "" && g.set.Ordered {
-					p.key = k
-					q := g.keys[k]
-					g.keys[k] = append(q, r.Offset)
-					if len(q) > 0 {
-						// Behind an earlier record of its key: leased
-						// once that one is settled.
-						g.avail++
-						g.delivered(r.Offset) // not delivered yet
-						continue
-					}
-				}
-				if nb, ok := notBefore(r.Headers); ok && nb.After(now) {
-					// Delayed delivery: not leased before it is due,
-					// and the records behind it go on.
-					p.notBefore = nb
-					g.avail++
-					g.delivered(r.Offset) // not delivered yet
-					continue
-				}
-				take(r.Offset, p, r, true)
-			}
-			cancel()
-		}
+	if ls.room() && g.next < l.NextOffset() {
+		ls.fresh()
 	}
-	if taken > 0 {
-		g.held[req.Member] += taken
+	if ls.cnt > 0 {
+		g.held[req.Member] += ls.cnt
 		g.dirty = true
-	}
-	if cnt > 0 {
 		s.wakeAtLocked(now.Add(g.set.AckWait))
 	}
-	return out.done(), uint32(cnt)
+	return ls.out.done(), uint32(ls.cnt)
+}
+
+// lease is one fetch's leasing, under the server's lock.
+type lease struct {
+	s        *Server
+	g        *state
+	l        *spool.Log
+	req      *Request
+	now      time.Time
+	n        int // records the fetch may take
+	maxBytes int
+	out      replyData
+	cnt      int       // records leased
+	size     int       // their values, plus 64 bytes each
+	run      *leaseRun // the run this fetch leases fresh records in
+	slab     []pending // for the pending entries of fresh records
+}
+
+// room reports whether the fetch may take another record.
+func (ls *lease) room() bool { return ls.cnt < ls.n && ls.size < ls.maxBytes }
+
+// emit adds r, leased for its deliveries-th time, to the reply.
+func (ls *lease) emit(r *spool.Record, deliveries uint32) {
+	ls.g.cnt.Delivered++
+	if deliveries > 1 {
+		ls.g.cnt.Redelivered++
+	}
+	ls.out.add(r, deliveries, ls.n-ls.cnt)
+	ls.cnt++
+	ls.size += len(r.Value) + 64
+}
+
+// take leases r, pending as p; fresh says it was just read from the
+// cursor (the journal's default for those is one delivery: nothing to
+// note).
+func (ls *lease) take(o uint64, p *pending, r *spool.Record, fresh bool) {
+	p.deliveries++
+	p.member, p.leased, p.deadline = ls.req.Member, ls.now, ls.now.Add(ls.g.set.AckWait)
+	if !fresh || p.deliveries != 1 {
+		ls.g.delivered(o)
+	}
+	ls.emit(r, p.deliveries)
+}
+
+// redeliveries leases the pending records that are due, lowest offset
+// first.
+func (ls *lease) redeliveries() {
+	g := ls.g
+	var due []uint64
+	for o, p := range g.pend {
+		if p.member == "" && !p.notBefore.After(ls.now) {
+			due = append(due, o)
+		}
+	}
+	sort.Slice(due, func(i, j int) bool { return due[i] < due[j] })
+	for _, o := range due {
+		if !ls.room() {
+			break
+		}
+		if g.blocked(o, g.pend[o]) {
+			continue // an earlier record of its key is pending
+		}
+		r, err := readOne(ls.l, o)
+		if err != nil {
+			// Gone (retention) or damaged: it cannot be delivered.
+			ls.s.log.Warn("record for redelivery unreadable", "stream", g.stream, "group", g.group, "offset", o, "err", err)
+			g.settle(o)
+			continue
+		}
+		if nb, ok := notBefore(r.Headers); ok && nb.After(ls.now) {
+			g.pend[o].notBefore = nb // not due (the state was reloaded)
+			continue
+		}
+		g.avail--
+		ls.take(o, g.pend[o], &r, false)
+	}
+}
+
+// fresh leases records from the group's cursor, up to what the log held
+// when it began.
+func (ls *lease) fresh() {
+	g, l := ls.g, ls.l
+	if oldest := l.OldestOffset(); g.next < oldest {
+		for o := g.next; o < oldest; o++ {
+			g.settle(o) // removed by retention before the group read them
+		}
+		g.next = oldest
+	}
+	rd, err := g.reader(l)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ls.s.ctx, time.Second)
+	defer cancel()
+	end := l.NextOffset()
+	for ls.room() && rd.Offset() < end {
+		r, err := rd.Next(ctx)
+		if err != nil {
+			ls.s.log.Warn("read for group", "stream", g.stream, "group", g.group, "offset", rd.Offset(), "err", err)
+			return
+		}
+		for o := g.next; o < r.Offset; o++ {
+			g.settle(o) // a gap in the log
+		}
+		g.next = r.Offset + 1
+		g.dirty = true
+		if (!g.set.Ordered || keyOf(r.Headers) == "") && !delayed(r.Headers, ls.now) {
+			// The common case: leased in a run.
+			if ls.run == nil || ls.run.to != r.Offset {
+				ls.run = &leaseRun{from: r.Offset, to: r.Offset, member: ls.req.Member, leased: ls.now, deadline: ls.now.Add(g.set.AckWait)}
+				g.runs = append(g.runs, ls.run)
+			}
+			ls.run.to++
+			ls.run.left++
+			g.inRuns++
+			ls.emit(&r, 1)
+			continue
+		}
+		ls.pending(&r)
+	}
+}
+
+// pending leases, or keeps pending, a fresh record that has a key in an
+// ordered group or a not-before time: it gets a pending entry of its
+// own.
+func (ls *lease) pending(r *spool.Record) {
+	g := ls.g
+	if len(ls.slab) == 0 {
+		// One allocation for the pending records of a fetch.
+		ls.slab = make([]pending, min(ls.n-ls.cnt+16, maxFetchRecords))
+	}
+	p := &ls.slab[0]
+	ls.slab = ls.slab[1:]
+	g.pend[r.Offset] = p
+	if k := keyOf(r.Headers); k != "" && g.set.Ordered {
+		p.key = k
+		q := g.keys[k]
+		g.keys[k] = append(q, r.Offset)
+		if len(q) > 0 {
+			// Behind an earlier record of its key: leased once that
+			// one is settled.
+			g.avail++
+			g.delivered(r.Offset) // not delivered yet
+			return
+		}
+	}
+	if nb, ok := notBefore(r.Headers); ok && nb.After(ls.now) {
+		// Delayed delivery: not leased before it is due, and the
+		// records behind it go on.
+		p.notBefore = nb
+		g.avail++
+		g.delivered(r.Offset) // not delivered yet
+		return
+	}
+	ls.take(r.Offset, p, r, true)
 }
 
 // HeaderNotBefore holds a record's not-before time, in Unix

@@ -92,3 +92,52 @@ func TestRunHandlerBlockedHoldsOneRecord(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// A Message no member leased (built by a caller) settles with an error,
+// not a panic.
+func TestSettleForeignMessage(t *testing.T) {
+	var msg group.Message
+	if err := msg.Ack(context.Background()); err == nil {
+		t.Fatal("ack of a message no member leased succeeded")
+	}
+}
+
+// Handlers that run long get Run's other goroutines, even for a few
+// buffered records: here every handler waits until all four goroutines
+// are in one.
+func TestRunSlowHandlersSpread(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	const n = 8
+	p.publish(t, "s", n)
+	m := member(t, group.MemberConfig{AckWait: time.Minute}, p)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	inside := 0
+	release := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- m.Run(ctx, 4, func(ctx context.Context, msg *group.Message) error {
+			mu.Lock()
+			inside++
+			mu.Unlock()
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	testutil.WaitFor(t, "four handlers running at once", 0, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return inside >= 4
+	})
+	close(release)
+	testutil.WaitFor(t, "every record acknowledged", 0, func() bool {
+		return p.groups.Stats()["s/g"].Acked == n
+	})
+	cancel()
+	<-done
+}
