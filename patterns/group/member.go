@@ -64,11 +64,12 @@ type MemberConfig struct {
 	// not returned yet, all publishers together. Default 64. A fetch
 	// asks for the free room (at least half the buffer while records
 	// wait), so a larger buffer makes larger batches (bench group: about
-	// 4x the throughput at 128 than at 16). One fetch per publisher is in
-	// flight at a time, so a member takes at most about Buffer/2 records
-	// per round trip to a publisher, and its handlers run dry while a
-	// fetch is answered when they handle records faster (bench group on
-	// two cores: 22 % less CPU per record at 4096 than at 1024). But
+	// 4x the throughput at 128 than at 16). Two fetches per publisher
+	// are open at a time (FlagPipeline), each for at most half the
+	// buffer, so a member takes at most about Buffer/2 records per round
+	// trip to a publisher, and its handlers run dry while a fetch is
+	// answered when they handle records faster (bench group on two
+	// cores: 22 % less CPU per record at 4096 than at 1024). But
 	// buffered records' leases run: keep Buffer times a record's handling
 	// time, divided by the handlers running at once, well under AckWait.
 	Buffer int
