@@ -46,7 +46,7 @@ var (
 	size      = flag.Int("size", 100, "record size in bytes (at least 8: the send time)")
 	consumers = flag.Int("consumers", 3, "consumer (member) processes")
 	rate      = flag.Int("rate", 0, "publish this many records per second and report latency (0: as fast as possible)")
-	batch     = flag.Int("batch", 1024, "JetStream: messages a consumer pulls ahead (PullMaxMessages)")
+	batch     = flag.Int("batch", 1024, "records a consumer holds ahead: JetStream's PullMaxMessages and fastmq's member buffer (bench group --buffer)")
 	fastmq    = flag.String("fastmq", "", "the fastmq binary (default: built from ../.. into a temporary directory)")
 	only      = flag.String("only", "", "run only jetstream or fastmq")
 	early     = flag.Bool("visible-before-sync", false, "fastmq: serve records before their fdatasync (bench group --visible-before-sync), as JetStream does")
@@ -165,7 +165,7 @@ func loadavg() string {
 // runFastMQ runs `fastmq bench group` once.
 func runFastMQ(bin string) (result, error) {
 	c := exec.Command(bin, "bench", "group", "--json", "--count", strconv.Itoa(*count), "--size", strconv.Itoa(*size),
-		"--members", strconv.Itoa(*consumers), "--rate", strconv.Itoa(*rate))
+		"--members", strconv.Itoa(*consumers), "--rate", strconv.Itoa(*rate), "--buffer", strconv.Itoa(*batch))
 	if *early {
 		c.Args = append(c.Args, "--visible-before-sync")
 	}
