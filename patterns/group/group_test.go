@@ -750,3 +750,25 @@ func TestFetchOverSeveralFrames(t *testing.T) {
 		}
 	}
 }
+
+// Run starts no handler once its context ended, though records wait in
+// the member's buffer: a handler that cancels after the tenth record is
+// called ten times.
+func TestRunStopsAtCancel(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	p.publish(t, "s", 50)
+	m := member(t, group.MemberConfig{Name: "a", Buffer: 64}, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rctx, stop := context.WithCancel(ctx)
+	calls := 0
+	err := m.Run(rctx, 1, func(_ context.Context, msg *group.Message) error {
+		if calls++; calls == 10 {
+			stop()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || calls != 10 {
+		t.Fatalf("Run: %v after %d handler calls, want context.Canceled after 10", err, calls)
+	}
+}

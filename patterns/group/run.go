@@ -13,7 +13,8 @@ import (
 type Handler func(ctx context.Context, msg *Message) error
 
 // Run calls h for every record from concurrency goroutines (default 1),
-// until ctx ends or the member closes; it returns that error after the
+// until ctx ends or the member closes (no handler starts after ctx
+// ended, even for records already buffered); it returns that error after the
 // running handlers have returned and their records are settled. A
 // handler's goroutine takes the next record as soon as it returns. Its
 // acks (or naks) go to the publisher in the background, a few at a
@@ -50,6 +51,13 @@ func (m *Member) Run(ctx context.Context, concurrency int, h Handler) error {
 			w.timer.Stop()
 			defer w.timer.Stop()
 			for {
+				if err := ctx.Err(); err != nil {
+					// No handler starts once ctx ended, though records
+					// wait in the buffer (they go back on Close).
+					w.flush()
+					errc <- err
+					return
+				}
 				msg, err := m.next(ctx, false)
 				if msg == nil && err == nil {
 					// Nothing buffered: settle what was handled before
