@@ -558,17 +558,6 @@ func TestFloors(t *testing.T) {
 	}
 }
 
-// A publisher that serves no group (ServerConfig.Refused) says why to
-// every group request, instead of "unknown stream".
-func TestRefusedSaysWhy(t *testing.T) {
-	p := newPublisherWith(t, t.TempDir(), func(c *group.ServerConfig) { c.Refused = "streams visible before their fsync" })
-	p.publish(t, "s", 1)
-	rep := rawCaller(t, p)(&group.Request{Op: group.OpFetch, ID: 1, MaxRecords: 1, Stream: "s", Group: "g", Member: "m/1"})
-	if rep.Status != group.StatusUnknown || !strings.Contains(string(rep.Data), "streams visible before their fsync") {
-		t.Fatalf("status %d: %s", rep.Status, rep.Data)
-	}
-}
-
 // oldPublisher answers a fetch with one of flags as a publisher from
 // before them did (bad request: unknown flags).
 type oldPublisher struct {

@@ -450,9 +450,8 @@ func TestDelayedDelivery(t *testing.T) {
 	msg.Ack(ctx)
 }
 
-// copyDir copies a live publisher's directory, as a crash leaves it: the
-// files as they are on disk at that moment.
-// copyDir copies the files under from, as a crash image: a file that
+// copyDir copies a live publisher's directory (or part), as a crash
+// leaves it: the files as they are on disk at that moment; a file that
 // goes while it walks (a temporary file renamed) is skipped.
 func copyDir(t *testing.T, from, to string) {
 	t.Helper()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -171,10 +172,12 @@ func (ln *link) call(ctx context.Context, r *Request, timeout time.Duration) (Re
 	}
 }
 
-// isBadRequest tells a publisher's StatusBadRequest.
+// isBadRequest tells a publisher's StatusBadRequest for flags it does not
+// know (a publisher from before them), not for another fault of the
+// request.
 func isBadRequest(err error) bool {
 	var se *StatusError
-	return errors.As(err, &se) && se.Status == StatusBadRequest
+	return errors.As(err, &se) && se.Status == StatusBadRequest && strings.Contains(se.Msg, "unknown flags")
 }
 
 // StatusError is an error status from a publisher.

@@ -65,11 +65,10 @@ type MemberConfig struct {
 	// asks for the free room (at least half the buffer while records
 	// wait), so a larger buffer makes larger batches (bench group: about
 	// 4x the throughput at 128 than at 16). Two fetches per publisher
-	// are open at a time (FlagPipeline), each for at most half the
-	// buffer, so a member takes at most about Buffer/2 records per round
-	// trip to a publisher, and its handlers run dry while a fetch is
-	// answered when they handle records faster (bench group on two
-	// cores: 22 % less CPU per record at 4096 than at 1024). But
+	// are open at a time (FlagPipeline), each asking for at most half
+	// the buffer: handlers faster than a round trip to the publisher run
+	// dry between replies, and a larger buffer then also costs less CPU
+	// per record (fewer, larger fetches). But
 	// buffered records' leases run: keep Buffer times a record's handling
 	// time, divided by the handlers running at once, well under AckWait.
 	Buffer int

@@ -68,6 +68,11 @@ func (m *Member) Run(ctx context.Context, concurrency int, h Handler) error {
 				if errors.Is(err, ErrForbidden) {
 					continue // one publisher refused (logged): the others serve
 				}
+				if err == nil && ctx.Err() != nil {
+					// ctx ended while next waited and a chunk came too:
+					// the record is not handled (it goes back on Close).
+					err = ctx.Err()
+				}
 				if err != nil {
 					w.flush()
 					errc <- err

@@ -52,10 +52,6 @@ type ServerConfig struct {
 	Dir string
 	// Lookup returns the spool of a stream. Required.
 	Lookup func(stream string) (*spool.Log, bool)
-	// Refused, when set, says why this publisher serves no group: every
-	// group request is answered StatusUnknown with it, so that a member
-	// (and its logs) tells why rather than "unknown stream".
-	Refused string
 	// Open opens (creating) a stream's spool for the dead letters.
 	// Required.
 	Open func(stream string) (*spool.Log, error)
@@ -213,10 +209,6 @@ func (s *Server) Handle(env [][]byte, frames [][]byte) {
 		s.send(env, &Reply{Status: StatusBadRequest, ID: req.ID, Data: []byte(fmt.Sprintf("bad group name %q", req.Group))})
 		return
 	}
-	if s.cfg.Refused != "" {
-		s.send(env, &Reply{Status: StatusUnknown, ID: req.ID, Data: []byte("no consumer groups on this publisher: " + s.cfg.Refused)})
-		return
-	}
 	l, ok := s.cfg.Lookup(req.Stream)
 	if !ok {
 		s.send(env, &Reply{Status: StatusUnknown, ID: req.ID, Data: []byte("unknown stream " + req.Stream)})
@@ -360,8 +352,9 @@ const (
 	// maxFetchRecords and maxFetchBytes cap one fetch's reply.
 	maxFetchRecords = 4096
 	maxFetchBytes   = 8 << 20
-	// maxParked caps the fetches parked at one group (one per member).
-	maxParked = 4096
+	// maxParked caps the fetches parked at one group (one per member, two
+	// with FlagPipeline).
+	maxParked = 8192
 	// MaxGroups caps the groups one publisher keeps state for: any fetch
 	// naming a new group creates one.
 	MaxGroups = 1024

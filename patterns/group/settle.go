@@ -137,6 +137,7 @@ func (ln *link) settleLoop() {
 				g.reqs = append(g.reqs, s)
 				g.n += s.count()
 			case <-answered:
+				break more
 			case <-ln.ctx.Done():
 				break more
 			}
