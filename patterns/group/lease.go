@@ -356,14 +356,7 @@ func readOne(l *spool.Log, o uint64) (spool.Record, error) {
 
 // toWire returns r as a wire Record (for replies built from Records).
 func toWire(r spool.Record, delivery uint32) Record {
-	w := Record{Offset: r.Offset, Delivery: delivery, Time: r.Time, Value: r.Value}
-	if len(r.Headers) > 0 {
-		w.Headers = make([]Header, len(r.Headers))
-		for i, h := range r.Headers {
-			w.Headers[i] = Header{Key: h.Key, Value: h.Value}
-		}
-	}
-	return w
+	return Record{Offset: r.Offset, Delivery: delivery, Time: r.Time, Headers: r.Headers, Value: r.Value}
 }
 
 // kickLocked serves the group's parked fetches that can be served now.

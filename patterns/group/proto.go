@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/fastmq/fastmq/spool"
 )
 
 // Version is the group protocol's version byte, the first byte of every
@@ -344,11 +346,8 @@ type Record struct {
 	Value    []byte
 }
 
-// Header is a record header.
-type Header struct {
-	Key   string
-	Value []byte
-}
+// Header is a record header, as the spool keeps it.
+type Header = spool.Header
 
 // EncodeReply returns the frames of r (Records, if any, are appended to
 // Data).
@@ -370,18 +369,24 @@ func EncodeReply(r *Reply) [][]byte {
 }
 
 func appendRecord(b []byte, rec *Record) []byte {
-	b = binary.BigEndian.AppendUint64(b, rec.Offset)
-	b = binary.BigEndian.AppendUint32(b, rec.Delivery)
-	b = binary.BigEndian.AppendUint64(b, uint64(rec.Time.UnixNano()))
-	b = binary.BigEndian.AppendUint16(b, uint16(len(rec.Headers)))
-	for _, h := range rec.Headers {
+	return appendRecordWire(b, rec.Offset, rec.Delivery, rec.Time, rec.Headers, rec.Value)
+}
+
+// appendRecordWire appends a fetch reply's record (see Reply); the
+// publisher appends its spool's records with it (appendWire).
+func appendRecordWire(b []byte, offset uint64, delivery uint32, t time.Time, headers []Header, value []byte) []byte {
+	b = binary.BigEndian.AppendUint64(b, offset)
+	b = binary.BigEndian.AppendUint32(b, delivery)
+	b = binary.BigEndian.AppendUint64(b, uint64(t.UnixNano()))
+	b = binary.BigEndian.AppendUint16(b, uint16(len(headers)))
+	for _, h := range headers {
 		b = binary.BigEndian.AppendUint16(b, uint16(len(h.Key)))
 		b = append(b, h.Key...)
 		b = binary.BigEndian.AppendUint32(b, uint32(len(h.Value)))
 		b = append(b, h.Value...)
 	}
-	b = binary.BigEndian.AppendUint32(b, uint32(len(rec.Value)))
-	return append(b, rec.Value...)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(value)))
+	return append(b, value...)
 }
 
 // DecodeReply decodes a reply's frames; for an ok reply with a count it

@@ -1,8 +1,6 @@
 package group
 
 import (
-	"encoding/binary"
-
 	"github.com/fastmq/fastmq/spool"
 )
 
@@ -71,16 +69,5 @@ func wireLen(r *spool.Record) int {
 
 // appendWire appends r as a fetch reply's record (see Reply).
 func appendWire(b []byte, r *spool.Record, delivery uint32) []byte {
-	b = binary.BigEndian.AppendUint64(b, r.Offset)
-	b = binary.BigEndian.AppendUint32(b, delivery)
-	b = binary.BigEndian.AppendUint64(b, uint64(r.Time.UnixNano()))
-	b = binary.BigEndian.AppendUint16(b, uint16(len(r.Headers)))
-	for _, h := range r.Headers {
-		b = binary.BigEndian.AppendUint16(b, uint16(len(h.Key)))
-		b = append(b, h.Key...)
-		b = binary.BigEndian.AppendUint32(b, uint32(len(h.Value)))
-		b = append(b, h.Value...)
-	}
-	b = binary.BigEndian.AppendUint32(b, uint32(len(r.Value)))
-	return append(b, r.Value...)
+	return appendRecordWire(b, r.Offset, delivery, r.Time, r.Headers, r.Value)
 }

@@ -12,8 +12,8 @@ import (
 )
 
 // A Run goroutine's acks go out while its handler blocks: here the
-// handler of each record waits until the publisher has the acks of every
-// record before it (one goroutine, records in order), so acks held back
+// handler of the k-th record handled waits until the publisher has the
+// acks of the k-1 handled before it (one goroutine), so acks held back
 // until the goroutine has handled a batch of them would never arrive.
 func TestRunAcksWhileHandlerBlocks(t *testing.T) {
 	p := newPublisher(t, t.TempDir())
@@ -28,10 +28,13 @@ func TestRunAcksWhileHandlerBlocks(t *testing.T) {
 	}
 	close(proceed[0])
 	done := make(chan error, 1)
+	handled := 0 // Run's one goroutine counts
 	go func() {
 		done <- m.Run(ctx, 1, func(ctx context.Context, msg *group.Message) error {
+			k := handled
+			handled++
 			select {
-			case <-proceed[msg.Offset]:
+			case <-proceed[k]:
 				return nil
 			case <-ctx.Done():
 				return ctx.Err()

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fastmq/fastmq/internal/cpuclock"
 	"github.com/fastmq/fastmq/patterns/rpc"
 )
 
@@ -46,7 +47,7 @@ func BenchmarkRPCCall(b *testing.B) {
 			b.ResetTimer()
 			r0, w0 := syscalls()
 			g0 := goroutineRuns()
-			cpu0 := cpuTime()
+			cpu0 := cpuclock.Process()
 			start := time.Now()
 			var wg sync.WaitGroup
 			for w := range bc.callers {
@@ -70,7 +71,7 @@ func BenchmarkRPCCall(b *testing.B) {
 			}
 			wg.Wait()
 			d := time.Since(start)
-			cpu := cpuTime() - cpu0
+			cpu := cpuclock.Process() - cpu0
 			runs := goroutineRuns() - g0
 			b.StopTimer()
 			if cpu > 0 {

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fastmq/fastmq/internal/cpuclock"
 	"github.com/fastmq/fastmq/internal/ctxutil"
 	"github.com/fastmq/fastmq/patterns/group"
 	"github.com/fastmq/fastmq/patterns/pull"
@@ -245,7 +246,7 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	req0 := srv.Stats().Requests
-	cpu0 := cpuTime()
+	cpu0 := cpuclock.Process()
 	start := time.Now()
 	errc := make(chan error, 1)
 	var durable []time.Time // by offset, with a rate: when its append was acknowledged
@@ -263,7 +264,7 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 	res.AckedPerS = float64(o.Count) / el.Seconds()
 	runtime.ReadMemStats(&ms1)
 	res.Requests = float64(srv.Stats().Requests-req0) / float64(o.Count)
-	res.PubCPUus = float64(cpuTime()-cpu0) / 1e3 / float64(o.Count)
+	res.PubCPUus = float64(cpuclock.Process()-cpu0) / 1e3 / float64(o.Count)
 	var memberCPU int64
 	res.PubAllocs = float64(ms1.Mallocs-ms0.Mallocs) / float64(o.Count)
 	res.PubBytes = float64(ms1.TotalAlloc-ms0.TotalAlloc) / float64(o.Count)
@@ -365,6 +366,6 @@ func groupMember(ctx context.Context, out io.Writer, o GroupOptions) error {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	rep.Mallocs, rep.Bytes = ms.Mallocs, ms.TotalAlloc
-	rep.CPUNs = int64(cpuTime())
+	rep.CPUNs = int64(cpuclock.Process())
 	return json.NewEncoder(out).Encode(rep)
 }

@@ -1,15 +1,17 @@
 //go:build unix
 
-package bench
+// Package cpuclock reads the CPU time a process has used, for benchmarks
+// that report CPU per operation.
+package cpuclock
 
 import (
 	"syscall"
 	"time"
 )
 
-// cpuTime returns the CPU time (user and system) this process used so
+// Process returns the CPU time (user and system) this process has used so
 // far, 0 when unknown.
-func cpuTime() time.Duration {
+func Process() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
