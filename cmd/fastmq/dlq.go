@@ -17,7 +17,6 @@ import (
 	"github.com/fastmq/fastmq/cmd/fastmq/internal/records"
 	"github.com/fastmq/fastmq/patterns/group"
 	"github.com/fastmq/fastmq/socket"
-	"github.com/fastmq/fastmq/spool"
 )
 
 func init() {
@@ -87,11 +86,7 @@ func dlqLsCmd() *cobra.Command {
 							if a.asJSON {
 								// The one record shape of every --json, value and
 								// headers whole (the table below abridges them).
-								rhs := make([]spool.Header, len(r.Headers))
-								for i, h := range r.Headers {
-									rhs[i] = spool.Header{Key: h.Key, Value: h.Value}
-								}
-								if err := enc.Encode(p.Node, group.DLQStream(stream, name), r.Offset, uuid.Nil, r.Time, rhs, r.Value); err != nil {
+								if err := enc.Encode(p.Node, group.DLQStream(stream, name), r.Offset, uuid.Nil, r.Time, r.Headers, r.Value); err != nil {
 									return err
 								}
 								continue
