@@ -189,6 +189,15 @@
 // once on the other. A publisher from before the flag answers a bad
 // request; the member then keeps one fetch open.
 //
+// A settle request (ops 2 to 5 and 12) with flag 8 (lazy, FlagLazy) says
+// the member does not wait for its answer to go on: the publisher may
+// hold it up to its LazyCommit (5 ms by default) so that one group commit
+// takes many requests; it is still answered only once on disk. A request
+// without the flag is committed at once, with the lazy ones that wait.
+// Run's settles are lazy, a Message method's are not. A publisher from
+// before the flag answers a bad request; the member then settles without
+// it.
+//
 // Statuses: 0 ok; 1 unknown stream or group (settling for a group the
 // publisher never had); 4 bad request; 5 internal (the state could not be
 // written: the change is not confirmed); 6 unavailable; 7 partial: data

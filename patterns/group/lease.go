@@ -508,14 +508,28 @@ func (s *Server) clockLoop() {
 
 // flushLoop is the group commit: it appends dead letters, writes the
 // state of every changed group, then sends the replies that waited for
-// it. Acknowledgements are answered only once they are on disk.
+// it. Acknowledgements are answered only once they are on disk. A lazy
+// settle (FlagLazy) is committed LazyCommit after it came at the latest,
+// sooner if a settle that is not lazy comes.
 func (s *Server) flushLoop() {
 	defer s.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-s.wakeFlush:
+		case <-s.wakeLazy:
+			timer.Reset(s.cfg.LazyCommit)
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-s.wakeFlush:
+				timer.Stop()
+			case <-timer.C:
+			}
 		}
 		if err := s.flush(); err != nil {
 			s.log.Error("write group state", "err", err)

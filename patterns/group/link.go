@@ -35,6 +35,7 @@ type link struct {
 	settles  chan settleReq
 	noRanges atomic.Bool // the publisher refused OpAckRanges
 	noFrames atomic.Bool // the publisher refused FlagFrames
+	noLazy   atomic.Bool // the publisher refused FlagLazy
 	noPipe   atomic.Bool // the publisher refused FlagPipeline
 	// piped is closed once the publisher took a fetch with FlagPipeline,
 	// or refused it (noPipe): the second fetch loop waits for it.

@@ -83,6 +83,16 @@ const FlagFrames uint8 = 2
 // one fetch open.
 const FlagPipeline uint8 = 4
 
+// FlagLazy in a settle request (ack, ack ranges, nak, term, in progress)
+// says the member does not wait for its answer to go on: the publisher
+// may hold the request up to its ServerConfig.LazyCommit, so that one
+// group commit (one fdatasync) takes the settles of many requests. The
+// answer still comes only once the change is on disk. A request without
+// the flag is committed at once, and with it whatever lazy ones wait. A
+// publisher from before the flag answers StatusBadRequest; the member
+// then settles without it.
+const FlagLazy uint8 = 8
+
 // FrameBytes is the size a fetch reply's data frames keep under with
 // FlagFrames (a frame holds one record at least): 8 KiB, the largest
 // frame our socket hands out as a slice of the block it read it into,
@@ -123,7 +133,7 @@ type Request struct {
 	MaxAckPending uint32
 	Start         uint8
 	StartValue    uint64
-	Flags         uint8 // FlagOrdered, FlagFrames, FlagPipeline
+	Flags         uint8 // FlagOrdered, FlagFrames, FlagPipeline, FlagLazy
 	Stream        string
 	Group         string
 	Member        string
@@ -233,7 +243,7 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 	r.Start = h[28]
 	r.StartValue = binary.BigEndian.Uint64(h[29:])
 	r.Flags = h[37]
-	if r.Flags&^(FlagOrdered|FlagFrames|FlagPipeline) != 0 {
+	if r.Flags&^(FlagOrdered|FlagFrames|FlagPipeline|FlagLazy) != 0 {
 		return r, malformed("unknown flags %#x", r.Flags)
 	}
 	if r.Start > StartTime {

@@ -160,7 +160,7 @@ func (w *worker) flushLocked() {
 	w.timer.Stop()
 	r := w.r
 	r.settles.Add(len(w.recs))
-	if err := w.ln.queueSettle(r.sctx, settleReq{recs: w.recs, done: r.done}); err != nil {
+	if err := w.ln.queueSettle(r.sctx, settleReq{recs: w.recs, done: r.done, lazy: true}); err != nil {
 		r.settles.Add(-len(w.recs))
 	}
 	w.recs = nil

@@ -28,6 +28,9 @@ const (
 	// MaxLeaseFactor caps InProgress: a lease never lasts beyond this
 	// many AckWaits from when it began.
 	MaxLeaseFactor = 10
+	// DefaultLazyCommit is how long a publisher holds a lazy settle
+	// (FlagLazy) for the group commit; see ServerConfig.LazyCommit.
+	DefaultLazyCommit = 5 * time.Millisecond
 	// DefaultMemberCheck is how often a server without a
 	// ServerConfig.Watch looks at gossip for members that failed or left.
 	DefaultMemberCheck = 200 * time.Millisecond
@@ -71,6 +74,13 @@ type ServerConfig struct {
 	Watch ServiceWatcher
 	// MaxWait caps a fetch's wait. Default 30 s.
 	MaxWait time.Duration
+	// LazyCommit is how long a lazy settle (FlagLazy: Run's acks and
+	// naks, which no caller waits for) may wait for the group commit
+	// that writes it, so that one fdatasync takes those of many
+	// requests. A settle without the flag (Message.Ack and the other
+	// methods) is committed at once, with the lazy ones that wait.
+	// Default DefaultLazyCommit; negative: no wait.
+	LazyCommit time.Duration
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -102,7 +112,8 @@ type Server struct {
 	incarnations map[string]incarnationState // per member node; guarded by mu
 
 	wakeClock chan struct{}
-	wakeFlush chan struct{}
+	wakeFlush chan struct{} // a commit now
+	wakeLazy  chan struct{} // a commit within LazyCommit
 
 	replaying bool // a replay runs (one at a time); guarded by mu
 
@@ -135,6 +146,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = 30 * time.Second
 	}
+	if cfg.LazyCommit == 0 {
+		cfg.LazyCommit = DefaultLazyCommit
+	}
 	if cfg.MemberCheck <= 0 {
 		cfg.MemberCheck = DefaultMemberCheck
 		if cfg.Watch != nil {
@@ -148,7 +162,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	s := &Server{cfg: cfg, log: lg.With("component", "group-server"),
 		groups: make(map[string]*state), watching: make(map[string]bool), journals: make(map[string]*journal),
 		incarnations: make(map[string]incarnationState),
-		wakeClock:    make(chan struct{}, 1), wakeFlush: make(chan struct{}, 1)}
+		wakeClock:    make(chan struct{}, 1), wakeFlush: make(chan struct{}, 1), wakeLazy: make(chan struct{}, 1)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(2)
 	go s.clockLoop()
@@ -257,10 +271,14 @@ func (s *Server) Handle(env [][]byte, frames [][]byte) {
 	s.replies = append(s.replies, pendingReply{env, EncodeReply(rep)})
 	s.mu.Unlock()
 	s.sendAll(sends)
-	select {
-	case s.wakeFlush <- struct{}{}:
-	default:
+	if req.Flags&FlagLazy != 0 && s.cfg.LazyCommit > 0 {
+		select {
+		case s.wakeLazy <- struct{}{}:
+		default:
+		}
+		return
 	}
+	s.wakeFlusher()
 }
 
 // groupLocked returns the group's state, loading it from disk or (for a
@@ -441,10 +459,7 @@ func (s *Server) deadLocked(g *state, o uint64, p *pending, reason string) {
 	g.cnt.DeadLetters++
 	s.dlq = append(s.dlq, deadLetter{g.stream, g.group, o, p.deliveries, reason})
 	g.settle(o)
-	select {
-	case s.wakeFlush <- struct{}{}:
-	default:
-	}
+	s.wakeFlusher()
 }
 
 // releaseLocked returns the leases of the members gone says so, at once.

@@ -20,6 +20,9 @@ type settleReq struct {
 	e    Entry
 	recs []settleRec
 	done func(error) // called once per settle, from the settle goroutine
+	// lazy: no caller waits for the answer to go on (Run's settles);
+	// sent with FlagLazy when every settle of the request is lazy.
+	lazy bool
 }
 
 // settleRec is one settle of a Run goroutine's batch.
@@ -102,8 +105,7 @@ func (ln *link) settleLoop() {
 		g := gatherPool.Get().(*gather)
 		select {
 		case s := <-ln.settles:
-			g.reqs = append(g.reqs, s)
-			g.n = s.count()
+			g.add(s)
 		case <-ln.ctx.Done():
 			gatherPool.Put(g)
 			for {
@@ -119,23 +121,22 @@ func (ln *link) settleLoop() {
 		for g.n < maxGather {
 			select {
 			case s := <-ln.settles:
-				g.reqs = append(g.reqs, s)
-				g.n += s.count()
+				g.add(s)
 				continue
 			default:
 			}
-			// Few settles while requests are in flight: wait for one
-			// to be answered (or for enough to fill a request), and
+			// Few lazy settles while requests are in flight: wait for
+			// one to be answered (or for enough to fill a request), and
 			// take what came meanwhile; the answer comes with the
 			// publisher's next group commit, which the next request
-			// would wait for anyway.
-			if g.n >= minGather || len(inflight) == 0 {
+			// would wait for anyway. A settle a caller waits for goes
+			// at once: the publisher commits it without delay.
+			if g.n >= minGather || len(inflight) == 0 || g.urgent {
 				break
 			}
 			select {
 			case s := <-ln.settles:
-				g.reqs = append(g.reqs, s)
-				g.n += s.count()
+				g.add(s)
 			case <-answered:
 				break more
 			case <-ln.ctx.Done():
@@ -166,7 +167,7 @@ func (ln *link) settleLoop() {
 				if r.op == OpAck && ranges {
 					g.keys = append(g.keys, ackKey{r.off, r.del, uint32(i)})
 				} else {
-					other(settleReq{op: r.op, e: Entry{Offset: r.off, Delivery: r.del}, done: s.done})
+					other(settleReq{op: r.op, e: Entry{Offset: r.off, Delivery: r.del}, done: s.done, lazy: s.lazy})
 				}
 			}
 		}
@@ -215,10 +216,18 @@ func (ln *link) settleLoop() {
 // requests are answered: the keys of thousands of acks would otherwise
 // be a large allocation per round.
 type gather struct {
-	reqs []settleReq
-	keys []ackKey
-	n    int          // settles in reqs
-	left atomic.Int32 // requests not answered, plus one while sending
+	reqs   []settleReq
+	keys   []ackKey
+	n      int          // settles in reqs
+	urgent bool         // one of reqs is not lazy
+	left   atomic.Int32 // requests not answered, plus one while sending
+}
+
+// add takes s into the gather.
+func (g *gather) add(s settleReq) {
+	g.reqs = append(g.reqs, s)
+	g.n += s.count()
+	g.urgent = g.urgent || !s.lazy
 }
 
 var gatherPool = sync.Pool{New: func() any { return new(gather) }}
@@ -230,7 +239,7 @@ func (g *gather) release() {
 		return
 	}
 	clear(g.reqs)
-	g.reqs, g.keys, g.n = g.reqs[:0], g.keys[:0], 0
+	g.reqs, g.keys, g.n, g.urgent = g.reqs[:0], g.keys[:0], 0, false
 	gatherPool.Put(g)
 }
 
@@ -277,6 +286,9 @@ const (
 // in list (sorted), for other ops all of list.
 func (ln *link) sendSettles(op Op, list []settleReq, keys []ackKey) {
 	req := &Request{Op: op}
+	if !ln.noLazy.Load() && allLazy(list, keys) {
+		req.Flags = FlagLazy
+	}
 	if op == OpAckRanges {
 		for i, k := range keys {
 			if n := len(req.Ranges); i > 0 && k.off == keys[i-1].off+1 && k.del == req.Ranges[n-1].Delivery {
@@ -292,13 +304,20 @@ func (ln *link) sendSettles(op Op, list []settleReq, keys []ackKey) {
 		}
 	}
 	rep, err := ln.call(ln.ctx, req, 10*time.Second)
+	if req.Flags&FlagLazy != 0 && isBadRequest(err) {
+		// A publisher from before FlagLazy: settles without it from now
+		// on.
+		ln.noLazy.Store(true)
+		req.Flags &^= FlagLazy
+		rep, err = ln.call(ln.ctx, req, 10*time.Second)
+	}
 	var se *StatusError
 	if op == OpAckRanges && errors.As(err, &se) && se.Status == StatusBadRequest {
 		// A publisher from before OpAckRanges: plain acks from now on.
 		ln.noRanges.Store(true)
 		part := make([]settleReq, len(keys))
 		for i, k := range keys {
-			part[i] = settleReq{op: OpAck, e: Entry{Offset: k.off, Delivery: k.del}, done: list[k.i].done}
+			part[i] = settleReq{op: OpAck, e: Entry{Offset: k.off, Delivery: k.del}, done: list[k.i].done, lazy: list[k.i].lazy}
 		}
 		for len(part) > 0 {
 			k := min(len(part), maxBatch)
@@ -330,4 +349,23 @@ func (ln *link) sendSettles(op Op, list []settleReq, keys []ackKey) {
 	for i := range list {
 		answer(list[i].e.Offset, list[i].done)
 	}
+}
+
+// allLazy reports whether every settle a request carries is lazy: for
+// OpAckRanges those of list that keys index, else all of list.
+func allLazy(list []settleReq, keys []ackKey) bool {
+	if keys != nil {
+		for _, k := range keys {
+			if !list[k.i].lazy {
+				return false
+			}
+		}
+		return true
+	}
+	for i := range list {
+		if !list[i].lazy {
+			return false
+		}
+	}
+	return true
 }
