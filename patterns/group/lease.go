@@ -101,6 +101,11 @@ type lease struct {
 	cnt      int       // records leased
 	size     int       // their values, plus 64 bytes each
 	run      *leaseRun // the run this fetch leases fresh records in
+	// ahead, while fresh reads, is how many records the log holds from
+	// the one being read on: the reply's buffer is sized for those, not
+	// for all the fetch may take (a reply of one record, as at low
+	// rates, would otherwise take a FrameBytes buffer).
+	ahead int
 	slab     []pending // for the pending entries of fresh records
 }
 
@@ -113,7 +118,11 @@ func (ls *lease) emit(r *spool.Record, deliveries uint32) {
 	if deliveries > 1 {
 		ls.g.cnt.Redelivered++
 	}
-	ls.out.add(r, deliveries, ls.n-ls.cnt)
+	left := ls.n - ls.cnt
+	if ls.ahead > 0 {
+		left = min(left, ls.ahead)
+	}
+	ls.out.add(r, deliveries, left)
 	ls.cnt++
 	ls.size += len(r.Value) + 64
 }
@@ -192,6 +201,7 @@ func (ls *lease) fresh() {
 		}
 		g.next = r.Offset + 1
 		g.dirty = true
+		ls.ahead = int(min(end-r.Offset, maxFetchRecords))
 		if (!g.set.Ordered || keyOf(r.Headers) == "") && !delayed(r.Headers, ls.now) {
 			// The common case: leased in a run.
 			if ls.run == nil || ls.run.to != r.Offset {
