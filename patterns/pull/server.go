@@ -452,18 +452,14 @@ func (s *Server) send(env [][]byte, frames [][]byte) error {
 	msg := socket.Msg{Frames: make([][]byte, 0, len(env)+len(frames))}
 	msg.Frames = append(msg.Frames, env...)
 	msg.Frames = append(msg.Frames, frames...)
-	// A reply waits at most a short while for room in the peer's queue:
-	// one slow peer must not hold up the others. After Close began, it
-	// does not wait at all.
-	timeout := 5 * time.Second
-	if s.ctx.Err() != nil {
-		timeout = 50 * time.Millisecond
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	// A reply never waits for room in the peer's queue: the ROUTER is
+	// never RouterMandatory (serverSocketConfig refuses it), so a full
+	// queue drops the reply (counted in the socket's stats) and one slow
+	// peer cannot hold up the others. No deadline is needed, nor its
+	// timer per reply.
 	s.sendMu.Lock()
-	err := s.sock.Send(ctx, msg)
+	err := s.sock.Send(context.Background(), msg)
 	s.sendMu.Unlock()
-	cancel()
 	if err != nil {
 		s.sendFails.Add(1)
 		if s.log.Enabled(context.Background(), slog.LevelDebug) {
