@@ -106,7 +106,7 @@ type lease struct {
 	// for all the fetch may take (a reply of one record, as at low
 	// rates, would otherwise take a FrameBytes buffer).
 	ahead int
-	slab     []pending // for the pending entries of fresh records
+	slab  []pending // for the pending entries of fresh records
 }
 
 // room reports whether the fetch may take another record.
@@ -187,11 +187,12 @@ func (ls *lease) fresh() {
 	if err != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ls.s.ctx, time.Second)
-	defer cancel()
 	end := l.NextOffset()
 	for ls.room() && rd.Offset() < end {
-		r, err := rd.Next(ctx)
+		// Below end the record is there: Next does not wait, and with
+		// a context that has ended it never could (under the server's
+		// lock).
+		r, err := rd.Next(ls.s.noWait)
 		if err != nil {
 			ls.s.log.Warn("read for group", "stream", g.stream, "group", g.group, "offset", rd.Offset(), "err", err)
 			return

@@ -98,6 +98,7 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	noWait context.Context // ended from the start: reads that must not wait
 
 	mu       sync.Mutex
 	groups   map[string]*state // by stream + "\x00" + group
@@ -164,6 +165,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		incarnations: make(map[string]incarnationState),
 		wakeClock:    make(chan struct{}, 1), wakeFlush: make(chan struct{}, 1), wakeLazy: make(chan struct{}, 1)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	var end context.CancelFunc
+	s.noWait, end = context.WithCancel(context.Background())
+	end()
 	s.wg.Add(2)
 	go s.clockLoop()
 	go s.flushLoop()
