@@ -49,6 +49,7 @@ var (
 	batch     = flag.Int("batch", 1024, "records a consumer holds ahead: JetStream's PullMaxMessages and fastmq's member buffer (bench group --buffer)")
 	fastmq    = flag.String("fastmq", "", "the fastmq binary (default: built from ../.. into a temporary directory)")
 	only      = flag.String("only", "", "run only jetstream or fastmq")
+	procs     = flag.Int("consumer-procs", 0, "each consumer (member) process's GOMAXPROCS, for both (bench group --member-procs); 0: the runtime's default")
 	early     = flag.Bool("visible-before-sync", false, "fastmq: serve records before their fdatasync (bench group --visible-before-sync), as JetStream does")
 	role      = flag.String("role", "", "internal: consumer")
 	url       = flag.String("url", "", "internal: the NATS server's URL")
@@ -169,6 +170,9 @@ func runFastMQ(bin string) (result, error) {
 	if *early {
 		c.Args = append(c.Args, "--visible-before-sync")
 	}
+	if *procs > 0 {
+		c.Args = append(c.Args, "--member-procs", strconv.Itoa(*procs))
+	}
 	c.Stderr = os.Stderr
 	out, err := c.Output()
 	if err != nil {
@@ -237,6 +241,9 @@ func runJetStream() (result, error) {
 	for i := range *consumers {
 		cmd := exec.Command(exe, "--role", "consumer", "--url", ns.ClientURL(), "--batch", strconv.Itoa(*batch), "--rate", strconv.Itoa(*rate), "--count", strconv.Itoa(*count))
 		cmd.Stderr = os.Stderr
+		if *procs > 0 {
+			cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(*procs))
+		}
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
 			return res, err

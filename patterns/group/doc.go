@@ -42,6 +42,11 @@
 // ascending and below the cursor; the records from the previous cursor
 // on that no span settles are pending, delivered once unless a run gives
 // their count (a redelivery, or a record read but not leased yet: 0).
+// The journal is preallocated: zeros are written ahead of its entries
+// (64 KiB at its creation, then as much as it holds, at most 1 MiB at a
+// time), so that an entry's fdatasync overwrites blocks the file has and
+// need not commit a new file size; zeros where an entry would begin are
+// the journal's end.
 //
 // One goroutine does the group commit: it appends the dead letters,
 // writes one journal entry per changed group with one fdatasync, and only

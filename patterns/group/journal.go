@@ -30,7 +30,18 @@ const (
 	// maxReplayPending caps the pending records one entry may create,
 	// as the snapshot's pending spans are capped.
 	maxReplayPending = 1 << 24
+	// A journal is preallocated: zeros are written ahead of its entries,
+	// minPrealloc at its creation, then as much as it holds (at most
+	// maxPrealloc) whenever an entry reaches past them, so that an
+	// entry's fdatasync overwrites blocks the file has and need not
+	// commit the file's size (a metadata commit, on ext4 a journal
+	// transaction). Zeros where an entry would begin are the end.
+	minPrealloc = 64 << 10
+	maxPrealloc = 1 << 20
 )
+
+// zeroBlock is written (never changed) to preallocate journals.
+var zeroBlock [minPrealloc]byte
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -178,6 +189,9 @@ func readJournal(path string, gen uint64) ([]jentry, recovery, error) {
 			pos += n
 			continue
 		}
+		if allZero(b[pos:]) {
+			break // preallocated space: the end
+		}
 		// Damage: a torn tail only if no valid entry follows it.
 		for p := pos + 1; p+entryHdrLen+entryFixedLen <= len(b); p++ {
 			if _, _, err2 := decodeEntry(b[p:]); err2 == nil {
@@ -195,6 +209,22 @@ func readJournal(path string, gen uint64) ([]jentry, recovery, error) {
 	}
 	rec.Entries = len(out)
 	return out, rec, nil
+}
+
+// allZero reports whether b holds only zero bytes.
+func allZero(b []byte) bool {
+	for len(b) >= 8 {
+		if binary.NativeEndian.Uint64(b) != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // removeOtherJournals removes the journals of a group other than
@@ -223,10 +253,11 @@ func removeOtherJournals(dir, stream, group string, keep uint64) error {
 
 // journal is an open journal; the flusher owns it.
 type journal struct {
-	f    *os.File
-	path string
-	gen  uint64
-	size int64
+	f     *os.File
+	path  string
+	gen   uint64
+	size  int64 // the end of its entries
+	alloc int64 // the file's size: zeros from size on
 }
 
 // createJournal creates an empty journal of generation gen (written to
@@ -249,6 +280,9 @@ func createJournal(dir, stream, group string, gen uint64) (*journal, error) {
 	if _, err := f.Write(journalHeader(gen)); err != nil {
 		return fail(err)
 	}
+	if err := writeZeros(f, journalHdrLen, minPrealloc); err != nil {
+		return fail(err)
+	}
 	if err := f.Sync(); err != nil {
 		return fail(err)
 	}
@@ -259,16 +293,36 @@ func createJournal(dir, stream, group string, gen uint64) (*journal, error) {
 		f.Close()
 		return nil, err
 	}
-	return &journal{f: f, path: path, gen: gen, size: journalHdrLen}, nil
+	return &journal{f: f, path: path, gen: gen, size: journalHdrLen, alloc: minPrealloc}, nil
+}
+
+// writeZeros writes zeros to f from byte from to byte to.
+func writeZeros(f *os.File, from, to int64) error {
+	for from < to {
+		n, err := f.WriteAt(zeroBlock[:min(int64(len(zeroBlock)), to-from)], from)
+		if err != nil {
+			return err
+		}
+		from += int64(n)
+	}
+	return nil
 }
 
 // append writes entries (whole, framed) at the journal's end and waits
-// until they are on disk (fdatasync).
+// until they are on disk (fdatasync). Entries reaching past the
+// preallocated zeros write more of them, in the same fdatasync.
 func (j *journal) append(b []byte) error {
 	if _, err := j.f.WriteAt(b, j.size); err != nil {
 		return fmt.Errorf("group: write journal %s: %w", filepath.Base(j.path), err)
 	}
 	j.size += int64(len(b))
+	if j.size > j.alloc {
+		alloc := j.size + min(max(j.size, minPrealloc), maxPrealloc)
+		if err := writeZeros(j.f, j.size, alloc); err != nil {
+			return fmt.Errorf("group: preallocate journal %s: %w", filepath.Base(j.path), err)
+		}
+		j.alloc = alloc
+	}
 	if err := fsutil.Datasync(j.f); err != nil {
 		return fmt.Errorf("group: sync journal %s: %w", filepath.Base(j.path), err)
 	}

@@ -37,6 +37,9 @@ type link struct {
 	noFrames atomic.Bool // the publisher refused FlagFrames
 	noLazy   atomic.Bool // the publisher refused FlagLazy
 	noPipe   atomic.Bool // the publisher refused FlagPipeline
+	// gathering is held (filled) by the fetch loop taking buffer slots
+	// for its next fetch: one of the two at a time (see fetchLoop).
+	gathering chan struct{}
 	// piped is closed once the publisher took a fetch with FlagPipeline,
 	// or refused it (noPipe): the second fetch loop waits for it.
 	piped     chan struct{}
@@ -67,7 +70,7 @@ func (m *Member) newLink(node, ep string) (*link, error) {
 		sock.Close()
 		return nil, fmt.Errorf("group: connect %s: %w", ep, err)
 	}
-	ln := &link{m: m, node: node, endpoint: ep, sock: sock, waiting: make(map[uint32]waiter), settles: make(chan settleReq, 4096), piped: make(chan struct{})}
+	ln := &link{m: m, node: node, endpoint: ep, sock: sock, waiting: make(map[uint32]waiter), settles: make(chan settleReq, 4096), gathering: make(chan struct{}, 1), piped: make(chan struct{})}
 	ln.ctx, ln.cancel = context.WithCancel(m.ctx)
 	ln.wg.Add(4)
 	go ln.recvLoop()
@@ -220,11 +223,26 @@ func (ln *link) fetchLoop(second bool) {
 	}
 	backoff := 50 * time.Millisecond
 	for {
+		// One of the link's two fetch loops gathers slots at a time:
+		// two that shared the slots coming back (a channel hands them
+		// out in turn) would each have half the buffer's worth only
+		// once the buffer ran dry, fetch together, and leave the
+		// member a round trip with nothing to hand out. One at a time,
+		// a fetch goes out each half buffer taken, while the other
+		// half waits. (The loops of other publishers' links still take
+		// turns with these: one whose fetch waits there for records
+		// cannot keep every slot.)
+		select {
+		case ln.gathering <- struct{}{}:
+		case <-ln.ctx.Done():
+			return
+		}
 		// Take free slots (waiting), then every other free one.
 		n := 0
 		select {
 		case n = <-m.tokens:
 		case <-ln.ctx.Done():
+			<-ln.gathering
 			return
 		}
 		// While records wait in the buffer, gather half of it before
@@ -256,9 +274,11 @@ func (ln *link) fetchLoop(second bool) {
 				n += k
 			case <-ln.ctx.Done():
 				m.returnTokens(n)
+				<-ln.gathering
 				return
 			}
 		}
+		<-ln.gathering
 		if n > limit {
 			m.returnTokens(n - limit)
 			n = limit

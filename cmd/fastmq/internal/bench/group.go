@@ -33,10 +33,13 @@ type GroupOptions struct {
 	Buffer        int // a member's MemberConfig.Buffer
 	Concurrency   int // a member's Run concurrency
 	MaxAckPending int // a member's MaxAckPending
-	Rounds        int
-	JSON          bool
-	CPUProfile    string // the publisher's; member i writes CPUProfile.member<i>
-	MemProfile    string // the publisher's allocation profile; member i writes MemProfile.member<i>
+	// MemberProcs, if positive, is each member process's GOMAXPROCS
+	// (0: the runtime's default, the machine's cores).
+	MemberProcs int
+	Rounds      int
+	JSON        bool
+	CPUProfile  string // the publisher's; member i writes CPUProfile.member<i>
+	MemProfile  string // the publisher's allocation profile; member i writes MemProfile.member<i>
 	// VisibleBeforeSync serves records before their fdatasync
 	// (spool.Config.VisibleBeforeSync).
 	VisibleBeforeSync bool
@@ -48,15 +51,17 @@ type GroupOptions struct {
 
 // GroupResult is one run's figures.
 type GroupResult struct {
-	Impl      string  `json:"impl"`
-	Count     int     `json:"count"`
-	Size      int     `json:"size"`
-	Members   int     `json:"members"`
-	Rate      int     `json:"rate,omitempty"`
-	AckedPerS float64 `json:"acked_per_s"`
-	P50us     float64 `json:"p50_us,omitempty"`
-	P99us     float64 `json:"p99_us,omitempty"`
-	MaxUs     float64 `json:"max_us,omitempty"`
+	Impl    string `json:"impl"`
+	Count   int    `json:"count"`
+	Size    int    `json:"size"`
+	Members int    `json:"members"`
+	// MemberProcs is each member process's GOMAXPROCS (0: the default).
+	MemberProcs int     `json:"member_procs,omitempty"`
+	Rate        int     `json:"rate,omitempty"`
+	AckedPerS   float64 `json:"acked_per_s"`
+	P50us       float64 `json:"p50_us,omitempty"`
+	P99us       float64 `json:"p99_us,omitempty"`
+	MaxUs       float64 `json:"max_us,omitempty"`
 	// DurableP50us and DurableP99us: from the append's acknowledgement
 	// (durable) to delivery: what the group path adds to the fsync.
 	DurableP50us float64 `json:"durable_p50_us,omitempty"`
@@ -123,7 +128,11 @@ func Group(ctx context.Context, out io.Writer, o GroupOptions) error {
 			json.NewEncoder(out).Encode(r)
 			continue
 		}
-		fmt.Fprintf(out, "group end to end: 1 publisher, %d member processes, %d records of %d B, explicit acks\n", r.Members, r.Count, r.Size)
+		procs := ""
+		if r.MemberProcs > 0 {
+			procs = fmt.Sprintf(" (GOMAXPROCS %d)", r.MemberProcs)
+		}
+		fmt.Fprintf(out, "group end to end: 1 publisher, %d member processes%s, %d records of %d B, explicit acks\n", r.Members, procs, r.Count, r.Size)
 		fmt.Fprintf(out, "  %.0f acked records/s\n", r.AckedPerS)
 		fmt.Fprintf(out, "  CPU per record: publisher %.2f µs, members %.2f µs\n", r.PubCPUus, r.MemberCPUus)
 		fmt.Fprintf(out, "  heap allocations per record: publisher %.3f (%.0f B), members %.3f (%.0f B); requests per record %.4f\n", r.PubAllocs, r.PubBytes, r.MemberAllocs, r.MemberBytes, r.Requests)
@@ -145,7 +154,7 @@ func Group(ctx context.Context, out io.Writer, o GroupOptions) error {
 
 // groupRun runs one round in a fresh spool.
 func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
-	res := GroupResult{Impl: "fastmq", Count: o.Count, Size: o.Size, Members: o.Members, Rate: o.Rate}
+	res := GroupResult{Impl: "fastmq", Count: o.Count, Size: o.Size, Members: o.Members, MemberProcs: o.MemberProcs, Rate: o.Rate}
 	dir, err := os.MkdirTemp("", "fastmq-bench-group-")
 	if err != nil {
 		return res, err
@@ -201,6 +210,9 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 		}
 		cmd := exec.CommandContext(ctx, exe, args...)
 		cmd.Stderr = os.Stderr
+		if o.MemberProcs > 0 {
+			cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(o.MemberProcs))
+		}
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
 			return res, err
