@@ -30,13 +30,18 @@ type peer struct {
 	inproc bool            // conn is an inproc pipe
 	cred   PeerCredentials // what the handshake authenticated
 
+	// senderWrites: Config.SenderWrites applies (direct.go); sbatch is
+	// the batch a sender writing takes messages into (wmu's holder only).
+	senderWrites bool
+	sbatch       []Msg
+
 	// lingerDL is the read deadline Close's linger set (Unix ns; 0 = none).
 	// alive restores it if it overwrote it, so a peer cannot keep Close
 	// waiting.
 	lingerDL atomic.Int64
 
 	outq    *outQueue
-	written int64 // writer only: bytes of the last batch, for outq.take
+	written int64 // wmu's holder: bytes of the last batch, for outq.take
 	inq     *inQueue
 	ctrl    chan zmtp.Command
 	subctl  subCtl // SUB/XSUB: subscription changes to announce
@@ -158,6 +163,7 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 		quit:        make(chan struct{}),
 	}
 	rd.p = p
+	p.senderWrites = s.cfg.SenderWrites && cw.try != nil
 	p.r.MaxMsgSize = s.cfg.MaxMsgSize
 	switch m := s.cfg.MaxMsgSize; {
 	case m < 0:
