@@ -113,19 +113,23 @@ func (p *peer) writeDirect(m Msg, n int64) bool {
 	return true
 }
 
-// writeQueuedBySender (Config.SenderWrites) writes what is queued for p
-// from a sender's goroutine: the sender whose push found no one writing
-// (outQueue.pushBySender). It first yields, so that the goroutines
-// ready to run queue their messages too (a batch of replies wakes
-// several callers at once), then takes and writes batches until the
+// writeClaimed writes what is queued for p from the goroutine that
+// claimed the writing (outQueue.writing): a sender whose push found no
+// one writing (Config.SenderWrites: outQueue.pushBySender), or a
+// ROUTER's reader goroutine after waking receivers (writesReplies). With
+// yield it first yields, so that the goroutines ready to run queue their
+// messages too (a batch of replies wakes several callers at once); the
+// reader has yielded already. It takes and writes batches until the
 // queue is empty, as the writer goroutine would, but with writes that
 // never wait: what the connection does not take at once, more than
 // maxWriteRounds batches, or a write held by another goroutine is left
 // to the writer goroutine, woken for it. The queue keeps saying that
 // someone writes until a take finds it empty, so a message queued
 // meanwhile is never left behind.
-func (p *peer) writeQueuedBySender() {
-	runtime.Gosched()
+func (p *peer) writeClaimed(yield bool) {
+	if yield {
+		runtime.Gosched()
+	}
 	if !p.wmu.TryLock() {
 		signal(p.outq.ready)
 		return
@@ -142,13 +146,16 @@ func (p *peer) writeQueuedBySender() {
 	p.cw.nonblock = true
 	var err error
 	empty := false
-	for range maxWriteRounds {
+	for round := range maxWriteRounds {
 		b, n := p.outq.take(p.sbatch, p.written)
 		p.written = 0
 		p.s.rr.blocked.wakeIfWaiting()
 		if len(b) == 0 {
 			empty = true
 			break
+		}
+		if round == 0 {
+			p.s.st.claimedWrites.Add(1)
 		}
 		for _, m := range b {
 			if err = p.write(m); err != nil {
@@ -166,7 +173,6 @@ func (p *peer) writeQueuedBySender() {
 	}
 	p.cw.nonblock = false
 	p.wmu.Unlock()
-	p.s.st.senderWrites.Add(1)
 	if err != nil {
 		p.shutdown(err)
 		return

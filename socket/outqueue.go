@@ -98,7 +98,7 @@ func (q *outQueue) pushDrop(m Msg, n int64) bool {
 // pushBySender is push for a socket whose senders write
 // (Config.SenderWrites): it never wakes the writer. write says that no
 // one was writing what is queued: the caller must now (see
-// peer.writeQueuedBySender); otherwise whoever writes takes m too.
+// peer.writeClaimed); otherwise whoever writes takes m too.
 func (q *outQueue) pushBySender(m Msg, n int64) (ok, write bool) {
 	q.mu.Lock()
 	if q.gone {
@@ -118,6 +118,19 @@ func (q *outQueue) pushBySender(m Msg, n int64) (ok, write bool) {
 	q.writing = true
 	q.mu.Unlock()
 	return true, write
+}
+
+// claim makes the caller the one who writes what is queued (see
+// writing), unless someone is already; it reports whether it did. The
+// caller must then call peer.writeClaimed.
+func (q *outQueue) claim() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.writing || q.gone {
+		return false
+	}
+	q.writing = true
+	return true
 }
 
 // errPeerGone ends a wait for room in the queue of a peer that went away.
@@ -150,8 +163,11 @@ func (q *outQueue) add(m Msg, n int64) {
 	if q.total != nil {
 		q.total.Add(n)
 	}
-	wake := q.sleeping
-	q.sleeping = false
+	// Whoever writes (writing) takes m too: no need to wake the writer.
+	wake := q.sleeping && !q.writing
+	if wake {
+		q.sleeping = false
+	}
 	q.mu.Unlock()
 	if wake {
 		signal(q.ready)

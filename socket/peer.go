@@ -30,10 +30,14 @@ type peer struct {
 	inproc bool            // conn is an inproc pipe
 	cred   PeerCredentials // what the handshake authenticated
 
-	// senderWrites: Config.SenderWrites applies (direct.go); sbatch is
-	// the batch a sender writing takes messages into (wmu's holder only).
-	senderWrites bool
-	sbatch       []Msg
+	// senderWrites: Config.SenderWrites applies (direct.go).
+	// writesReplies: the reader goroutine writes what is sent while it
+	// lets the receivers it woke run (ROUTER over tcp or ipc: a server's
+	// replies). sbatch is the batch either takes messages into (wmu's
+	// holder only).
+	senderWrites  bool
+	writesReplies bool
+	sbatch        []Msg
 
 	// lingerDL is the read deadline Close's linger set (Unix ns; 0 = none).
 	// alive restores it if it overwrote it, so a peer cannot keep Close
@@ -164,6 +168,7 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 	}
 	rd.p = p
 	p.senderWrites = s.cfg.SenderWrites && cw.try != nil
+	p.writesReplies = s.kind == Router && cw.try != nil && !p.inproc
 	p.r.MaxMsgSize = s.cfg.MaxMsgSize
 	switch m := s.cfg.MaxMsgSize; {
 	case m < 0:

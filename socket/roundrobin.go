@@ -49,7 +49,7 @@ func (s *Socket) tryRR(m Msg, size int64) *peer {
 				continue
 			}
 			if write {
-				p.writeQueuedBySender()
+				p.writeClaimed(true)
 			}
 			return p
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -88,7 +89,7 @@ func TestSenderWritesConcurrentSenders(t *testing.T) {
 				}
 			}
 		}
-		if dealer.st.senderWrites.Load() == 0 {
+		if dealer.st.claimedWrites.Load() == 0 {
 			t.Fatal("no sender wrote: the writer goroutine wrote everything")
 		}
 	})
@@ -138,6 +139,57 @@ func TestSenderWritesLeaveRestToWriter(t *testing.T) {
 			if len(m.Frames) != 2 || !bytes.Equal(m.Frames[1], body(i)) {
 				t.Fatalf("message %d of %d arrived damaged or out of order", i, sent)
 			}
+		}
+	})
+}
+
+// A ROUTER's reader goroutine writes the replies its receivers send
+// while it lets them run, instead of waking the writer goroutine: over
+// many round trips, some replies go out that way, and every reply
+// arrives.
+func TestRouterReaderWritesReplies(t *testing.T) {
+	sockettest.Matrix(t, func(t *testing.T, ep func() string) {
+		ctx := tctx(t)
+		router := mk(t, Router, Config{})
+		dealer := mk(t, Dealer, Config{})
+		connect(t, dealer, bind(t, router, ep()))
+		waitPeers(t, dealer, 1)
+		// Several receivers, as an RPC server has: the reader goroutine
+		// reads for them (a single one would read the connection itself).
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for {
+					m, err := router.Recv(ctx)
+					if err != nil {
+						return
+					}
+					if err := router.Send(ctx, m); err != nil {
+						return
+					}
+				}
+			})
+		}
+		const n = 500
+		for i := range n {
+			b := make([]byte, 4)
+			binary.BigEndian.PutUint32(b, uint32(i))
+			mustSend(t, ctx, dealer, string(b))
+			m, err := dealer.Recv(ctx)
+			if err != nil {
+				t.Fatalf("reply %d: %v", i, err)
+			}
+			if got := binary.BigEndian.Uint32(m.Frames[0]); got != uint32(i) {
+				t.Fatalf("reply %d came as %d", i, got)
+			}
+		}
+		router.Close()
+		wg.Wait()
+		if strings.HasPrefix(ep(), "inproc") {
+			return // an inproc reader reads on without letting receivers run
+		}
+		if w := router.st.claimedWrites.Load(); w == 0 {
+			t.Fatalf("the reader wrote none of %d replies: the writer goroutine wrote them all", n)
 		}
 	})
 }

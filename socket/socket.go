@@ -85,8 +85,9 @@ type Socket struct {
 		// Direct writes (direct.go), and those that left a rest to the
 		// writer goroutine: for tests and benchmarks, not in Stats.
 		direct, directRest atomic.Uint64
-		// Writes by senders (Config.SenderWrites, direct.go), likewise.
-		senderWrites atomic.Uint64
+		// Writes by a sender or a ROUTER's reader rather than the
+		// writer goroutine (peer.writeClaimed), likewise.
+		claimedWrites atomic.Uint64
 		// Messages a Recv read from the connection itself
 		// (recvdirect.go), likewise.
 		directRecv atomic.Uint64
