@@ -160,7 +160,7 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 		inproc:      isMemConn(c),
 		lends:       directRecvKind(s.kind) && !isMemConn(c),
 		outq:        newOutQueue(s.cfg.SendHWM, s.cfg.SendHWMBytes, &s.queuedBytes, s.cfg.SendHWMBytesTotal),
-		inq:         newInQueue(s.cfg.RecvHWM, s.cfg.RecvHWMBytes),
+		inq:         newInQueue(s.cfg.RecvHWM, s.cfg.RecvHWMBytes, &s.in.queued),
 		inRoom:      s.cfg.RecvHWM,
 		inRoomBytes: s.cfg.RecvHWMBytes,
 		ctrl:        make(chan zmtp.Command, 16),

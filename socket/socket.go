@@ -128,6 +128,7 @@ func New(kind Kind, cfg Config) (*Socket, error) {
 	}
 	s.rr.blocked.init()
 	s.in.blocked.init()
+	s.in.blocked.more = func() bool { return s.in.queued.Load() > 0 || s.in.leftN.Load() > 0 }
 	s.router.init()
 	s.ev.init()
 	s.hs = zmtp.Config{
