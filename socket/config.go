@@ -134,6 +134,19 @@ type Config struct {
 	// ReqCorrelate makes a REQ prefix each request with a request id and
 	// discard replies that do not carry the current one.
 	ReqCorrelate bool
+	// SenderWrites makes a DEALER, PUSH or PAIR write its messages from
+	// the sending goroutines instead of waking each connection's writer
+	// goroutine (as REQ and REP always do when the writer is idle): the
+	// Send that finds no write under way yields once, so that the
+	// goroutines ready to run queue their messages too, then writes all
+	// that is queued in one write; Sends that come meanwhile only queue.
+	// Send still never waits for the network (what the connection does
+	// not take at once goes to the writer goroutine), and ordering,
+	// SendHWM and Close behave as without it. It suits senders that each
+	// wait for an answer (an RPC client): a hand-off fewer per batch. A
+	// goroutine streaming messages should leave it off, as its every
+	// Send would then make a write.
+	SenderWrites bool
 	// Logger receives lifecycle logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -162,6 +175,7 @@ func (c Config) checkKind(k Kind) error {
 		{c.RouterHandover, "RouterHandover", []Kind{Router}},
 		{c.ReqRelaxed, "ReqRelaxed", []Kind{Req}},
 		{c.ReqCorrelate, "ReqCorrelate", []Kind{Req}},
+		{c.SenderWrites, "SenderWrites", []Kind{Dealer, Push, Pair}},
 	} {
 		if o.set && !slices.Contains(o.kinds, k) {
 			return fmt.Errorf("%w: Config.%s applies to %v sockets, not %s", ErrNotSupported, o.name, o.kinds, k)

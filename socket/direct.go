@@ -1,6 +1,9 @@
 package socket
 
-import "net"
+import (
+	"net"
+	"runtime"
+)
 
 // Direct writes. A REQ or REP sender always waits for the answer to what
 // it sends, so it never streams: its message is best written by the
@@ -108,4 +111,76 @@ func (p *peer) writeDirect(m Msg, n int64) bool {
 		signal(p.outq.ready) // the writer writes the rest
 	}
 	return true
+}
+
+// writeClaimed writes what is queued for p from the goroutine that
+// claimed the writing (outQueue.writing): a sender whose push found no
+// one writing (Config.SenderWrites: outQueue.pushBySender), or a
+// ROUTER's reader goroutine after waking receivers (writesReplies). With
+// yield it first yields, so that the goroutines ready to run queue their
+// messages too (a batch of replies wakes several callers at once); the
+// reader has yielded already. It takes and writes batches until the
+// queue is empty, as the writer goroutine would, but with writes that
+// never wait: what the connection does not take at once, more than
+// maxWriteRounds batches, or a write held by another goroutine is left
+// to the writer goroutine, woken for it. The queue keeps saying that
+// someone writes until a take finds it empty, so a message queued
+// meanwhile is never left behind.
+func (p *peer) writeClaimed(yield bool) {
+	if yield {
+		runtime.Gosched()
+	}
+	if !p.wmu.TryLock() {
+		signal(p.outq.ready)
+		return
+	}
+	// Once Close began, the writer's linger owns the connection.
+	if p.s.closed.Load() || p.w.Buffered() != 0 || len(p.cw.rest) != 0 {
+		p.wmu.Unlock()
+		signal(p.outq.ready)
+		return
+	}
+	if p.sbatch == nil {
+		p.sbatch = make([]Msg, 0, maxBatch)
+	}
+	p.cw.nonblock = true
+	var err error
+	empty := false
+	for round := range maxWriteRounds {
+		b, n := p.outq.take(p.sbatch, p.written)
+		p.written = 0
+		p.s.rr.blocked.wakeIfWaiting()
+		if len(b) == 0 {
+			empty = true
+			break
+		}
+		if round == 0 {
+			p.s.st.claimedWrites.Add(1)
+		}
+		for _, m := range b {
+			if err = p.write(m); err != nil {
+				break
+			}
+		}
+		clear(b)
+		p.written = n
+		if err == nil {
+			err = p.w.Flush()
+		}
+		if err != nil || len(p.cw.rest) != 0 {
+			break
+		}
+	}
+	p.cw.nonblock = false
+	p.wmu.Unlock()
+	if err != nil {
+		p.shutdown(err)
+		return
+	}
+	if len(p.cw.rest) != 0 {
+		p.s.st.directRest.Add(1)
+	}
+	if !empty {
+		signal(p.outq.ready) // the writer goes on from here
+	}
 }

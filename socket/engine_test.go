@@ -269,6 +269,7 @@ func TestKindOptionsRefused(t *testing.T) {
 		{Pub, Config{RouterHandover: true}, "RouterHandover"},
 		{Rep, Config{ReqRelaxed: true}, "ReqRelaxed"},
 		{Dealer, Config{ReqCorrelate: true}, "ReqCorrelate"},
+		{Router, Config{SenderWrites: true}, "SenderWrites"},
 	} {
 		s, err := New(c.kind, c.cfg)
 		if err == nil {

@@ -27,10 +27,13 @@ type inQueue struct {
 	// reader looks for waiters after it pushes (waiters), so with n read
 	// and written atomically one of them sees the other.
 	n atomic.Int32
+	// total counts the messages of all the socket's receive queues
+	// (fairQueue.queued), changed as n is.
+	total *atomic.Int64
 }
 
-func newInQueue(hwm int, hwmBytes int64) *inQueue {
-	return &inQueue{hwm: hwm, hwmBytes: hwmBytes, room: make(chan struct{}, 1)}
+func newInQueue(hwm int, hwmBytes int64, total *atomic.Int64) *inQueue {
+	return &inQueue{hwm: hwm, hwmBytes: hwmBytes, room: make(chan struct{}, 1), total: total}
 }
 
 // push appends as many messages of b as fit, given their sizes in sizes,
@@ -52,6 +55,7 @@ func (q *inQueue) push(b []Msg, sizes []int64, at int64) (taken, room int, roomB
 	}
 	room, roomBytes = q.hwm-q.ring.n, q.hwmBytes-q.bytes
 	q.n.Store(int32(q.ring.n))
+	q.total.Add(int64(k))
 	q.mu.Unlock()
 	return k, room, roomBytes
 }
@@ -69,6 +73,7 @@ func (q *inQueue) pop() (Msg, int64, bool) {
 	at := q.ring.oldestAt()
 	m := q.ring.get()
 	q.n.Store(int32(q.ring.n))
+	q.total.Add(-1)
 	q.bytes -= msgBytes(m)
 	wake := q.waiting && q.ring.n <= q.hwm/2 && q.bytes <= q.hwmBytes/2
 	if wake {
@@ -92,6 +97,7 @@ func (q *inQueue) dropNewest(n int) int {
 	}
 	n = q.ring.dropNewest(n)
 	q.n.Store(int32(q.ring.n))
+	q.total.Add(-int64(n))
 	return n
 }
 
@@ -107,6 +113,7 @@ func (q *inQueue) dropBytes(limit int64) int {
 		k++
 	}
 	q.n.Store(int32(q.ring.n))
+	q.total.Add(-int64(k))
 	return k
 }
 

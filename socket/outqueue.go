@@ -31,6 +31,10 @@ type outQueue struct {
 	sleeping bool          // the writer found the queue empty
 	ready    chan struct{} // capacity 1: wakes the writer
 	blocked  waiters       // senders waiting in waitRoom
+	// writing says that a sender writes what is queued, or will
+	// (Config.SenderWrites: pushBySender); the one whose take finds the
+	// queue empty clears it, so the next sender to push writes.
+	writing bool
 }
 
 func newOutQueue(hwm int, hwmBytes int64, total *atomic.Int64, totalMax int64) *outQueue {
@@ -91,6 +95,44 @@ func (q *outQueue) pushDrop(m Msg, n int64) bool {
 	return true
 }
 
+// pushBySender is push for a socket whose senders write
+// (Config.SenderWrites): it never wakes the writer. write says that no
+// one was writing what is queued: the caller must now (see
+// peer.writeClaimed); otherwise whoever writes takes m too.
+func (q *outQueue) pushBySender(m Msg, n int64) (ok, write bool) {
+	q.mu.Lock()
+	if q.gone {
+		q.mu.Unlock()
+		return true, false
+	}
+	if !q.fitsLocked(n) {
+		q.mu.Unlock()
+		return false, false
+	}
+	q.ring.put(m, q.hwm)
+	q.bytes += n
+	if q.total != nil {
+		q.total.Add(n)
+	}
+	write = !q.writing
+	q.writing = true
+	q.mu.Unlock()
+	return true, write
+}
+
+// claim makes the caller the one who writes what is queued (see
+// writing), unless someone is already; it reports whether it did. The
+// caller must then call peer.writeClaimed.
+func (q *outQueue) claim() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.writing || q.gone {
+		return false
+	}
+	q.writing = true
+	return true
+}
+
 // errPeerGone ends a wait for room in the queue of a peer that went away.
 var errPeerGone = errors.New("socket: peer went away")
 
@@ -121,8 +163,11 @@ func (q *outQueue) add(m Msg, n int64) {
 	if q.total != nil {
 		q.total.Add(n)
 	}
-	wake := q.sleeping
-	q.sleeping = false
+	// Whoever writes (writing) takes m too: no need to wake the writer.
+	wake := q.sleeping && !q.writing
+	if wake {
+		q.sleeping = false
+	}
 	q.mu.Unlock()
 	if wake {
 		signal(q.ready)
@@ -147,6 +192,7 @@ func (q *outQueue) take(dst []Msg, written int64) ([]Msg, int64) {
 	}
 	if len(dst) == 0 {
 		q.sleeping = true
+		q.writing = false
 	}
 	q.mu.Unlock()
 	if q.total != nil && written != 0 {

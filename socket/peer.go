@@ -30,13 +30,22 @@ type peer struct {
 	inproc bool            // conn is an inproc pipe
 	cred   PeerCredentials // what the handshake authenticated
 
+	// senderWrites: Config.SenderWrites applies (direct.go).
+	// writesReplies: the reader goroutine writes what is sent while it
+	// lets the receivers it woke run (ROUTER over tcp or ipc: a server's
+	// replies). sbatch is the batch either takes messages into (wmu's
+	// holder only).
+	senderWrites  bool
+	writesReplies bool
+	sbatch        []Msg
+
 	// lingerDL is the read deadline Close's linger set (Unix ns; 0 = none).
 	// alive restores it if it overwrote it, so a peer cannot keep Close
 	// waiting.
 	lingerDL atomic.Int64
 
 	outq    *outQueue
-	written int64 // writer only: bytes of the last batch, for outq.take
+	written int64 // wmu's holder: bytes of the last batch, for outq.take
 	inq     *inQueue
 	ctrl    chan zmtp.Command
 	subctl  subCtl // SUB/XSUB: subscription changes to announce
@@ -151,13 +160,15 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 		inproc:      isMemConn(c),
 		lends:       directRecvKind(s.kind) && !isMemConn(c),
 		outq:        newOutQueue(s.cfg.SendHWM, s.cfg.SendHWMBytes, &s.queuedBytes, s.cfg.SendHWMBytesTotal),
-		inq:         newInQueue(s.cfg.RecvHWM, s.cfg.RecvHWMBytes),
+		inq:         newInQueue(s.cfg.RecvHWM, s.cfg.RecvHWMBytes, &s.in.queued),
 		inRoom:      s.cfg.RecvHWM,
 		inRoomBytes: s.cfg.RecvHWMBytes,
 		ctrl:        make(chan zmtp.Command, 16),
 		quit:        make(chan struct{}),
 	}
 	rd.p = p
+	p.senderWrites = s.cfg.SenderWrites && cw.try != nil
+	p.writesReplies = s.kind == Router && cw.try != nil && !p.inproc
 	p.r.MaxMsgSize = s.cfg.MaxMsgSize
 	switch m := s.cfg.MaxMsgSize; {
 	case m < 0:

@@ -60,6 +60,12 @@ func (p *peer) readLoop() error {
 			// count the traffic we had as a sign of life.
 			if len(p.batch) > 0 {
 				p.flushIn()
+				// On a ROUTER, we write what the receivers send in
+				// answer meanwhile (writesReplies): no need to wake the
+				// writer goroutine for it. Claimed after flushIn, which
+				// may wait for receivers whose Sends would otherwise
+				// wait for us.
+				claimed := p.writesReplies && p.outq.claim()
 				// Let the receivers just woken run before we read again:
 				// what they send in answer comes back sooner, and the
 				// next read finds more at once instead of an empty
@@ -68,6 +74,9 @@ func (p *peer) readLoop() error {
 				// costs no system call: there we read on.
 				if !p.inproc {
 					runtime.Gosched()
+				}
+				if claimed {
+					p.writeClaimed(false)
 				}
 			}
 			p.alive(false)

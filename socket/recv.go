@@ -82,6 +82,10 @@ type fairQueue struct {
 	// once and hands them out).
 	waiting atomic.Int32
 
+	// queued counts the messages in the peers' receive queues (departed
+	// ones included): a receiver passes its wake-up on only while some
+	// are left (waiters.more).
+	queued   atomic.Int64
 	leftN    atomic.Int32 // len(departed) + len(left), a hint for the fast path
 	mu       sync.Mutex   // guards departed and left
 	departed []*peer

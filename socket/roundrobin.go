@@ -43,6 +43,16 @@ func (s *Socket) tryRR(m Msg, size int64) *peer {
 	start := s.rr.next.Add(1)
 	for i := uint32(0); i < n; i++ {
 		p := ps[(start+i)%n]
+		if p.senderWrites {
+			ok, write := p.outq.pushBySender(m, size)
+			if !ok {
+				continue
+			}
+			if write {
+				p.writeClaimed(true)
+			}
+			return p
+		}
 		if p.writeDirect(m, size) || p.outq.push(m, size) {
 			return p
 		}

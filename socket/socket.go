@@ -85,6 +85,9 @@ type Socket struct {
 		// Direct writes (direct.go), and those that left a rest to the
 		// writer goroutine: for tests and benchmarks, not in Stats.
 		direct, directRest atomic.Uint64
+		// Writes by a sender or a ROUTER's reader rather than the
+		// writer goroutine (peer.writeClaimed), likewise.
+		claimedWrites atomic.Uint64
 		// Messages a Recv read from the connection itself
 		// (recvdirect.go), likewise.
 		directRecv atomic.Uint64
@@ -125,6 +128,7 @@ func New(kind Kind, cfg Config) (*Socket, error) {
 	}
 	s.rr.blocked.init()
 	s.in.blocked.init()
+	s.in.blocked.more = func() bool { return s.in.queued.Load() > 0 || s.in.leftN.Load() > 0 }
 	s.router.init()
 	s.ev.init()
 	s.hs = zmtp.Config{

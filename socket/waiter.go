@@ -18,15 +18,20 @@ import (
 //     before anyone takes them cost one;
 //   - a waiter whose try then succeeds passes the wake-up on to the next
 //     blocked one while others still wait, since one token may stand for
-//     room (or messages) enough for several; one whose try fails keeps
-//     it, as whoever makes the condition true next wakes the waiters
-//     again.
+//     room (or messages) enough for several, unless more says nothing is
+//     left for them; one whose try fails keeps it, as whoever makes the
+//     condition true next wakes the waiters again.
 //
 // The zero value is not usable: call init first.
 type waiters struct {
 	n     atomic.Int32  // goroutines in wait
 	ch    chan struct{} // capacity 1: wakes one waiter
 	woken atomic.Int64  // wake-ups taken by waiters (for tests)
+	// more, if set, reports whether the condition may still hold for
+	// another waiter after one succeeded: the wake-up is passed on only
+	// then. Whoever makes it true again must do so before looking for
+	// waiters (wakeIfWaiting), so one of the two sees the other.
+	more func() bool
 }
 
 func (w *waiters) init() { w.ch = make(chan struct{}, 1) }
@@ -68,7 +73,7 @@ func (w *waiters) wait(ctx context.Context, quit, closing <-chan struct{}, try f
 				return ErrClosed
 			}
 		}
-		if w.n.Add(-1) > 0 && ok {
+		if w.n.Add(-1) > 0 && ok && (w.more == nil || w.more()) {
 			w.wake()
 		}
 		if ok {

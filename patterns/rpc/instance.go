@@ -175,6 +175,9 @@ func (c *Client) newInstance(node string, eps []string) (*instance, error) {
 	if sc.Linger == 0 {
 		sc.Linger = -1 // requests queued for a departed instance are retried elsewhere
 	}
+	// Each caller waits for its reply: callers write their requests
+	// themselves, in batches, rather than wake a writer goroutine.
+	sc.SenderWrites = true
 	s, err := socket.New(socket.Dealer, sc)
 	if err != nil {
 		return nil, err
