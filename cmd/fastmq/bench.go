@@ -237,6 +237,7 @@ records per second, one at a time, and prints append-to-delivery percentiles
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write the publisher's CPU profile to `FILE` (member i's to FILE.member<i>)")
 	f.StringVar(&o.MemProfile, "memprofile", "", "write the publisher's allocation profile to `FILE` at the end (member i's to FILE.member<i>)")
 	f.BoolVar(&o.VisibleBeforeSync, "visible-before-sync", false, "serve records to the members once written, before their fdatasync (spool.Config.VisibleBeforeSync, a node's --deliver-before-sync)")
+	f.DurationVar(&o.MinSyncInterval, "min-sync-interval", 0, "least time between the starts of two of the stream's fdatasyncs (spool.Config.MinSyncInterval; 0: back to back, as a node's streams)")
 	f.StringVar(&o.Role, "role", "", "internal: member")
 	f.StringVar(&o.Connect, "connect", "", "internal: the publisher's spool endpoint")
 	f.MarkHidden("role")

@@ -43,6 +43,10 @@ type GroupOptions struct {
 	// VisibleBeforeSync serves records before their fdatasync
 	// (spool.Config.VisibleBeforeSync).
 	VisibleBeforeSync bool
+	// MinSyncInterval paces the stream's fdatasyncs
+	// (spool.Config.MinSyncInterval; 0: back to back, as a node's
+	// streams).
+	MinSyncInterval time.Duration
 
 	// Member mode (a child of the publisher's run).
 	Role    string // "member"
@@ -160,7 +164,7 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	l, err := spool.Open(spool.Config{Dir: filepath.Join(dir, "stream"), GroupInterval: -1, VisibleBeforeSync: o.VisibleBeforeSync})
+	l, err := spool.Open(spool.Config{Dir: filepath.Join(dir, "stream"), GroupInterval: -1, VisibleBeforeSync: o.VisibleBeforeSync, MinSyncInterval: o.MinSyncInterval})
 	if err != nil {
 		return res, err
 	}
