@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -33,5 +34,31 @@ func TestDiskGuardFlags(t *testing.T) {
 		if _, err := parse(bad...); err == nil || !strings.Contains(err.Error(), bad[0]) {
 			t.Errorf("%v: %v, want an error naming %s", bad, err, bad[0])
 		}
+	}
+}
+
+// TestSpoolSyncFlags: --deliver-before-sync and --min-sync-interval reach
+// the node's spool configuration, and a negative interval is refused
+// naming the flag.
+func TestSpoolSyncFlags(t *testing.T) {
+	parse := func(args ...string) (fastmq.Config, error) {
+		var f nodeFlags
+		cmd := &cobra.Command{Use: "x"}
+		f.register(cmd, "name", "n")
+		if err := cmd.Flags().Parse(append([]string{"--data", t.TempDir()}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		return f.config()
+	}
+	cfg, err := parse()
+	if err != nil || cfg.Spool.VisibleBeforeSync || cfg.Spool.MinSyncInterval != 0 {
+		t.Fatalf("defaults: %+v, %v", cfg.Spool, err)
+	}
+	cfg, err = parse("--deliver-before-sync", "--min-sync-interval", "5ms")
+	if err != nil || !cfg.Spool.VisibleBeforeSync || cfg.Spool.MinSyncInterval != 5*time.Millisecond {
+		t.Fatalf("got %+v, %v; want VisibleBeforeSync and MinSyncInterval 5ms", cfg.Spool, err)
+	}
+	if _, err := parse("--min-sync-interval", "-1ms"); err == nil || !strings.Contains(err.Error(), "--min-sync-interval") {
+		t.Fatalf("negative interval: %v, want an error naming --min-sync-interval", err)
 	}
 }
