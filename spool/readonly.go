@@ -6,6 +6,8 @@ import (
 	"io"
 	"math"
 	"os"
+
+	"github.com/fastmq/fastmq/internal/fsutil"
 )
 
 // A read-only Log (OpenReadOnly) has no writer goroutines: its index of
@@ -198,7 +200,7 @@ func (l *Log) validAfter(s *segment, from, size int64, expect uint64) (int64, bo
 	if err != nil && !errors.Is(err, io.EOF) {
 		return 0, false, fmt.Errorf("spool: read segment %s: %w", s.name, err)
 	}
-	if allZero(hb[:n]) {
+	if fsutil.AllZero(hb[:n]) {
 		zero, err := zeroFrom(s.f, max(from, s.zeroTo), size)
 		if err != nil {
 			return 0, false, fmt.Errorf("spool: read segment %s: %w", s.name, err)

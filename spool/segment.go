@@ -261,25 +261,10 @@ func zeroFrom(f *os.File, from, size int64) (bool, error) {
 		if _, err := f.ReadAt(buf[:n], from); err != nil && !errors.Is(err, io.EOF) {
 			return false, err
 		}
-		if !allZero(buf[:n]) {
+		if !fsutil.AllZero(buf[:n]) {
 			return false, nil
 		}
 		from += n
 	}
 	return true, nil
-}
-
-func allZero(b []byte) bool {
-	for len(b) >= 8 {
-		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] != 0 {
-			return false
-		}
-		b = b[8:]
-	}
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/fastmq/fastmq/internal/fsutil"
 )
 
 // verifyMaxBatch is the decompressed batch limit Verify and Repair accept:
@@ -102,7 +104,7 @@ func checkSegment(dir string, base, next uint64, last bool) (segCheck, error) {
 	zeroAt := -1
 	for pos < len(data) {
 		n, cnt, why := checkBatchAt(data, pos, expect)
-		if why != "" && allZero(data[pos:]) {
+		if why != "" && fsutil.AllZero(data[pos:]) {
 			zeroAt = pos // preallocated space, or data zeroed
 			break
 		}

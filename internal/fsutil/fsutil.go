@@ -110,3 +110,20 @@ func DecodeVersionedJSON(b []byte, max int, v any) (int, error) {
 // ErrUnknownVersion reports a state file written by a newer format than
 // this build reads.
 var ErrUnknownVersion = errors.New("fsutil: unknown state file version")
+
+// AllZero reports whether b holds only zero bytes: the state of space a
+// file was extended or preallocated with and nothing was written to.
+func AllZero(b []byte) bool {
+	for len(b) >= 8 {
+		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -72,3 +72,19 @@ func TestVersionedJSON(t *testing.T) {
 		t.Fatal("truncated file decoded without error")
 	}
 }
+
+func TestAllZero(t *testing.T) {
+	for _, n := range []int{0, 1, 7, 8, 9, 64, 100} {
+		b := make([]byte, n)
+		if !AllZero(b) {
+			t.Fatalf("%d zeros: not all zero", n)
+		}
+		for i := range b {
+			b[i] = 1
+			if AllZero(b) {
+				t.Fatalf("%d bytes with byte %d set: all zero", n, i)
+			}
+			b[i] = 0
+		}
+	}
+}

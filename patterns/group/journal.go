@@ -189,7 +189,7 @@ func readJournal(path string, gen uint64) ([]jentry, recovery, error) {
 			pos += n
 			continue
 		}
-		if allZero(b[pos:]) {
+		if fsutil.AllZero(b[pos:]) {
 			break // preallocated space: the end
 		}
 		// Damage: a torn tail only if no valid entry follows it.
@@ -209,22 +209,6 @@ func readJournal(path string, gen uint64) ([]jentry, recovery, error) {
 	}
 	rec.Entries = len(out)
 	return out, rec, nil
-}
-
-// allZero reports whether b holds only zero bytes.
-func allZero(b []byte) bool {
-	for len(b) >= 8 {
-		if binary.NativeEndian.Uint64(b) != 0 {
-			return false
-		}
-		b = b[8:]
-	}
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // removeOtherJournals removes the journals of a group other than

@@ -142,7 +142,7 @@ func TestJournalTornTail(t *testing.T) {
 		}
 	}
 	for cut := ends[1] + 1; cut < ends[2]; cut++ {
-		if allZero(full[ends[1]:cut]) {
+		if fsutil.AllZero(full[ends[1]:cut]) {
 			continue // the length's zero high bytes: read as the end (below)
 		}
 		check("cut", full[:cut])
@@ -210,7 +210,7 @@ func TestJournalPreallocatedTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !allZero(full[last:]) {
+	if !fsutil.AllZero(full[last:]) {
 		t.Fatal("the preallocated space is not zeros")
 	}
 	g, rec, err := loadState(dir, "s", "g")
