@@ -10,18 +10,23 @@ import (
 	"github.com/fastmq/fastmq"
 )
 
+// parseNodeFlags parses args (with a temporary --data) as a node
+// command's flags and returns the node configuration they make.
+func parseNodeFlags(t *testing.T, args ...string) (fastmq.Config, error) {
+	t.Helper()
+	var f nodeFlags
+	cmd := &cobra.Command{Use: "x"}
+	f.register(cmd, "name", "n")
+	if err := cmd.Flags().Parse(append([]string{"--data", t.TempDir()}, args...)); err != nil {
+		t.Fatal(err)
+	}
+	return f.config()
+}
+
 // TestDiskGuardFlags: the --disk-* flags make the node's DiskGuard, and
 // bad values are refused naming the flag.
 func TestDiskGuardFlags(t *testing.T) {
-	parse := func(args ...string) (fastmq.Config, error) {
-		var f nodeFlags
-		cmd := &cobra.Command{Use: "x"}
-		f.register(cmd, "name", "n")
-		if err := cmd.Flags().Parse(append([]string{"--data", t.TempDir()}, args...)); err != nil {
-			t.Fatal(err)
-		}
-		return f.config()
-	}
+	parse := func(args ...string) (fastmq.Config, error) { return parseNodeFlags(t, args...) }
 	cfg, err := parse()
 	if err != nil || cfg.DiskGuard != (fastmq.DiskGuard{MinFreePercent: 5}) {
 		t.Fatalf("defaults: %+v, %v", cfg.DiskGuard, err)
@@ -41,15 +46,7 @@ func TestDiskGuardFlags(t *testing.T) {
 // the node's spool configuration, and a negative interval is refused
 // naming the flag.
 func TestSpoolSyncFlags(t *testing.T) {
-	parse := func(args ...string) (fastmq.Config, error) {
-		var f nodeFlags
-		cmd := &cobra.Command{Use: "x"}
-		f.register(cmd, "name", "n")
-		if err := cmd.Flags().Parse(append([]string{"--data", t.TempDir()}, args...)); err != nil {
-			t.Fatal(err)
-		}
-		return f.config()
-	}
+	parse := func(args ...string) (fastmq.Config, error) { return parseNodeFlags(t, args...) }
 	cfg, err := parse()
 	if err != nil || cfg.Spool.VisibleBeforeSync || cfg.Spool.MinSyncInterval != 0 {
 		t.Fatalf("defaults: %+v, %v", cfg.Spool, err)

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spf13/cobra"
-
 	"github.com/fastmq/fastmq"
 	"github.com/fastmq/fastmq/socket"
 )
@@ -46,15 +44,7 @@ func TestNodeSecurityFlags(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("fastmq-acl 1\nallow someone logs\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	parse := func(args ...string) (fastmq.Config, error) {
-		var f nodeFlags
-		cmd := &cobra.Command{Use: "x"}
-		f.register(cmd, "name", "n")
-		if err := cmd.Flags().Parse(append([]string{"--data", t.TempDir()}, args...)); err != nil {
-			t.Fatal(err)
-		}
-		return f.config()
-	}
+	parse := func(args ...string) (fastmq.Config, error) { return parseNodeFlags(t, args...) }
 	cfg, err := parse("--curve-key", filepath.Join(dir, "n.key"), "--curve-allow", dir, "--acl", acl)
 	if err != nil {
 		t.Fatal(err)
