@@ -68,6 +68,21 @@ func (r *replySpy) Send(env [][]byte, frames [][]byte) error {
 	return r.Sender.Send(env, frames)
 }
 
+// runCounting runs m.Run with one goroutine whose handler counts the
+// records and acks them; stop ends it, and done gets Run's error.
+func runCounting(m *group.Member) (handled *atomic.Int32, stop func(), done <-chan error) {
+	handled = new(atomic.Int32)
+	ctx, stop := context.WithTimeout(context.Background(), 30*time.Second)
+	ch := make(chan error, 1)
+	go func() {
+		ch <- m.Run(ctx, 1, func(context.Context, *group.Message) error {
+			handled.Add(1)
+			return nil
+		})
+	}()
+	return handled, stop, ch
+}
+
 // Run's acks go as lazy settles, which the publisher holds up to its
 // LazyCommit before the group commit that answers them (never sooner),
 // and which are on disk once Run returns.
@@ -85,17 +100,7 @@ func TestLazySettlesWaitForTheCommit(t *testing.T) {
 	})
 	p.publish(t, "s", 20)
 	m := member(t, group.MemberConfig{Name: "a"}, p)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rctx, stop := context.WithCancel(ctx)
-	var handled atomic.Int32
-	done := make(chan error, 1)
-	go func() {
-		done <- m.Run(rctx, 1, func(context.Context, *group.Message) error {
-			handled.Add(1)
-			return nil
-		})
-	}()
+	handled, stop, done := runCounting(m)
 	testutil.WaitFor(t, "20 records handled and their acks sent", 0, func() bool {
 		lazy, _ := spy.counts()
 		return handled.Load() == 20 && lazy == 20
@@ -191,17 +196,7 @@ func TestMemberFallsBackWithoutLazy(t *testing.T) {
 	})
 	p.publish(t, "s", 30)
 	m := member(t, group.MemberConfig{Name: "a"}, p)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rctx, stop := context.WithCancel(ctx)
-	var handled atomic.Int32
-	done := make(chan error, 1)
-	go func() {
-		done <- m.Run(rctx, 1, func(context.Context, *group.Message) error {
-			handled.Add(1)
-			return nil
-		})
-	}()
+	_, stop, done := runCounting(m)
 	testutil.WaitFor(t, "every ack on disk", 0, func() bool { return p.groups.Floors("s")["g"] == 30 })
 	stop()
 	if err := <-done; !errors.Is(err, context.Canceled) {
