@@ -577,12 +577,12 @@ func (o *oldPublisher) Handle(env [][]byte, frames [][]byte) {
 }
 
 // A member fetching from a publisher from before FlagFrames (and
-// FlagPipeline) falls back to fetches without them, once for each, and
-// gets every record.
+// FlagPipeline and FlagStream) falls back to fetches without them, once
+// for each, and gets every record.
 func TestMemberFallsBackWithoutFrames(t *testing.T) {
 	var old *oldPublisher
 	p := newPublisherWrapped(t, t.TempDir(), func(*group.ServerConfig) {}, func(gs *group.Server, srv *pull.Server) pull.Extension {
-		old = &oldPublisher{Server: gs, srv: srv, flags: group.FlagFrames | group.FlagPipeline}
+		old = &oldPublisher{Server: gs, srv: srv, flags: group.FlagFrames | group.FlagPipeline | group.FlagStream}
 		return old
 	})
 	p.publish(t, "s", 20)
@@ -601,20 +601,20 @@ func TestMemberFallsBackWithoutFrames(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := old.refused.Load(); n != 2 {
-		t.Fatalf("%d fetches refused, want 2 (one per flag, then none)", n)
+	if n := old.refused.Load(); n != 3 {
+		t.Fatalf("%d fetches refused, want 3 (one per flag, then none)", n)
 	}
 }
 
 // A member keeps two fetches open at a publisher (FlagPipeline), and one
-// at a publisher from before the flag, after one refused fetch; it gets
-// every record from both.
+// at a publisher from before the flag (and FlagStream), after a refused
+// fetch for each; it gets every record from both.
 func TestMemberPipelinesFetches(t *testing.T) {
 	p := newPublisher(t, t.TempDir())
 	p.open("s")
 	var old *oldPublisher
 	q := newPublisherWrapped(t, t.TempDir(), func(*group.ServerConfig) {}, func(gs *group.Server, srv *pull.Server) pull.Extension {
-		old = &oldPublisher{Server: gs, srv: srv, flags: group.FlagPipeline}
+		old = &oldPublisher{Server: gs, srv: srv, flags: group.FlagPipeline | group.FlagStream}
 		return old
 	})
 	q.open("s")
@@ -640,8 +640,8 @@ func TestMemberPipelinesFetches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := old.refused.Load(); n != 1 {
-		t.Fatalf("the old publisher refused %d fetches, want 1 (then none)", n)
+	if n := old.refused.Load(); n != 2 {
+		t.Fatalf("the old publisher refused %d fetches, want 2 (one per flag, then none)", n)
 	}
 	testutil.WaitFor(t, "two fetches open again", 0, func() bool { return p.groups.ParkedFetches("s", "g", m.ID()) == 2 })
 	if n := q.groups.ParkedFetches("s", "g", m.ID()); n > 1 {

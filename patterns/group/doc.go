@@ -203,6 +203,16 @@
 // before the flag answers a bad request; the member then settles without
 // it.
 //
+// A fetch with flag 16 (stream, FlagStream) stays open after a reply
+// that leased fewer records than it asked for: that reply has status 10
+// (open), and the publisher keeps the fetch parked for the rest of its
+// count, answering it again as records come, until its count is used,
+// its wait ends or a newer fetch of the member displaces it; that last
+// reply has status 0, possibly with no records. A member getting records
+// one or a few at a time then sends a fetch per half buffer, not per
+// reply. A publisher from before the flag answers a bad request; the
+// member then fetches without it.
+//
 // Statuses: 0 ok; 1 unknown stream or group (settling for a group the
 // publisher never had); 4 bad request; 5 internal (the state could not be
 // written: the change is not confirmed); 6 unavailable; 7 partial: data
@@ -210,8 +220,9 @@
 // lease is not this member's (it ran out and moved) and 2 the offset is
 // not pending (settled, or never leased); the other entries were applied;
 // 9 forbidden: the spool server's access control does not let the client
-// read the stream (the same answer whether the stream exists or not).
-// A fetch's ok data holds count records, each offset u64 | delivery u32 |
+// read the stream (the same answer whether the stream exists or not);
+// 10 open: a stream fetch's records, the fetch stays open.
+// A fetch's ok (or open) data holds count records, each offset u64 | delivery u32 |
 // time ns u64 | header count u16 | per header: key length u16, key, value
 // length u32, value | value length u32 | value. An empty ok reply: the
 // wait ended. Decoders check every length before allocating.

@@ -13,43 +13,77 @@ import (
 )
 
 // fetchLocked leases records to the member and replies, or parks the
-// fetch until records are available or its wait ends. It unlocks s.mu.
+// fetch until records are available or its wait ends. A FlagStream fetch
+// that leased fewer records than it asked for is answered StatusOpen and
+// parked for the rest. It unlocks s.mu.
 func (s *Server) fetchLocked(g *state, l *spool.Log, env [][]byte, req Request) {
 	data, n := s.leaseLocked(g, l, req, time.Now())
-	if n == 0 && req.WaitMillis > 0 && len(g.parked) < maxParked {
-		// One parked fetch per member (two with FlagPipeline): a newer
-		// one replaces the oldest, which is answered empty, so a member
-		// that keeps fetching without waiting for replies holds one or
-		// two entries, not many.
-		limit := 1
-		if req.Flags&FlagPipeline != 0 {
-			limit = 2
-		}
-		var old *parkedFetch
-		oldest, held := -1, 0
-		for i, p := range g.parked {
-			if p.req.Member == req.Member {
-				if held++; oldest < 0 {
-					oldest = i
-				}
-			}
-		}
-		if held >= limit {
-			old = g.parked[oldest]
-			g.parked = append(g.parked[:oldest], g.parked[oldest+1:]...)
-		}
-		wait := min(time.Duration(req.WaitMillis)*time.Millisecond, s.cfg.MaxWait)
-		g.parked = append(g.parked, &parkedFetch{env: env, req: req, deadline: time.Now().Add(wait)})
-		s.watchLocked(g.stream, l)
-		s.wakeAtLocked(time.Now().Add(wait))
+	parkable := req.WaitMillis > 0 && len(g.parked) < maxParked
+	var old *parkedFetch
+	switch {
+	case n == 0 && parkable:
+		old = s.parkLocked(g, l, env, req)
 		s.mu.Unlock()
+		if old != nil {
+			s.send(old.env, &Reply{Status: StatusOK, ID: old.req.ID})
+		}
+		return
+	case n > 0 && parkable && streamRest(&req, n) > 0:
+		rest := req
+		rest.MaxRecords = streamRest(&req, n)
+		old = s.parkLocked(g, l, env, rest)
+		s.mu.Unlock()
+		s.sendFrames(env, fetchReplyStatus(StatusOpen, req.ID, n, data))
 		if old != nil {
 			s.send(old.env, &Reply{Status: StatusOK, ID: old.req.ID})
 		}
 		return
 	}
 	s.mu.Unlock()
-	if err := s.cfg.Send.Send(env, fetchReply(req.ID, n, data)); err != nil && s.log.Enabled(context.Background(), slog.LevelDebug) {
+	s.sendFrames(env, fetchReply(req.ID, n, data))
+}
+
+// streamRest returns how many more records a FlagStream fetch that just
+// leased n may take: 0 for a fetch without the flag.
+func streamRest(req *Request, n uint32) uint32 {
+	if req.Flags&FlagStream == 0 || req.MaxRecords <= n {
+		return 0
+	}
+	return req.MaxRecords - n
+}
+
+// parkLocked parks a fetch until records are available or its wait ends.
+// One parked fetch per member (two with FlagPipeline): a newer one
+// replaces the oldest, which it returns for the caller to answer empty,
+// so a member that keeps fetching without waiting for replies holds one
+// or two entries, not many.
+func (s *Server) parkLocked(g *state, l *spool.Log, env [][]byte, req Request) (old *parkedFetch) {
+	limit := 1
+	if req.Flags&FlagPipeline != 0 {
+		limit = 2
+	}
+	oldest, held := -1, 0
+	for i, p := range g.parked {
+		if p.req.Member == req.Member {
+			if held++; oldest < 0 {
+				oldest = i
+			}
+		}
+	}
+	if held >= limit {
+		old = g.parked[oldest]
+		g.parked = append(g.parked[:oldest], g.parked[oldest+1:]...)
+	}
+	wait := min(time.Duration(req.WaitMillis)*time.Millisecond, s.cfg.MaxWait)
+	g.parked = append(g.parked, &parkedFetch{env: env, req: req, deadline: time.Now().Add(wait)})
+	s.watchLocked(g.stream, l)
+	s.wakeAtLocked(time.Now().Add(wait))
+	return old
+}
+
+// sendFrames sends a reply's frames.
+func (s *Server) sendFrames(env [][]byte, frames [][]byte) {
+	if err := s.cfg.Send.Send(env, frames); err != nil && s.log.Enabled(context.Background(), slog.LevelDebug) {
 		s.log.Debug("send reply failed", "err", err)
 	}
 }
@@ -387,6 +421,13 @@ func (s *Server) kickLocked(g *state, l *spool.Log) []pendingReply {
 			keep = append(keep, p)
 			continue
 		}
+		if rest := streamRest(&p.req, n); n > 0 && rest > 0 && p.deadline.After(now) {
+			// A FlagStream fetch stays open for the rest.
+			sends = append(sends, pendingReply{p.env, fetchReplyStatus(StatusOpen, p.req.ID, n, data)})
+			p.req.MaxRecords = rest
+			keep = append(keep, p)
+			continue
+		}
 		sends = append(sends, pendingReply{p.env, fetchReply(p.req.ID, n, data)})
 	}
 	for i := len(keep); i < len(g.parked); i++ {
@@ -398,9 +439,7 @@ func (s *Server) kickLocked(g *state, l *spool.Log) []pendingReply {
 
 func (s *Server) sendAll(rs []pendingReply) {
 	for _, r := range rs {
-		if err := s.cfg.Send.Send(r.env, r.frames); err != nil && s.log.Enabled(context.Background(), slog.LevelDebug) {
-			s.log.Debug("send reply failed", "err", err)
-		}
+		s.sendFrames(r.env, r.frames)
 	}
 }
 

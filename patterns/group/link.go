@@ -36,6 +36,7 @@ type link struct {
 	noRanges atomic.Bool // the publisher refused OpAckRanges
 	noFrames atomic.Bool // the publisher refused FlagFrames
 	noLazy   atomic.Bool // the publisher refused FlagLazy
+	noStream atomic.Bool // the publisher refused FlagStream
 	noPipe   atomic.Bool // the publisher refused FlagPipeline
 	// gathering is held (filled) by the fetch loop taking buffer slots
 	// for its next fetch: one of the two at a time (see fetchLoop).
@@ -50,8 +51,9 @@ type link struct {
 }
 
 type waiter struct {
-	fetch bool
-	ch    chan replyOrErr
+	fetch  bool
+	stream bool // a FlagStream fetch: its StatusOpen replies leave it waiting
+	ch     chan replyOrErr
 }
 
 type replyOrErr struct {
@@ -102,7 +104,9 @@ func (ln *link) recvLoop() {
 		id := binary.BigEndian.Uint32(msg.Frames[0][2:])
 		ln.mu.Lock()
 		w, ok := ln.waiting[id]
-		delete(ln.waiting, id)
+		if !w.stream || Status(msg.Frames[0][1]) != StatusOpen {
+			delete(ln.waiting, id) // its last reply
+		}
 		ln.mu.Unlock()
 		if !ok {
 			continue // a reply to a request that gave up
@@ -112,9 +116,11 @@ func (ln *link) recvLoop() {
 		rep, err := DecodeReply(msg.Frames[:2], false)
 		switch {
 		case err != nil:
-		case len(msg.Frames) > 2 && (!w.fetch || rep.Status != StatusOK || rep.Count == 0):
+		case rep.Status == StatusOpen && !w.stream:
+			err = malformed("status open for a request that is not a stream")
+		case len(msg.Frames) > 2 && (!w.fetch || !hasRecords(rep.Status) || rep.Count == 0):
 			err = malformed("%d reply frames, want 2", len(msg.Frames))
-		case w.fetch && rep.Status == StatusOK && rep.Count > 0:
+		case w.fetch && hasRecords(rep.Status) && rep.Count > 0:
 			rep.parts = msg.Frames[1:]
 			if n := partsLen(rep.parts); uint64(rep.Count)*26 > n {
 				err = malformed("%d records in %d bytes", rep.Count, n)
@@ -124,15 +130,31 @@ func (ln *link) recvLoop() {
 	}
 }
 
-// call sends r and waits for its reply, at most timeout. A fetch is not
+// hasRecords tells the statuses of fetch replies that carry records.
+func hasRecords(st Status) bool { return st == StatusOK || st == StatusOpen }
+
+// call sends r and waits for its reply, at most timeout.
+func (ln *link) call(ctx context.Context, r *Request, timeout time.Duration) (Reply, error) {
+	var rep Reply
+	err := ln.exchange(ctx, r, timeout, func(re Reply) error {
+		rep = re
+		return nil
+	})
+	return rep, err
+}
+
+// exchange sends r and hands each of its replies to each: one reply, or
+// for a FlagStream fetch its StatusOpen replies then the last one, all
+// within timeout. An error status ends it with a *StatusError (the reply
+// is not handed to each); an error from each ends it too. A fetch is not
 // sent once the member leaves: the publisher must see no fetch after the
 // leave, or it would lease to a member that is gone.
-func (ln *link) call(ctx context.Context, r *Request, timeout time.Duration) (Reply, error) {
+func (ln *link) exchange(ctx context.Context, r *Request, timeout time.Duration, each func(Reply) error) error {
 	if r.Op == OpFetch || r.Op == OpLeave {
 		ln.gate.Lock()
 		if ln.leaving {
 			ln.gate.Unlock()
-			return Reply{}, ErrClosed
+			return ErrClosed
 		}
 		ln.leaving = r.Op == OpLeave
 		defer func() {
@@ -145,7 +167,8 @@ func (ln *link) call(ctx context.Context, r *Request, timeout time.Duration) (Re
 	ln.mu.Lock()
 	ln.nextID++
 	r.ID = ln.nextID
-	ln.waiting[r.ID] = waiter{fetch: r.Op == OpFetch, ch: ch}
+	stream := r.Op == OpFetch && r.Flags&FlagStream != 0
+	ln.waiting[r.ID] = waiter{fetch: r.Op == OpFetch, stream: stream, ch: ch}
 	ln.mu.Unlock()
 	defer func() {
 		ln.mu.Lock()
@@ -160,19 +183,24 @@ func (ln *link) call(ctx context.Context, r *Request, timeout time.Duration) (Re
 		ln.gate.Unlock()
 	}
 	if err != nil {
-		return Reply{}, err
+		return err
 	}
-	select {
-	case re := <-ch:
-		if re.err != nil {
-			return re.rep, re.err
+	for {
+		select {
+		case re := <-ch:
+			if re.err != nil {
+				return re.err
+			}
+			st := re.rep.Status
+			if st != StatusOK && st != StatusPartial && !(stream && st == StatusOpen) {
+				return &StatusError{Status: st, Msg: string(re.rep.Data)}
+			}
+			if err := each(re.rep); err != nil || st != StatusOpen {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		if re.rep.Status != StatusOK && re.rep.Status != StatusPartial {
-			return re.rep, &StatusError{Status: re.rep.Status, Msg: string(re.rep.Data)}
-		}
-		return re.rep, nil
-	case <-ctx.Done():
-		return Reply{}, ctx.Err()
 	}
 }
 
@@ -296,27 +324,22 @@ func (ln *link) fetchLoop(second bool) {
 		if !ln.noPipe.Load() {
 			req.Flags |= FlagPipeline
 		}
-		rep, err := ln.call(ln.ctx, req, m.cfg.MaxWait+5*time.Second)
-		for req.Flags&(FlagPipeline|FlagFrames) != 0 && isBadRequest(err) {
-			// A publisher from before a flag: fetch without the newest.
-			if req.Flags&FlagPipeline != 0 {
-				ln.noPipe.Store(true)
-				req.Flags &^= FlagPipeline
-			} else {
-				ln.noFrames.Store(true)
-				req.Flags &^= FlagFrames
-			}
-			rep, err = ln.call(ln.ctx, req, m.cfg.MaxWait+5*time.Second)
-		}
-		if err == nil || ln.noPipe.Load() {
-			ln.pipedOnce.Do(func() { close(ln.piped) })
+		if !ln.noStream.Load() {
+			req.Flags |= FlagStream
 		}
 		used := 0
-		var chunks [][]Message
-		if err == nil && rep.Count > 0 {
-			chunks, err = ln.messages(rep, n)
-		}
-		if err == nil {
+		// Each reply's records go to the buffer; a stream's replies
+		// come until its last one (never more than n records in all:
+		// the publisher leases a fetch no more than it asked for).
+		each := func(rep Reply) error {
+			ln.pipedOnce.Do(func() { close(ln.piped) })
+			if rep.Count == 0 {
+				return nil
+			}
+			chunks, err := ln.messages(rep, n-used)
+			if err != nil {
+				return err
+			}
 			for _, msgs := range chunks {
 				select { // fast path: one channel locked, not two
 				case m.out <- msgs:
@@ -328,13 +351,37 @@ func (ln *link) fetchLoop(second bool) {
 				case m.out <- msgs:
 					used += len(msgs)
 				case <-ln.ctx.Done():
-					m.returnTokens(n - used)
-					return
+					return ln.ctx.Err()
 				}
 			}
-			backoff = 50 * time.Millisecond
+			return nil
+		}
+		err := ln.exchange(ln.ctx, req, m.cfg.MaxWait+5*time.Second, each)
+		for req.Flags&(FlagStream|FlagPipeline|FlagFrames) != 0 && isBadRequest(err) {
+			// A publisher from before a flag: fetch without the newest.
+			switch {
+			case req.Flags&FlagStream != 0:
+				ln.noStream.Store(true)
+				req.Flags &^= FlagStream
+			case req.Flags&FlagPipeline != 0:
+				ln.noPipe.Store(true)
+				req.Flags &^= FlagPipeline
+			default:
+				ln.noFrames.Store(true)
+				req.Flags &^= FlagFrames
+			}
+			err = ln.exchange(ln.ctx, req, m.cfg.MaxWait+5*time.Second, each)
+		}
+		if ln.noPipe.Load() {
+			ln.pipedOnce.Do(func() { close(ln.piped) })
 		}
 		m.returnTokens(n - used)
+		if ln.ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			backoff = 50 * time.Millisecond
+		}
 		if second && ln.noPipe.Load() {
 			return // the publisher refused FlagPipeline after all
 		}

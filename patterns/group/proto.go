@@ -41,13 +41,14 @@ type Status uint8
 // Statuses. Error statuses carry a UTF-8 message as data.
 const (
 	StatusOK           Status = 0
-	StatusUnknown      Status = 1 // unknown stream or group
-	StatusBadRequest   Status = 4 // malformed request
-	StatusInternal     Status = 5 // the publisher failed (e.g. could not write the state)
-	StatusUnavailable  Status = 6 // server closing
-	StatusPartial      Status = 7 // some entries were refused: data lists them
-	StatusLimitReached Status = 8 // unused by fetch (an empty ok reply says so); reserved
-	StatusForbidden    Status = 9 // the client may not read the stream (the spool server's ACL)
+	StatusUnknown      Status = 1  // unknown stream or group
+	StatusBadRequest   Status = 4  // malformed request
+	StatusInternal     Status = 5  // the publisher failed (e.g. could not write the state)
+	StatusUnavailable  Status = 6  // server closing
+	StatusPartial      Status = 7  // some entries were refused: data lists them
+	StatusLimitReached Status = 8  // unused by fetch (an empty ok reply says so); reserved
+	StatusForbidden    Status = 9  // the client may not read the stream (the spool server's ACL)
+	StatusOpen         Status = 10 // records of a FlagStream fetch, which stays open for the rest of its count
 )
 
 // Refusal codes of StatusPartial entries.
@@ -82,6 +83,17 @@ const FlagFrames uint8 = 2
 // from before the flag answers StatusBadRequest; the member then keeps
 // one fetch open.
 const FlagPipeline uint8 = 4
+
+// FlagStream in a fetch keeps it open after a reply that leased fewer
+// records than it asked for: that reply has status StatusOpen, and the
+// fetch stays parked at the publisher for the rest of its count (until
+// its wait ends, a newer fetch of the member displaces it, or its count
+// is used: then the last reply has status StatusOK, possibly with no
+// records). A member receiving records one or a few at a time then sends
+// one fetch per buffer's worth, not one per reply. A publisher from
+// before the flag answers StatusBadRequest; the member then fetches
+// without it.
+const FlagStream uint8 = 16
 
 // FlagLazy in a settle request (ack, ack ranges, nak, term, in progress)
 // says the member does not wait for its answer to go on: the publisher
@@ -133,7 +145,7 @@ type Request struct {
 	MaxAckPending uint32
 	Start         uint8
 	StartValue    uint64
-	Flags         uint8 // FlagOrdered, FlagFrames, FlagPipeline, FlagLazy
+	Flags         uint8 // FlagOrdered, FlagFrames, FlagPipeline, FlagLazy, FlagStream
 	Stream        string
 	Group         string
 	Member        string
@@ -243,7 +255,7 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 	r.Start = h[28]
 	r.StartValue = binary.BigEndian.Uint64(h[29:])
 	r.Flags = h[37]
-	if r.Flags&^(FlagOrdered|FlagFrames|FlagPipeline|FlagLazy) != 0 {
+	if r.Flags&^(FlagOrdered|FlagFrames|FlagPipeline|FlagLazy|FlagStream) != 0 {
 		return r, malformed("unknown flags %#x", r.Flags)
 	}
 	if r.Start > StartTime {
@@ -421,10 +433,11 @@ func DecodeReply(frames [][]byte, fetch bool) (Reply, error) {
 			return r, malformed("%d refusals in %d bytes", r.Count, len(r.Data))
 		}
 	}
-	if len(parts) > 1 && (r.Status != StatusOK || r.Count == 0) {
+	records := r.Status == StatusOK || r.Status == StatusOpen
+	if len(parts) > 1 && (!records || r.Count == 0) {
 		return r, malformed("%d data frames in a reply without records", len(parts))
 	}
-	if r.Status != StatusOK || !fetch || r.Count == 0 {
+	if !records || !fetch || r.Count == 0 {
 		return r, nil
 	}
 	if uint64(r.Count)*26 > partsLen(parts) {

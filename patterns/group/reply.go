@@ -47,11 +47,17 @@ func (d *replyData) done() [][]byte {
 // fetchReply returns the frames of an ok fetch reply of n records in
 // data (frames of whole records, see replyData).
 func fetchReply(id, n uint32, data [][]byte) [][]byte {
+	return fetchReplyStatus(StatusOK, id, n, data)
+}
+
+// fetchReplyStatus is fetchReply with a status: StatusOpen for a
+// FlagStream fetch that stays open.
+func fetchReplyStatus(st Status, id, n uint32, data [][]byte) [][]byte {
 	var first []byte
 	if len(data) > 0 {
 		first = data[0]
 	}
-	f := EncodeReply(&Reply{Status: StatusOK, ID: id, Count: n, Data: first})
+	f := EncodeReply(&Reply{Status: st, ID: id, Count: n, Data: first})
 	if len(data) <= 1 {
 		return f
 	}

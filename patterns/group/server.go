@@ -513,11 +513,7 @@ func (s *Server) signalClock() {
 	}
 }
 
-func (s *Server) send(env [][]byte, r *Reply) {
-	if err := s.cfg.Send.Send(env, EncodeReply(r)); err != nil && s.log.Enabled(context.Background(), slog.LevelDebug) {
-		s.log.Debug("send reply failed", "err", err)
-	}
-}
+func (s *Server) send(env [][]byte, r *Reply) { s.sendFrames(env, EncodeReply(r)) }
 
 // nodeOf returns the node name of a member id ("node/incarnation.random").
 func nodeOf(member string) string {

@@ -1,0 +1,107 @@
+package group_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fastmq/fastmq/patterns/group"
+	"github.com/fastmq/fastmq/patterns/pull"
+	"github.com/fastmq/fastmq/socket"
+)
+
+// fetchSpy counts a publisher's fetch requests.
+type fetchSpy struct {
+	*group.Server
+	fetches atomic.Int32
+}
+
+func (s *fetchSpy) Handle(env [][]byte, frames [][]byte) {
+	if req, err := group.DecodeRequest(frames); err == nil && req.Op == group.OpFetch {
+		s.fetches.Add(1)
+	}
+	s.Server.Handle(env, frames)
+}
+
+// Records appended one at a time reach a member through its open fetches
+// (FlagStream): a fetch answered with one record stays open for the rest
+// of its count, so the member sends one fetch per half buffer of
+// records, not one per record; every record comes once, in order.
+func TestStreamFetchStaysOpen(t *testing.T) {
+	var spy *fetchSpy
+	p := newPublisherWrapped(t, t.TempDir(), func(*group.ServerConfig) {}, func(gs *group.Server, _ *pull.Server) pull.Extension {
+		spy = &fetchSpy{Server: gs}
+		return spy
+	})
+	p.open("s")
+	m := member(t, group.MemberConfig{Name: "a", Buffer: 32}, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 60
+	for want := uint64(0); want < n; want++ {
+		p.publish(t, "s", 1)
+		msg, err := m.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg.Offset != want {
+			t.Fatalf("got offset %d, want %d", msg.Offset, want)
+		}
+		if err := msg.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two loops of 16 slots each: about n/16 fetches, plus the first
+	// two; a fetch per record would make n.
+	if f := spy.fetches.Load(); f > n/16+4 {
+		t.Fatalf("%d fetches for %d records appended one at a time, want at most %d", f, n, n/16+4)
+	}
+}
+
+// A publisher closes an open stream fetch whose count is used with a
+// last reply (StatusOK) and answers a request decoded from the wire the
+// same way: the reply statuses a member sees for one fetch are open,
+// open, ..., ok.
+func TestStreamFetchReplies(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	p.publish(t, "s", 1)
+	sock, err := socket.New(socket.Dealer, socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	if err := sock.Connect(p.srv.Endpoints()[0]); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	recv := func() group.Reply {
+		t.Helper()
+		m, err := sock.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := group.DecodeReply(m.Frames, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	req := &group.Request{Op: group.OpFetch, ID: 7, MaxRecords: 3, MaxBytes: 1 << 20, WaitMillis: 10000,
+		AckWaitMillis: 30000, MaxAckPending: 100, Flags: group.FlagStream, Stream: "s", Group: "g", Member: "x/1"}
+	if err := sock.Send(ctx, socket.Msg{Frames: group.EncodeRequest(req)}); err != nil {
+		t.Fatal(err)
+	}
+	if rep := recv(); rep.Status != group.StatusOpen || rep.ID != 7 || rep.Count != 1 {
+		t.Fatalf("first reply: status %d id %d count %d, want open, 7, 1", rep.Status, rep.ID, rep.Count)
+	}
+	p.publish(t, "s", 1)
+	if rep := recv(); rep.Status != group.StatusOpen || rep.ID != 7 || rep.Count != 1 {
+		t.Fatalf("second reply: status %d id %d count %d, want open, 7, 1", rep.Status, rep.ID, rep.Count)
+	}
+	p.publish(t, "s", 5)
+	if rep := recv(); rep.Status != group.StatusOK || rep.ID != 7 || rep.Count != 1 {
+		t.Fatalf("last reply: status %d id %d count %d, want ok, 7, 1 (the rest of the count)", rep.Status, rep.ID, rep.Count)
+	}
+}
