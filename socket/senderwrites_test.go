@@ -193,3 +193,34 @@ func TestRouterReaderWritesReplies(t *testing.T) {
 		}
 	})
 }
+
+// A sender does not write a message bigger than a batch itself (what the
+// connection did not take would be copied): the writer goroutine writes
+// it, and it arrives whole, in order with the small ones around it.
+func TestSenderWritesLeaveBigMessagesToWriter(t *testing.T) {
+	sockettest.Matrix(t, func(t *testing.T, ep func() string) {
+		ctx := tctx(t)
+		router := mk(t, Router, Config{})
+		dealer := mk(t, Dealer, Config{SenderWrites: true})
+		connect(t, dealer, bind(t, router, ep()))
+		waitPeers(t, dealer, 1)
+		big := bytes.Repeat([]byte("b"), maxTakeBytes+1)
+		for i, body := range [][]byte{[]byte("small"), big, []byte("after")} {
+			if err := dealer.Send(ctx, NewMsg(body)); err != nil {
+				t.Fatal(err)
+			}
+			m, err := router.Recv(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(m.Frames) != 2 || !bytes.Equal(m.Frames[1], body) {
+				t.Fatalf("message %d: got %d frames, want a body of %d bytes", i, len(m.Frames), len(body))
+			}
+			if i == 1 {
+				if w := dealer.st.claimedWrites.Load(); w != 1 {
+					t.Fatalf("senders wrote %d times, want once (the small message): the big one too", w)
+				}
+			}
+		}
+	})
+}
