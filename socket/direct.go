@@ -75,8 +75,14 @@ func (w *connWriter) flushRest() error {
 	}
 	_, err := w.conn.Write(w.rest)
 	w.rest = w.rest[:0]
+	if cap(w.rest) > restKeep {
+		w.rest = nil // a rest of a batch: not kept for the peer's life
+	}
 	return err
 }
+
+// restKeep bounds the buffer a connWriter keeps for rests between them.
+const restKeep = 32 << 10
 
 // writeDirect writes m, which counts n bytes (msgBytes), to the
 // connection from the sender's goroutine if the peer allows direct

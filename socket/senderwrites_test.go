@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -223,4 +225,28 @@ func TestSenderWritesLeaveBigMessagesToWriter(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A rest of a batch that a write without waiting left is not kept once
+// written: a peer that was slow once does not hold a batch's worth of
+// buffer for its life.
+func TestConnWriterDropsBigRestBuffer(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		io.Copy(io.Discard, b)
+	}()
+	w := newConnWriter(a)
+	w.rest = append(w.rest, make([]byte, maxTakeBytes)...)
+	if err := w.flushRest(); err != nil {
+		t.Fatal(err)
+	}
+	if cap(w.rest) > restKeep {
+		t.Fatalf("kept a rest buffer of %d bytes", cap(w.rest))
+	}
+	a.Close()
+	b.Close()
+	<-done
 }
