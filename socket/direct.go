@@ -75,8 +75,14 @@ func (w *connWriter) flushRest() error {
 	}
 	_, err := w.conn.Write(w.rest)
 	w.rest = w.rest[:0]
+	if cap(w.rest) > restKeep {
+		w.rest = nil // a rest of a batch: not kept for the peer's life
+	}
 	return err
 }
+
+// restKeep bounds the buffer a connWriter keeps for rests between them.
+const restKeep = 32 << 10
 
 // writeDirect writes m, which counts n bytes (msgBytes), to the
 // connection from the sender's goroutine if the peer allows direct
@@ -121,11 +127,12 @@ func (p *peer) writeDirect(m Msg, n int64) bool {
 // messages too (a batch of replies wakes several callers at once); the
 // reader has yielded already. It takes and writes batches until the
 // queue is empty, as the writer goroutine would, but with writes that
-// never wait: what the connection does not take at once, more than
-// maxWriteRounds batches, or a write held by another goroutine is left
-// to the writer goroutine, woken for it. The queue keeps saying that
-// someone writes until a take finds it empty, so a message queued
-// meanwhile is never left behind.
+// never wait: what the connection does not take at once (copied, so it
+// takes no message bigger than maxTakeBytes), more than maxWriteRounds
+// batches, or a write held by another goroutine is left to the writer
+// goroutine, woken for it. The queue keeps saying that someone writes
+// until a take finds it empty, so a message queued meanwhile is never
+// left behind.
 func (p *peer) writeClaimed(yield bool) {
 	if yield {
 		runtime.Gosched()
@@ -147,9 +154,12 @@ func (p *peer) writeClaimed(yield bool) {
 	var err error
 	empty := false
 	for round := range maxWriteRounds {
-		b, n := p.outq.take(p.sbatch, p.written)
+		b, n, big := p.outq.takeSmall(p.sbatch, p.written, true)
 		p.written = 0
 		p.s.rr.blocked.wakeIfWaiting()
+		if big {
+			break // the writer goroutine writes it, and what follows
+		}
 		if len(b) == 0 {
 			empty = true
 			break

@@ -25,7 +25,11 @@
 // so heartbeats are answered and the receive queue fills meanwhile).
 // With two or more peers the readers read, for fair queueing, and with
 // two or more Recv calls waiting at once (a server's workers) the reader
-// reads for them all, many messages per read.
+// reads for them all, many messages per read; on a ROUTER it then also
+// writes the replies they send while it lets them run, rather than wake
+// the writer. With Config.SenderWrites, DEALER, PUSH and PAIR senders
+// write their messages themselves, batched: the Send that finds no write
+// under way yields once, then writes all that is queued.
 //
 // The ZMTP handshake runs in the connection's own goroutine under
 // Config.HandshakeTimeout: a silent or malformed peer costs one goroutine

@@ -181,10 +181,29 @@ func (q *outQueue) add(m Msg, n int64) {
 // When the queue is empty it returns none and marks the writer as
 // sleeping, so that the next push wakes it.
 func (q *outQueue) take(dst []Msg, written int64) ([]Msg, int64) {
+	dst, n, _ := q.takeSmall(dst, written, false)
+	return dst, n
+}
+
+// takeSmall is take, but with small set it takes no message bigger than
+// maxTakeBytes: it returns none and big instead, leaving the queue as it
+// is (writing stays set) for the writer goroutine. A goroutine writing
+// without waiting (peer.writeClaimed) copies what the connection does
+// not take at once, and must not copy a message of many megabytes.
+func (q *outQueue) takeSmall(dst []Msg, written int64, small bool) (_ []Msg, n int64, big bool) {
 	dst = dst[:0]
-	var n int64
 	q.mu.Lock()
 	q.bytes -= written
+	if small && q.ring.n > 0 && msgBytes(q.ring.at(0)) > maxTakeBytes {
+		q.mu.Unlock()
+		if q.total != nil && written != 0 {
+			q.total.Add(-written)
+		}
+		if written != 0 {
+			q.blocked.wakeIfWaiting()
+		}
+		return dst, 0, true
+	}
 	for len(dst) < cap(dst) && q.ring.n > 0 && n < maxTakeBytes {
 		m := q.ring.get()
 		n += msgBytes(m)
@@ -201,7 +220,7 @@ func (q *outQueue) take(dst []Msg, written int64) ([]Msg, int64) {
 	if len(dst) > 0 || written != 0 {
 		q.blocked.wakeIfWaiting()
 	}
-	return dst, n
+	return dst, n, false
 }
 
 // maxTakeBytes bounds the bytes of one batch the writer takes (a first

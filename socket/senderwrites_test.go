@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -192,4 +194,59 @@ func TestRouterReaderWritesReplies(t *testing.T) {
 			t.Fatalf("the reader wrote none of %d replies: the writer goroutine wrote them all", n)
 		}
 	})
+}
+
+// A sender does not write a message bigger than a batch itself (what the
+// connection did not take would be copied): the writer goroutine writes
+// it, and it arrives whole, in order with the small ones around it.
+func TestSenderWritesLeaveBigMessagesToWriter(t *testing.T) {
+	sockettest.Matrix(t, func(t *testing.T, ep func() string) {
+		ctx := tctx(t)
+		router := mk(t, Router, Config{})
+		dealer := mk(t, Dealer, Config{SenderWrites: true})
+		connect(t, dealer, bind(t, router, ep()))
+		waitPeers(t, dealer, 1)
+		big := bytes.Repeat([]byte("b"), maxTakeBytes+1)
+		for i, body := range [][]byte{[]byte("small"), big, []byte("after")} {
+			if err := dealer.Send(ctx, NewMsg(body)); err != nil {
+				t.Fatal(err)
+			}
+			m, err := router.Recv(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(m.Frames) != 2 || !bytes.Equal(m.Frames[1], body) {
+				t.Fatalf("message %d: got %d frames, want a body of %d bytes", i, len(m.Frames), len(body))
+			}
+			if i == 1 {
+				if w := dealer.st.claimedWrites.Load(); w != 1 {
+					t.Fatalf("senders wrote %d times, want once (the small message): the big one too", w)
+				}
+			}
+		}
+	})
+}
+
+// A rest of a batch that a write without waiting left is not kept once
+// written: a peer that was slow once does not hold a batch's worth of
+// buffer for its life.
+func TestConnWriterDropsBigRestBuffer(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		io.Copy(io.Discard, b)
+	}()
+	w := newConnWriter(a)
+	w.rest = append(w.rest, make([]byte, maxTakeBytes)...)
+	if err := w.flushRest(); err != nil {
+		t.Fatal(err)
+	}
+	if cap(w.rest) > restKeep {
+		t.Fatalf("kept a rest buffer of %d bytes", cap(w.rest))
+	}
+	a.Close()
+	b.Close()
+	<-done
 }
