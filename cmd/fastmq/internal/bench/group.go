@@ -271,8 +271,12 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 	}
 	go func() { errc <- produce(ctx, l, value, o.Count, o.Rate, durable) }()
 	// Done once every ack is on disk: the floor of the group's last
-	// commit (the acked counter counts them when they come).
-	if err := waitFor(ctx, func() bool { return gs.Floors("bench")["g"] >= uint64(o.Count) }); err != nil {
+	// commit (the acked counter counts them when they come, and is
+	// looked at first: Floors reads the state directory).
+	if err := waitFor(ctx, func() bool {
+		c, _ := gs.Counters("bench", "g")
+		return c.Acked >= uint64(o.Count) && gs.Floors("bench")["g"] >= uint64(o.Count)
+	}); err != nil {
 		return res, err
 	}
 	el := time.Since(start)
