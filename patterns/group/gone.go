@@ -251,7 +251,6 @@ func (s *Server) noteIncarnation(member string) {
 // in every group, and serves the parked fetches that can now be served.
 func (s *Server) releaseWhere(isGone func(member string) bool) {
 	now := time.Now()
-	var sends []pendingReply
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -268,11 +267,11 @@ func (s *Server) releaseWhere(isGone func(member string) bool) {
 		}
 		if n := s.releaseLocked(g, isGone, now); n > 0 {
 			s.log.Info("released the leases of gone members", "stream", g.stream, "group", g.group, "leases", n)
-			sends = append(sends, s.kickLocked(g, l)...)
+			s.kickLocked(g, l)
 		}
 	}
 	s.mu.Unlock()
-	s.sendAll(sends)
+	s.sendPosted()
 	s.wakeFlusher() // the dropped parked fetches' empty replies
 }
 

@@ -23,24 +23,19 @@ func (s *Server) fetchLocked(g *state, l *spool.Log, env [][]byte, req Request) 
 	switch {
 	case n == 0 && parkable:
 		old = s.parkLocked(g, l, env, req)
-		s.mu.Unlock()
-		if old != nil {
-			s.send(old.env, &Reply{Status: StatusOK, ID: old.req.ID})
-		}
-		return
 	case n > 0 && parkable && streamRest(&req, n) > 0:
 		rest := req
 		rest.MaxRecords = streamRest(&req, n)
 		old = s.parkLocked(g, l, env, rest)
-		s.mu.Unlock()
-		s.sendFrames(env, fetchReplyStatus(StatusOpen, req.ID, n, data))
-		if old != nil {
-			s.send(old.env, &Reply{Status: StatusOK, ID: old.req.ID})
-		}
-		return
+		s.postLocked(env, fetchReplyStatus(StatusOpen, req.ID, n, data))
+	default:
+		s.postLocked(env, fetchReply(req.ID, n, data))
+	}
+	if old != nil {
+		s.postLocked(old.env, EncodeReply(&Reply{Status: StatusOK, ID: old.req.ID}))
 	}
 	s.mu.Unlock()
-	s.sendFrames(env, fetchReply(req.ID, n, data))
+	s.sendPosted()
 }
 
 // streamRest returns how many more records a FlagStream fetch that just
@@ -408,12 +403,11 @@ func toWire(r spool.Record, delivery uint32) Record {
 // It returns their replies, which the caller sends after it unlocks s.mu
 // (leases need not be on disk before they are sent: a lease lost in a
 // crash is a record in flight, redelivered).
-func (s *Server) kickLocked(g *state, l *spool.Log) []pendingReply {
+func (s *Server) kickLocked(g *state, l *spool.Log) {
 	if len(g.parked) == 0 {
-		return nil
+		return
 	}
 	now := time.Now()
-	var sends []pendingReply
 	keep := g.parked[:0]
 	for _, p := range g.parked {
 		data, n := s.leaseLocked(g, l, p.req, now)
@@ -423,24 +417,49 @@ func (s *Server) kickLocked(g *state, l *spool.Log) []pendingReply {
 		}
 		if rest := streamRest(&p.req, n); n > 0 && rest > 0 && p.deadline.After(now) {
 			// A FlagStream fetch stays open for the rest.
-			sends = append(sends, pendingReply{p.env, fetchReplyStatus(StatusOpen, p.req.ID, n, data)})
+			s.postLocked(p.env, fetchReplyStatus(StatusOpen, p.req.ID, n, data))
 			p.req.MaxRecords = rest
 			keep = append(keep, p)
 			continue
 		}
-		sends = append(sends, pendingReply{p.env, fetchReply(p.req.ID, n, data)})
+		s.postLocked(p.env, fetchReply(p.req.ID, n, data))
 	}
 	for i := len(keep); i < len(g.parked); i++ {
 		g.parked[i] = nil
 	}
 	g.parked = keep
-	return sends
 }
 
-func (s *Server) sendAll(rs []pendingReply) {
-	for _, r := range rs {
-		s.sendFrames(r.env, r.frames)
+// postLocked queues a fetch reply made under s.mu; sendPosted sends the
+// queued replies, after s.mu is unlocked, in the order they were made:
+// the replies of a stream fetch (StatusOpen, then the last) are made by
+// whichever goroutine serves it, and must reach the member in order.
+func (s *Server) postLocked(env [][]byte, frames [][]byte) {
+	s.outbox = append(s.outbox, pendingReply{env, frames})
+}
+
+// sendPosted sends the posted replies, unless another goroutine is
+// sending them: that one sends these too, after its own.
+func (s *Server) sendPosted() {
+	s.mu.Lock()
+	if s.sending || len(s.outbox) == 0 {
+		s.mu.Unlock()
+		return
 	}
+	s.sending = true
+	for len(s.outbox) > 0 {
+		rs := s.outbox
+		s.outbox = s.spare[:0]
+		s.mu.Unlock()
+		for i := range rs {
+			s.sendFrames(rs[i].env, rs[i].frames)
+		}
+		clear(rs)
+		s.mu.Lock()
+		s.spare = rs
+	}
+	s.sending = false
+	s.mu.Unlock()
 }
 
 // watchLocked starts the tail watcher of a stream with parked fetches.
@@ -458,15 +477,14 @@ func (s *Server) watch(stream string, l *spool.Log) {
 	defer s.wg.Done()
 	seen := l.NextOffset()
 	for {
-		var sends []pendingReply
 		s.mu.Lock()
 		for _, g := range s.groups {
 			if g.stream == stream {
-				sends = append(sends, s.kickLocked(g, l)...)
+				s.kickLocked(g, l)
 			}
 		}
 		s.mu.Unlock()
-		s.sendAll(sends)
+		s.sendPosted()
 		if err := l.Wait(s.ctx, seen); err != nil {
 			s.mu.Lock()
 			delete(s.watching, stream)
@@ -496,7 +514,6 @@ func (s *Server) clockLoop() {
 		if s.cfg.Members != nil {
 			earliest = lastCheck.Add(s.cfg.MemberCheck)
 		}
-		var sends []pendingReply
 		s.mu.Lock()
 		for _, g := range s.groups {
 			l, ok := s.cfg.Lookup(g.stream)
@@ -530,7 +547,7 @@ func (s *Server) clockLoop() {
 					earliest = p.notBefore
 				}
 			}
-			sends = append(sends, s.kickLocked(g, l)...)
+			s.kickLocked(g, l)
 			for _, p := range g.parked {
 				if p.deadline.Before(earliest) {
 					earliest = p.deadline
@@ -539,7 +556,7 @@ func (s *Server) clockLoop() {
 		}
 		s.nextTick = earliest
 		s.mu.Unlock()
-		s.sendAll(sends)
+		s.sendPosted()
 		timer.Reset(max(time.Until(earliest), time.Millisecond))
 		select {
 		case <-s.ctx.Done():

@@ -2,7 +2,11 @@ package group
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,5 +53,63 @@ func TestReplySizedForRecordsHeld(t *testing.T) {
 	}
 	if c := cap(data[0]); c > 2*len(data[0]) {
 		t.Fatalf("a reply of %d bytes has a buffer of %d", len(data[0]), c)
+	}
+}
+
+// orderSender records the ids of the replies it sent, in the order
+// their Sends ended; the first Send waits until release is closed.
+type orderSender struct {
+	mu      sync.Mutex
+	ids     []uint32
+	began   bool
+	first   chan struct{} // closed when the first Send began
+	release chan struct{}
+}
+
+func (o *orderSender) Send(_ [][]byte, frames [][]byte) error {
+	o.mu.Lock()
+	first := !o.began
+	o.began = true
+	o.mu.Unlock()
+	if first {
+		close(o.first)
+		<-o.release
+	}
+	o.mu.Lock()
+	o.ids = append(o.ids, binary.BigEndian.Uint32(frames[0][2:]))
+	o.mu.Unlock()
+	return nil
+}
+
+// Replies posted under the server's lock go out in the order they were
+// posted, whichever goroutines post them: a stream fetch's replies are
+// made by whoever serves it, and an open reply overtaken by the last one
+// would be dropped by the member. While one goroutine sends, another's
+// reply waits for it rather than overtaking it.
+func TestPostedRepliesInOrder(t *testing.T) {
+	o := &orderSender{first: make(chan struct{}), release: make(chan struct{})}
+	s := &Server{cfg: ServerConfig{Send: o}, log: slog.New(slog.DiscardHandler)}
+	reply := func(id uint32) [][]byte {
+		return EncodeReply(&Reply{Status: StatusOpen, ID: id, Count: 1, Data: []byte{0}})
+	}
+	s.mu.Lock()
+	s.postLocked(nil, reply(1))
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		s.sendPosted() // sends 1, waits in it
+		close(done)
+	}()
+	<-o.first
+	s.mu.Lock()
+	s.postLocked(nil, reply(2))
+	s.mu.Unlock()
+	s.sendPosted() // the other goroutine is sending: it sends 2 after 1
+	close(o.release)
+	<-done
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if fmt.Sprint(o.ids) != "[1 2]" {
+		t.Fatalf("replies sent in the order %v, want [1 2]", o.ids)
 	}
 }

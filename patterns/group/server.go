@@ -104,6 +104,9 @@ type Server struct {
 	groups   map[string]*state // by stream + "\x00" + group
 	watching map[string]bool   // streams with a tail watcher
 	replies  []pendingReply    // waiting for the state to be written
+	outbox   []pendingReply    // fetch replies to send, in order (postLocked)
+	spare    []pendingReply    // the outbox's other buffer
+	sending  bool              // a goroutine sends the outbox (sendPosted)
 	dlq      []deadLetter      // waiting to be appended
 	closed   bool
 	nextTick time.Time // when the clock loop runs next
@@ -263,18 +266,18 @@ func (s *Server) Handle(env [][]byte, frames [][]byte) {
 	case OpSeek:
 		// Answered once the moved state is on disk, as a settle is.
 		s.seekLocked(g, l, req)
-		sends := s.kickLocked(g, l)
+		s.kickLocked(g, l)
 		s.replies = append(s.replies, pendingReply{env, EncodeReply(&Reply{Status: StatusOK, ID: req.ID})})
 		s.mu.Unlock()
-		s.sendAll(sends)
+		s.sendPosted()
 		s.wakeFlusher()
 		return
 	}
 	rep := s.settleLocked(g, req)
-	sends := s.kickLocked(g, l)
+	s.kickLocked(g, l)
 	s.replies = append(s.replies, pendingReply{env, EncodeReply(rep)})
 	s.mu.Unlock()
-	s.sendAll(sends)
+	s.sendPosted()
 	if req.Flags&FlagLazy != 0 && s.cfg.LazyCommit > 0 {
 		select {
 		case s.wakeLazy <- struct{}{}:
