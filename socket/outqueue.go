@@ -205,6 +205,9 @@ func (q *outQueue) takeSmall(dst []Msg, written int64, small bool) (_ []Msg, n i
 		return dst, 0, true
 	}
 	for len(dst) < cap(dst) && q.ring.n > 0 && n < maxTakeBytes {
+		if small && n+msgBytes(q.ring.at(0)) > maxTakeBytes {
+			break // a big one after small ones: the next take leaves it
+		}
 		m := q.ring.get()
 		n += msgBytes(m)
 		dst = append(dst, m)

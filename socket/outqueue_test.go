@@ -234,3 +234,25 @@ func TestOutQueueTotalLetsAnEmptyPeerThrough(t *testing.T) {
 		t.Fatal("a second message queued past the total")
 	}
 }
+
+// takeSmall with small set takes the small messages before a big one and
+// leaves the big one (then reported alone) to the writer goroutine: a
+// goroutine writing without waiting must not take megabytes behind a few
+// bytes.
+func TestTakeSmallStopsBeforeBig(t *testing.T) {
+	q := newOutQueue(10, 64<<20, nil, 0)
+	big := NewMsg(make([]byte, maxTakeBytes))
+	for _, m := range []Msg{NewMsg([]byte("a")), big, NewMsg([]byte("b"))} {
+		if !q.push(m, msgBytes(m)) {
+			t.Fatal("push refused")
+		}
+	}
+	got, n, isBig := q.takeSmall(make([]Msg, 0, 16), 0, true)
+	if isBig || len(got) != 1 || string(got[0].Frames[0]) != "a" {
+		t.Fatalf("first take: %d messages (big %v), want only the small one", len(got), isBig)
+	}
+	got, _, isBig = q.takeSmall(make([]Msg, 0, 16), n, true)
+	if !isBig || len(got) != 0 {
+		t.Fatalf("second take: %d messages (big %v), want none and big", len(got), isBig)
+	}
+}
