@@ -220,6 +220,12 @@ records per second, one at a time, and prints append-to-delivery percentiles
 (from the append to the member's handler).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.MemberProcs < 0 {
+				return fmt.Errorf("--member-procs %d: must not be negative", o.MemberProcs)
+			}
+			if o.MinSyncInterval < 0 {
+				return fmt.Errorf("--min-sync-interval %v: must not be negative", o.MinSyncInterval)
+			}
 			return bench.Group(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}

@@ -27,3 +27,14 @@ func TestCLIBenchGroup(t *testing.T) {
 		})
 	}
 }
+
+// TestCLIBenchGroupBadFlags: negative --member-procs and
+// --min-sync-interval are refused naming the flag.
+func TestCLIBenchGroupBadFlags(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--member-procs", "-1"}, {"--min-sync-interval", "-1ms"}} {
+		p := startCLI(t, append([]string{"bench", "group"}, args...)...)
+		p.closeStdin()
+		p.mustFail(args[0])
+	}
+}
