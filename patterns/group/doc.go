@@ -46,7 +46,9 @@
 // (64 KiB at its creation, then as much as it holds, at most 1 MiB at a
 // time), so that an entry's fdatasync overwrites blocks the file has and
 // need not commit a new file size; zeros where an entry would begin are
-// the journal's end.
+// the journal's end. (A build from before the preallocation reads that
+// zero tail as a torn one: it logs a warning and cuts it, losing
+// nothing.)
 //
 // One goroutine does the group commit: it appends the dead letters,
 // writes one journal entry per changed group with one fdatasync, and only
@@ -204,14 +206,17 @@
 // it.
 //
 // A fetch with flag 16 (stream, FlagStream) stays open after a reply
-// that leased fewer records than it asked for: that reply has status 10
+// that took every record there was with room for more (no limit cut it:
+// its count, its bytes or MaxAckPending): that reply has status 10
 // (open), and the publisher keeps the fetch parked for the rest of its
-// count, answering it again as records come, until its count is used,
-// its wait ends or a newer fetch of the member displaces it; that last
-// reply has status 0, possibly with no records. A member getting records
-// one or a few at a time then sends a fetch per half buffer, not per
-// reply. A publisher from before the flag answers a bad request; the
-// member then fetches without it.
+// count and of its max bytes (which bound all its replies together),
+// answering it again as records come, until a reply uses them or is cut
+// by a limit, its wait ends, a newer fetch of the member displaces it,
+// or the member leaves or is gone; that last reply has status 0,
+// possibly with no records. A member getting records one or a few at a
+// time then sends a fetch per half buffer, not per reply. A publisher
+// from before the flag answers a bad request; the member then fetches
+// without it.
 //
 // Statuses: 0 ok; 1 unknown stream or group (settling for a group the
 // publisher never had); 4 bad request; 5 internal (the state could not be

@@ -1,5 +1,15 @@
 package group
 
+import "time"
+
+// SetMaxLazyCommit raises the cap on ServerConfig.LazyCommit for a test,
+// for servers made until the returned func restores it.
+func SetMaxLazyCommit(d time.Duration) (restore func()) {
+	old := maxLazyCommit
+	maxLazyCommit = d
+	return func() { maxLazyCommit = old }
+}
+
 // ParkedFetches returns how many fetches of member wait at the group's
 // publisher (for tests).
 func (s *Server) ParkedFetches(stream, group, member string) int {

@@ -138,6 +138,7 @@ func TestLazySettlesWaitForTheCommit(t *testing.T) {
 // committed at once, however long LazyCommit is, and the lazy acks
 // waiting at the publisher go to disk with it.
 func TestUrgentSettleCommitsLazyOnes(t *testing.T) {
+	defer group.SetMaxLazyCommit(time.Hour)()
 	var spy *settleSpy
 	p := newPublisherWrapped(t, t.TempDir(), func(cfg *group.ServerConfig) {
 		cfg.LazyCommit = time.Hour

@@ -14,37 +14,26 @@ import (
 
 // fetchLocked leases records to the member and replies, or parks the
 // fetch until records are available or its wait ends. A FlagStream fetch
-// that leased fewer records than it asked for is answered StatusOpen and
-// parked for the rest. It unlocks s.mu.
+// that took every record there was, with room for more, is answered
+// StatusOpen and parked for the rest (see leased.open). It unlocks s.mu.
 func (s *Server) fetchLocked(g *state, l *spool.Log, env [][]byte, req Request) {
-	data, n := s.leaseLocked(g, l, req, time.Now())
+	ld := s.leaseLocked(g, l, req, time.Now())
 	parkable := req.WaitMillis > 0 && len(g.parked) < maxParked
 	var old *parkedFetch
 	switch {
-	case n == 0 && parkable:
+	case ld.n == 0 && parkable:
 		old = s.parkLocked(g, l, env, req)
-	case n > 0 && parkable && streamRest(&req, n) > 0:
-		rest := req
-		rest.MaxRecords = streamRest(&req, n)
-		old = s.parkLocked(g, l, env, rest)
-		s.postLocked(env, fetchReplyStatus(StatusOpen, req.ID, n, data))
+	case ld.open && parkable:
+		old = s.parkLocked(g, l, env, ld.rest)
+		s.postLocked(env, fetchReplyStatus(StatusOpen, req.ID, ld.n, ld.data))
 	default:
-		s.postLocked(env, fetchReply(req.ID, n, data))
+		s.postLocked(env, fetchReply(req.ID, ld.n, ld.data))
 	}
 	if old != nil {
 		s.postLocked(old.env, EncodeReply(&Reply{Status: StatusOK, ID: old.req.ID}))
 	}
 	s.mu.Unlock()
 	s.sendPosted()
-}
-
-// streamRest returns how many more records a FlagStream fetch that just
-// leased n may take: 0 for a fetch without the flag.
-func streamRest(req *Request, n uint32) uint32 {
-	if req.Flags&FlagStream == 0 || req.MaxRecords <= n {
-		return 0
-	}
-	return req.MaxRecords - n
 }
 
 // parkLocked parks a fetch until records are available or its wait ends.
@@ -83,11 +72,25 @@ func (s *Server) sendFrames(env [][]byte, frames [][]byte) {
 	}
 }
 
+// leased is what one leasing gave a fetch.
+type leased struct {
+	data [][]byte // the records, as a fetch reply's data frames
+	n    uint32   // their count
+	// open: a FlagStream fetch that leased records, took every one
+	// there was (no limit cut it: count, bytes or MaxAckPending) and
+	// has a byte budget left stays open for rest (its count and bytes
+	// less these). A fetch cut by a limit ends, so that its member asks
+	// again at once, and its replies' bytes stay bounded as one
+	// fetch's.
+	open bool
+	rest Request
+}
+
 // leaseLocked leases up to the request's limits: due redeliveries first
 // (lowest offset first), then records from the cursor. It returns the
 // records as a fetch reply's data frames (one, or several with
 // FlagFrames), and their count.
-func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time) ([][]byte, uint32) {
+func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time) leased {
 	n := int(req.MaxRecords)
 	if n <= 0 {
 		n = 1
@@ -114,7 +117,13 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 		g.dirty = true
 		s.wakeAtLocked(now.Add(g.set.AckWait))
 	}
-	return ls.out.done(), uint32(ls.cnt)
+	ld := leased{data: ls.out.done(), n: uint32(ls.cnt)}
+	if req.Flags&FlagStream != 0 && ls.cnt > 0 && ls.room() && int(req.MaxRecords) > ls.cnt {
+		ld.open, ld.rest = true, req
+		ld.rest.MaxRecords -= uint32(ls.cnt)
+		ld.rest.MaxBytes = uint32(maxBytes - ls.size)
+	}
+	return ld
 }
 
 // lease is one fetch's leasing, under the server's lock.
@@ -410,19 +419,18 @@ func (s *Server) kickLocked(g *state, l *spool.Log) {
 	now := time.Now()
 	keep := g.parked[:0]
 	for _, p := range g.parked {
-		data, n := s.leaseLocked(g, l, p.req, now)
-		if n == 0 && p.deadline.After(now) {
+		ld := s.leaseLocked(g, l, p.req, now)
+		if ld.n == 0 && p.deadline.After(now) {
 			keep = append(keep, p)
 			continue
 		}
-		if rest := streamRest(&p.req, n); n > 0 && rest > 0 && p.deadline.After(now) {
-			// A FlagStream fetch stays open for the rest.
-			s.postLocked(p.env, fetchReplyStatus(StatusOpen, p.req.ID, n, data))
-			p.req.MaxRecords = rest
+		if ld.open && p.deadline.After(now) {
+			s.postLocked(p.env, fetchReplyStatus(StatusOpen, p.req.ID, ld.n, ld.data))
+			p.req = ld.rest
 			keep = append(keep, p)
 			continue
 		}
-		s.postLocked(p.env, fetchReply(p.req.ID, n, data))
+		s.postLocked(p.env, fetchReply(p.req.ID, ld.n, ld.data))
 	}
 	for i := len(keep); i < len(g.parked); i++ {
 		g.parked[i] = nil
@@ -576,8 +584,9 @@ func (s *Server) clockLoop() {
 // flushLoop is the group commit: it appends dead letters, writes the
 // state of every changed group, then sends the replies that waited for
 // it. Acknowledgements are answered only once they are on disk. A lazy
-// settle (FlagLazy) is committed LazyCommit after it came at the latest,
-// sooner if a settle that is not lazy comes.
+// settle (FlagLazy) waits up to LazyCommit from when the flusher takes
+// its wake-up (so one that comes during a commit waits for that commit,
+// then LazyCommit), less if a settle that is not lazy comes.
 func (s *Server) flushLoop() {
 	defer s.wg.Done()
 	timer := time.NewTimer(time.Hour)

@@ -54,6 +54,9 @@ type waiter struct {
 	fetch  bool
 	stream bool // a FlagStream fetch: its StatusOpen replies leave it waiting
 	ch     chan replyOrErr
+	// done is closed when the request stops waiting: a stream's next
+	// reply is then not handed over (ch may still hold the last one).
+	done chan struct{}
 }
 
 type replyOrErr struct {
@@ -126,7 +129,12 @@ func (ln *link) recvLoop() {
 				err = malformed("%d records in %d bytes", rep.Count, n)
 			}
 		}
-		w.ch <- replyOrErr{rep, err}
+		select {
+		case w.ch <- replyOrErr{rep, err}:
+		case <-w.done: // it gave up meanwhile (its records are dropped: their leases run out)
+		case <-ln.ctx.Done():
+			return
+		}
 	}
 }
 
@@ -168,12 +176,14 @@ func (ln *link) exchange(ctx context.Context, r *Request, timeout time.Duration,
 	ln.nextID++
 	r.ID = ln.nextID
 	stream := r.Op == OpFetch && r.Flags&FlagStream != 0
-	ln.waiting[r.ID] = waiter{fetch: r.Op == OpFetch, stream: stream, ch: ch}
+	done := make(chan struct{})
+	ln.waiting[r.ID] = waiter{fetch: r.Op == OpFetch, stream: stream, ch: ch, done: done}
 	ln.mu.Unlock()
 	defer func() {
 		ln.mu.Lock()
 		delete(ln.waiting, r.ID)
 		ln.mu.Unlock()
+		close(done)
 	}()
 	r.Stream, r.Group, r.Member = ln.m.cfg.Stream, ln.m.cfg.Group, ln.m.id
 	ctx, cancel := context.WithTimeout(ctx, timeout)

@@ -84,11 +84,12 @@ const FlagFrames uint8 = 2
 // one fetch open.
 const FlagPipeline uint8 = 4
 
-// FlagStream in a fetch keeps it open after a reply that leased fewer
-// records than it asked for: that reply has status StatusOpen, and the
-// fetch stays parked at the publisher for the rest of its count (until
-// its wait ends, a newer fetch of the member displaces it, or its count
-// is used: then the last reply has status StatusOK, possibly with no
+// FlagStream in a fetch keeps it open after a reply that took every
+// record there was, with room for more: that reply has status
+// StatusOpen, and the fetch stays parked at the publisher for the rest of
+// its count and bytes (until a reply uses them or is cut by a limit, its
+// wait ends, a newer fetch of the member displaces it, or the member
+// leaves: then the last reply has status StatusOK, possibly with no
 // records). A member receiving records one or a few at a time then sends
 // one fetch per buffer's worth, not one per reply. A publisher from
 // before the flag answers StatusBadRequest; the member then fetches

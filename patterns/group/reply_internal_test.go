@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fastmq/fastmq/socket"
 	"github.com/fastmq/fastmq/spool"
 )
 
@@ -46,7 +47,8 @@ func TestReplySizedForRecordsHeld(t *testing.T) {
 		s.mu.Unlock()
 		t.Fatal(err)
 	}
-	data, n := s.leaseLocked(g, l, req, time.Now())
+	ld := s.leaseLocked(g, l, req, time.Now())
+	data, n := ld.data, ld.n
 	s.mu.Unlock()
 	if n != 2 || len(data) != 1 {
 		t.Fatalf("leased %d records in %d frames, want 2 in 1", n, len(data))
@@ -111,5 +113,68 @@ func TestPostedRepliesInOrder(t *testing.T) {
 	defer o.mu.Unlock()
 	if fmt.Sprint(o.ids) != "[1 2]" {
 		t.Fatalf("replies sent in the order %v, want [1 2]", o.ids)
+	}
+}
+
+// A stream's reply that comes after its request stopped waiting, with
+// the request's channel still holding an unread reply, is dropped: the
+// link's receive loop does not wait on that channel, and the next
+// request's reply gets through.
+func TestRecvLoopSkipsAbandonedStream(t *testing.T) {
+	router, err := socket.New(socket.Router, socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer router.Close()
+	ep, err := router.Bind("tcp://127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dealer, err := socket.New(socket.Dealer, socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dealer.Close()
+	if err := dealer.Connect(ep); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ln := &link{sock: dealer, waiting: map[uint32]waiter{}}
+	ln.ctx, ln.cancel = context.WithCancel(ctx)
+	// Request 1 gave up (done closed) with a reply unread in its channel;
+	// request 2 waits.
+	gone := waiter{fetch: true, stream: true, ch: make(chan replyOrErr, 1), done: make(chan struct{})}
+	gone.ch <- replyOrErr{}
+	close(gone.done)
+	live := waiter{fetch: true, ch: make(chan replyOrErr, 1), done: make(chan struct{})}
+	ln.waiting[1], ln.waiting[2] = gone, live
+	ln.wg.Add(1)
+	go ln.recvLoop()
+	defer func() {
+		ln.cancel()
+		ln.wg.Wait()
+	}()
+	// The router learns the dealer's identity from one message.
+	if err := dealer.Send(ctx, socket.Msg{Frames: [][]byte{[]byte("hello")}}); err != nil {
+		t.Fatal(err)
+	}
+	hello, err := router.Recv(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := hello.Frames[0]
+	for _, r := range []*Reply{{Status: StatusOpen, ID: 1}, {Status: StatusOK, ID: 2}} {
+		if err := router.Send(ctx, socket.Msg{Frames: append([][]byte{id}, EncodeReply(r)...)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case re := <-live.ch:
+		if re.err != nil || re.rep.ID != 2 {
+			t.Fatalf("request 2 got %+v", re)
+		}
+	case <-ctx.Done():
+		t.Fatal("request 2's reply never came: the receive loop waits on request 1's channel")
 	}
 }

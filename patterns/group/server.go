@@ -15,6 +15,11 @@ import (
 	"github.com/fastmq/fastmq/spool"
 )
 
+// maxLazyCommit caps ServerConfig.LazyCommit: a member's settle request
+// waits 10 s for its answer. (A variable so that tests may hold lazy
+// settles longer.)
+var maxLazyCommit = time.Second
+
 // ErrClosed is returned by calls on a closed Server or Member.
 var ErrClosed = errors.New("group: closed")
 
@@ -31,6 +36,7 @@ const (
 	// DefaultLazyCommit is how long a publisher holds a lazy settle
 	// (FlagLazy) for the group commit; see ServerConfig.LazyCommit.
 	DefaultLazyCommit = 5 * time.Millisecond
+
 	// DefaultMemberCheck is how often a server without a
 	// ServerConfig.Watch looks at gossip for members that failed or left.
 	DefaultMemberCheck = 200 * time.Millisecond
@@ -78,8 +84,10 @@ type ServerConfig struct {
 	// naks, which no caller waits for) may wait for the group commit
 	// that writes it, so that one fdatasync takes those of many
 	// requests. A settle without the flag (Message.Ack and the other
-	// methods) is committed at once, with the lazy ones that wait.
-	// Default DefaultLazyCommit; negative: no wait.
+	// methods) is committed at once, with the lazy ones that wait (at
+	// high rates it may queue at the member behind lazy requests in
+	// flight, up to one LazyCommit). Default DefaultLazyCommit, at most
+	// 1 s; negative: no wait.
 	LazyCommit time.Duration
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
@@ -153,6 +161,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.LazyCommit == 0 {
 		cfg.LazyCommit = DefaultLazyCommit
 	}
+	cfg.LazyCommit = min(cfg.LazyCommit, maxLazyCommit)
 	if cfg.MemberCheck <= 0 {
 		cfg.MemberCheck = DefaultMemberCheck
 		if cfg.Watch != nil {

@@ -174,16 +174,23 @@ func (ln *link) settleLoop() {
 		keys := g.keys
 		g.left.Store(1) // this loop's, until every request is started
 		send := func(op Op, part []settleReq, keys []ackKey) {
-			// Up to maxSettleCalls requests in flight, so that the
-			// publisher's next group commit takes the next batch.
-			inflight <- struct{}{}
+			// Up to maxSettleCalls lazy requests in flight, so that the
+			// publisher's next group commit takes the next batch. One a
+			// caller waits for takes no slot: the lazy ones in flight
+			// may each be held LazyCommit at the publisher.
+			lazy := allLazy(part, keys)
+			if lazy {
+				inflight <- struct{}{}
+			}
 			calls.Add(1)
 			g.left.Add(1)
 			go func() {
 				defer calls.Done()
-				ln.sendSettles(op, part, keys)
+				ln.sendSettles(op, part, keys, lazy)
 				g.release()
-				<-inflight
+				if lazy {
+					<-inflight
+				}
 				select {
 				case answered <- struct{}{}:
 				default:
@@ -283,10 +290,11 @@ const (
 )
 
 // sendSettles sends one request: for OpAckRanges, the acks keys index
-// in list (sorted), for other ops all of list.
-func (ln *link) sendSettles(op Op, list []settleReq, keys []ackKey) {
+// in list (sorted), for other ops all of list; lazy ones (every settle
+// lazy) with FlagLazy.
+func (ln *link) sendSettles(op Op, list []settleReq, keys []ackKey, lazy bool) {
 	req := &Request{Op: op}
-	if !ln.noLazy.Load() && allLazy(list, keys) {
+	if lazy && !ln.noLazy.Load() {
 		req.Flags = FlagLazy
 	}
 	if op == OpAckRanges {
@@ -321,7 +329,7 @@ func (ln *link) sendSettles(op Op, list []settleReq, keys []ackKey) {
 		}
 		for len(part) > 0 {
 			k := min(len(part), maxBatch)
-			ln.sendSettles(OpAck, part[:k], nil)
+			ln.sendSettles(OpAck, part[:k], nil, lazy)
 			part = part[k:]
 		}
 		return

@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/patterns/group"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/socket"
+	"github.com/fastmq/fastmq/spool"
 )
 
 // fetchSpy counts a publisher's fetch requests.
@@ -103,5 +105,74 @@ func TestStreamFetchReplies(t *testing.T) {
 	p.publish(t, "s", 5)
 	if rep := recv(); rep.Status != group.StatusOK || rep.ID != 7 || rep.Count != 1 {
 		t.Fatalf("last reply: status %d id %d count %d, want ok, 7, 1 (the rest of the count)", rep.Status, rep.ID, rep.Count)
+	}
+}
+
+// A stream fetch cut short by its byte limit ends (its member asks again
+// at once, for what the log still holds) instead of staying open: an
+// open fetch waits for the next append, and its replies' bytes would
+// add up past the one fetch's the publisher's queue for the member
+// holds.
+func TestStreamFetchEndsAtByteLimit(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	l, err := p.open("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 300<<10)
+	for range 40 {
+		if _, err := l.Append(context.Background(), spool.Record{Value: big}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call := rawCaller(t, p)
+	rep := call(&group.Request{Op: group.OpFetch, MaxRecords: 100, MaxBytes: 1 << 20, WaitMillis: 8000,
+		AckWaitMillis: 30000, MaxAckPending: 1000, Flags: group.FlagStream, Stream: "s", Group: "g", Member: "x/1"})
+	if rep.Status != group.StatusOK || rep.Count == 0 || rep.Count >= 40 {
+		t.Fatalf("reply: status %d, %d records; want ok (ended at the byte limit) with a few", rep.Status, rep.Count)
+	}
+	// And a member reading big records one at a time gets them all,
+	// with leases that would not run out during the test.
+	m := member(t, group.MemberConfig{Name: "a", Buffer: 64, AckWait: time.Hour}, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for got := uint32(0); got < 40-rep.Count; got++ {
+		msg, err := m.Next(ctx)
+		if err != nil {
+			t.Fatalf("after %d records: %v", got, err)
+		}
+		if err := msg.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A member fetching from a publisher that knows every flag but
+// FlagStream drops that one only (the newest first): after one refused
+// fetch it keeps two fetches open there (FlagPipeline) and gets every
+// record.
+func TestMemberFallsBackWithoutStream(t *testing.T) {
+	var old *oldPublisher
+	p := newPublisherWrapped(t, t.TempDir(), func(*group.ServerConfig) {}, func(gs *group.Server, srv *pull.Server) pull.Extension {
+		old = &oldPublisher{Server: gs, srv: srv, flags: group.FlagStream}
+		return old
+	})
+	p.open("s")
+	m := member(t, group.MemberConfig{Name: "a"}, p)
+	testutil.WaitFor(t, "two fetches open at the publisher", 0, func() bool { return p.groups.ParkedFetches("s", "g", m.ID()) == 2 })
+	p.publish(t, "s", 20)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for range 20 {
+		msg, err := m.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := msg.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := old.refused.Load(); n != 1 {
+		t.Fatalf("%d fetches refused, want 1 (then none)", n)
 	}
 }
