@@ -189,6 +189,15 @@ func TestCLIGroupAdmin(t *testing.T) {
 	// The group reads everything again: the 10 records of each
 	// publisher, and the 2 replayed ones.
 	c := cli("w2", "consume", "--stream", "jobs", "--group", "workers", "--count", "24")
+	t.Cleanup(func() {
+		if t.Failed() {
+			// What each publisher's group state says, to tell a record
+			// leased and never handed out from one never leased.
+			for i := range pubs {
+				t.Logf("pub%d group state: %+v", i, stat(i))
+			}
+		}
+	})
 	seen := map[string]int{}
 	for _, l := range c.mustSucceed() {
 		seen[l]++
