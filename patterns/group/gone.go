@@ -270,8 +270,7 @@ func (s *Server) releaseWhere(isGone func(member string) bool) {
 			s.kickLocked(g, l)
 		}
 	}
-	s.mu.Unlock()
-	s.sendPosted()
+	s.unlockAndSend()
 	s.wakeFlusher() // the dropped parked fetches' empty replies
 }
 

@@ -32,8 +32,7 @@ func (s *Server) fetchLocked(g *state, l *spool.Log, env [][]byte, req Request) 
 	if old != nil {
 		s.postLocked(old.env, EncodeReply(&Reply{Status: StatusOK, ID: old.req.ID}))
 	}
-	s.mu.Unlock()
-	s.sendPosted()
+	s.unlockAndSend()
 }
 
 // parkLocked parks a fetch until records are available or its wait ends.
@@ -438,18 +437,18 @@ func (s *Server) kickLocked(g *state, l *spool.Log) {
 	g.parked = keep
 }
 
-// postLocked queues a fetch reply made under s.mu; sendPosted sends the
-// queued replies, after s.mu is unlocked, in the order they were made:
+// postLocked queues a fetch reply made under s.mu; unlockAndSend sends
+// the queued replies, once s.mu is unlocked, in the order they were made:
 // the replies of a stream fetch (StatusOpen, then the last) are made by
 // whichever goroutine serves it, and must reach the member in order.
 func (s *Server) postLocked(env [][]byte, frames [][]byte) {
 	s.outbox = append(s.outbox, pendingReply{env, frames})
 }
 
-// sendPosted sends the posted replies, unless another goroutine is
-// sending them: that one sends these too, after its own.
-func (s *Server) sendPosted() {
-	s.mu.Lock()
+// unlockAndSend unlocks s.mu (which the caller holds) and sends the
+// posted replies, unless another goroutine is sending them: that one
+// sends these too, after its own. With nothing posted it only unlocks.
+func (s *Server) unlockAndSend() {
 	if s.sending || len(s.outbox) == 0 {
 		s.mu.Unlock()
 		return
@@ -491,8 +490,7 @@ func (s *Server) watch(stream string, l *spool.Log) {
 				s.kickLocked(g, l)
 			}
 		}
-		s.mu.Unlock()
-		s.sendPosted()
+		s.unlockAndSend()
 		if err := l.Wait(s.ctx, seen); err != nil {
 			s.mu.Lock()
 			delete(s.watching, stream)
@@ -563,8 +561,7 @@ func (s *Server) clockLoop() {
 			}
 		}
 		s.nextTick = earliest
-		s.mu.Unlock()
-		s.sendPosted()
+		s.unlockAndSend()
 		timer.Reset(max(time.Until(earliest), time.Millisecond))
 		select {
 		case <-s.ctx.Done():

@@ -99,14 +99,14 @@ func TestPostedRepliesInOrder(t *testing.T) {
 	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
-		s.sendPosted() // sends 1, waits in it
+		s.mu.Lock()
+		s.unlockAndSend() // sends 1, waits in it
 		close(done)
 	}()
 	<-o.first
 	s.mu.Lock()
 	s.postLocked(nil, reply(2))
-	s.mu.Unlock()
-	s.sendPosted() // the other goroutine is sending: it sends 2 after 1
+	s.unlockAndSend() // the other goroutine is sending: it sends 2 after 1
 	close(o.release)
 	<-done
 	o.mu.Lock()

@@ -114,7 +114,7 @@ type Server struct {
 	replies  []pendingReply    // waiting for the state to be written
 	outbox   []pendingReply    // fetch replies to send, in order (postLocked)
 	spare    []pendingReply    // the outbox's other buffer
-	sending  bool              // a goroutine sends the outbox (sendPosted)
+	sending  bool              // a goroutine sends the outbox (unlockAndSend)
 	dlq      []deadLetter      // waiting to be appended
 	closed   bool
 	nextTick time.Time // when the clock loop runs next
@@ -277,16 +277,14 @@ func (s *Server) Handle(env [][]byte, frames [][]byte) {
 		s.seekLocked(g, l, req)
 		s.kickLocked(g, l)
 		s.replies = append(s.replies, pendingReply{env, EncodeReply(&Reply{Status: StatusOK, ID: req.ID})})
-		s.mu.Unlock()
-		s.sendPosted()
+		s.unlockAndSend()
 		s.wakeFlusher()
 		return
 	}
 	rep := s.settleLocked(g, req)
 	s.kickLocked(g, l)
 	s.replies = append(s.replies, pendingReply{env, EncodeReply(rep)})
-	s.mu.Unlock()
-	s.sendPosted()
+	s.unlockAndSend()
 	if req.Flags&FlagLazy != 0 && s.cfg.LazyCommit > 0 {
 		select {
 		case s.wakeLazy <- struct{}{}:
