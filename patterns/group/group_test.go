@@ -712,17 +712,7 @@ func TestIdlePublisherDoesNotStarveOthers(t *testing.T) {
 		return ok
 	})
 	busy.publish(t, "s", 20)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for i := 0; i < 20; i++ {
-		msg, err := m.Next(ctx)
-		if err != nil {
-			t.Fatalf("%d of 20 records from the busy publisher: %v", i, err)
-		}
-		if err := msg.Ack(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	nextAck(t, m, 20)
 }
 
 // A fetch larger than a data frame comes in several (FlagFrames): every

@@ -38,20 +38,11 @@ func TestStreamFetchStaysOpen(t *testing.T) {
 	})
 	p.open("s")
 	m := member(t, group.MemberConfig{Name: "a", Buffer: 32}, p)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	const n = 60
 	for want := uint64(0); want < n; want++ {
 		p.publish(t, "s", 1)
-		msg, err := m.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if msg.Offset != want {
-			t.Fatalf("got offset %d, want %d", msg.Offset, want)
-		}
-		if err := msg.Ack(ctx); err != nil {
-			t.Fatal(err)
+		if got := nextAck(t, m, 1); got[0] != want {
+			t.Fatalf("got offset %d, want %d", got[0], want)
 		}
 	}
 	// Two loops of 16 slots each: about n/16 fetches, plus the first
@@ -134,17 +125,7 @@ func TestStreamFetchEndsAtByteLimit(t *testing.T) {
 	// And a member reading big records one at a time gets them all,
 	// with leases that would not run out during the test.
 	m := member(t, group.MemberConfig{Name: "a", Buffer: 64, AckWait: time.Hour}, p)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for got := uint32(0); got < 40-rep.Count; got++ {
-		msg, err := m.Next(ctx)
-		if err != nil {
-			t.Fatalf("after %d records: %v", got, err)
-		}
-		if err := msg.Ack(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	nextAck(t, m, int(40-rep.Count))
 }
 
 // A member fetching from a publisher that knows every flag but
@@ -161,18 +142,29 @@ func TestMemberFallsBackWithoutStream(t *testing.T) {
 	m := member(t, group.MemberConfig{Name: "a"}, p)
 	testutil.WaitFor(t, "two fetches open at the publisher", 0, func() bool { return p.groups.ParkedFetches("s", "g", m.ID()) == 2 })
 	p.publish(t, "s", 20)
+	nextAck(t, m, 20)
+	if n := old.refused.Load(); n != 1 {
+		t.Fatalf("%d fetches refused, want 1 (then none)", n)
+	}
+}
+
+// nextAck takes n records from m with Next and acknowledges each, failing
+// the test on an error (within 20 s in all); it returns their offsets in
+// the order they came.
+func nextAck(t *testing.T, m *group.Member, n int) []uint64 {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for range 20 {
+	offs := make([]uint64, 0, n)
+	for len(offs) < n {
 		msg, err := m.Next(ctx)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("after %d of %d records: %v", len(offs), n, err)
 		}
 		if err := msg.Ack(ctx); err != nil {
 			t.Fatal(err)
 		}
+		offs = append(offs, msg.Offset)
 	}
-	if n := old.refused.Load(); n != 1 {
-		t.Fatalf("%d fetches refused, want 1 (then none)", n)
-	}
+	return offs
 }
