@@ -16,10 +16,7 @@ import (
 func TestRecvWakesOneReceiverPerMessage(t *testing.T) {
 	sockettest.Matrix(t, func(t *testing.T, ep func() string) {
 		ctx := tctx(t)
-		router := mk(t, Router, Config{})
-		dealer := mk(t, Dealer, Config{})
-		connect(t, dealer, bind(t, router, ep()))
-		waitPeers(t, dealer, 1)
+		router, dealer := routerAndDealer(t, ep(), Config{}, Config{})
 		const receivers, n = 4, 200
 		var wg sync.WaitGroup
 		for range receivers {

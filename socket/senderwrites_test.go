@@ -22,10 +22,7 @@ import (
 func TestSenderWritesConcurrentSenders(t *testing.T) {
 	sockettest.Matrix(t, func(t *testing.T, ep func() string) {
 		ctx := tctx(t)
-		router := mk(t, Router, Config{})
-		dealer := mk(t, Dealer, Config{SenderWrites: true})
-		connect(t, dealer, bind(t, router, ep()))
-		waitPeers(t, dealer, 1)
+		router, dealer := routerAndDealer(t, ep(), Config{}, Config{SenderWrites: true})
 		const senders, each = 8, 200
 		// The ROUTER echoes each message; a sender waits for the echo of
 		// its message before the next, as an RPC caller does.
@@ -104,10 +101,7 @@ func TestSenderWritesConcurrentSenders(t *testing.T) {
 func TestSenderWritesLeaveRestToWriter(t *testing.T) {
 	sockettest.Matrix(t, func(t *testing.T, ep func() string) {
 		ctx := tctx(t)
-		router := mk(t, Router, Config{RecvHWM: 1, RecvHWMBytes: 1})
-		dealer := mk(t, Dealer, Config{SenderWrites: true, SendHWM: 1, SendHWMBytes: 1})
-		connect(t, dealer, bind(t, router, ep()))
-		waitPeers(t, dealer, 1)
+		router, dealer := routerAndDealer(t, ep(), Config{RecvHWM: 1, RecvHWMBytes: 1}, Config{SenderWrites: true, SendHWM: 1, SendHWMBytes: 1})
 		body := func(i int) []byte {
 			b := bytes.Repeat([]byte{byte(i)}, 16<<10)
 			binary.BigEndian.PutUint32(b, uint32(i))
@@ -152,10 +146,7 @@ func TestSenderWritesLeaveRestToWriter(t *testing.T) {
 func TestRouterReaderWritesReplies(t *testing.T) {
 	sockettest.Matrix(t, func(t *testing.T, ep func() string) {
 		ctx := tctx(t)
-		router := mk(t, Router, Config{})
-		dealer := mk(t, Dealer, Config{})
-		connect(t, dealer, bind(t, router, ep()))
-		waitPeers(t, dealer, 1)
+		router, dealer := routerAndDealer(t, ep(), Config{}, Config{})
 		// Several receivers, as an RPC server has: the reader goroutine
 		// reads for them (a single one would read the connection itself).
 		var wg sync.WaitGroup
@@ -202,10 +193,7 @@ func TestRouterReaderWritesReplies(t *testing.T) {
 func TestSenderWritesLeaveBigMessagesToWriter(t *testing.T) {
 	sockettest.Matrix(t, func(t *testing.T, ep func() string) {
 		ctx := tctx(t)
-		router := mk(t, Router, Config{})
-		dealer := mk(t, Dealer, Config{SenderWrites: true})
-		connect(t, dealer, bind(t, router, ep()))
-		waitPeers(t, dealer, 1)
+		router, dealer := routerAndDealer(t, ep(), Config{}, Config{SenderWrites: true})
 		big := bytes.Repeat([]byte("b"), maxTakeBytes+1)
 		for i, body := range [][]byte{[]byte("small"), big, []byte("after")} {
 			if err := dealer.Send(ctx, NewMsg(body)); err != nil {
@@ -249,4 +237,15 @@ func TestConnWriterDropsBigRestBuffer(t *testing.T) {
 	a.Close()
 	b.Close()
 	<-done
+}
+
+// routerAndDealer makes a ROUTER bound at ep and a DEALER connected to it,
+// and waits until the DEALER has its peer.
+func routerAndDealer(t *testing.T, ep string, rc, dc Config) (router, dealer *Socket) {
+	t.Helper()
+	router = mk(t, Router, rc)
+	dealer = mk(t, Dealer, dc)
+	connect(t, dealer, bind(t, router, ep))
+	waitPeers(t, dealer, 1)
+	return router, dealer
 }

@@ -441,6 +441,10 @@ func (s *Server) kickLocked(g *state, l *spool.Log) {
 // the queued replies, once s.mu is unlocked, in the order they were made:
 // the replies of a stream fetch (StatusOpen, then the last) are made by
 // whichever goroutine serves it, and must reach the member in order.
+// The outbox is bounded as the fetches are: every reply in it answers a
+// parked or arriving fetch, within that fetch's max bytes (a stream's
+// replies together), and the socket's Send never waits, so it drains as
+// fast as it fills.
 func (s *Server) postLocked(env [][]byte, frames [][]byte) {
 	s.outbox = append(s.outbox, pendingReply{env, frames})
 }
