@@ -83,8 +83,9 @@
 //
 //   - AckWait (default 30 s): a lease's length, counted from when the
 //     publisher leases the record to the member (the member buffers
-//     little: MemberConfig.Buffer, default 64 records in all, so leased
-//     records do not wait long unprocessed). InProgress extends it by
+//     little: MemberConfig.Buffer, default 64 records in all plus one
+//     per publisher, so leased records do not wait long unprocessed;
+//     the one per publisher keeps a fetch waiting at every publisher). InProgress extends it by
 //     AckWait, up to MaxLeaseFactor (10) AckWaits from the lease's start.
 //   - MaxDeliver (default 5, unlimited with -1): a record that ran out
 //     its lease or was naked after its MaxDeliver-th delivery is

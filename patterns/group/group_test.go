@@ -715,6 +715,77 @@ func TestIdlePublisherDoesNotStarveOthers(t *testing.T) {
 	nextAck(t, m, 20)
 }
 
+// A member with fewer buffer slots than fetch loops still fetches from
+// every publisher while Next waits (each link's reserve slot): with a
+// Buffer of 1 and two publishers, or the default Buffer with three,
+// records appended at any one are delivered while fetches wait at the
+// idle ones, which never end here (MaxWait of an hour). Without the
+// reserve, the slots sat in fetches at the idle publishers and the
+// records waited for them to end.
+func TestFewSlotsManyPublishers(t *testing.T) {
+	for _, tc := range []struct{ buffer, pubs int }{{1, 2}, {0, 3}} {
+		t.Run(fmt.Sprintf("buffer%d-pubs%d", tc.buffer, tc.pubs), func(t *testing.T) {
+			var pubs []*publisher
+			eps := map[string]string{}
+			for i := range tc.pubs {
+				p := newPublisher(t, t.TempDir())
+				if _, err := p.open("s"); err != nil {
+					t.Fatal(err)
+				}
+				pubs = append(pubs, p)
+				eps[fmt.Sprint("p", i)] = p.srv.Endpoints()[0]
+			}
+			m, err := group.NewMember(group.MemberConfig{Stream: "s", Group: "g", Name: "a", Buffer: tc.buffer,
+				MaxWait: time.Hour, Publishers: eps})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			// Each publisher in turn gets records while the others idle.
+			for _, p := range pubs {
+				p.publish(t, "s", 3)
+				nextAck(t, m, 3)
+			}
+		})
+	}
+}
+
+// The reserve slots bound what a member holds: Buffer records, plus one
+// per publisher. A member with a Buffer of 1 and two busy publishers
+// that took 10 records (and acknowledged none) has at most 3 more
+// leased, waiting in its buffer.
+func TestReserveSlotsBoundLeases(t *testing.T) {
+	var pubs []*publisher
+	eps := map[string]string{}
+	for i := range 2 {
+		p := newPublisher(t, t.TempDir())
+		p.publish(t, "s", 20)
+		pubs = append(pubs, p)
+		eps[fmt.Sprint("p", i)] = p.srv.Endpoints()[0]
+	}
+	m, err := group.NewMember(group.MemberConfig{Stream: "s", Group: "g", Name: "a", Buffer: 1, Publishers: eps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for range 10 {
+		if _, err := m.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // room for a fetch beyond the bound
+	var leased uint64
+	for _, p := range pubs {
+		c, _ := p.groups.Counters("s", "g")
+		leased += c.Delivered
+	}
+	if leased < 10 || leased > 13 {
+		t.Fatalf("%d records leased to a member of Buffer 1 with two publishers that took 10, want 10 to 13", leased)
+	}
+}
+
 // A fetch larger than a data frame comes in several (FlagFrames): every
 // record reaches the member, once, whole.
 func TestFetchOverSeveralFrames(t *testing.T) {

@@ -45,6 +45,16 @@ type link struct {
 	// or refused it (noPipe): the second fetch loop waits for it.
 	piped     chan struct{}
 	pipedOnce sync.Once
+	// reserve holds this link's reserve slot (see fetchLoop) while it
+	// is free: a slot beyond the member's Buffer that only this link
+	// uses, so that a fetch waits at its publisher even while every
+	// buffer slot is held by fetches waiting at idle publishers.
+	reserve chan struct{}
+	// open counts the link's fetches open; idle tells a fetch loop
+	// waiting for slots that the other loop's fetch ended and none is
+	// open now.
+	open atomic.Int32
+	idle chan struct{}
 
 	gate    sync.Mutex // orders fetches before a leave
 	leaving bool
@@ -75,7 +85,8 @@ func (m *Member) newLink(node, ep string) (*link, error) {
 		sock.Close()
 		return nil, fmt.Errorf("group: connect %s: %w", ep, err)
 	}
-	ln := &link{m: m, node: node, endpoint: ep, sock: sock, waiting: make(map[uint32]waiter), settles: make(chan settleReq, 4096), gathering: make(chan struct{}, 1), piped: make(chan struct{})}
+	ln := &link{m: m, node: node, endpoint: ep, sock: sock, waiting: make(map[uint32]waiter), settles: make(chan settleReq, 4096), gathering: make(chan struct{}, 1), piped: make(chan struct{}), reserve: make(chan struct{}, 1), idle: make(chan struct{}, 1)}
+	ln.reserve <- struct{}{}
 	ln.ctx, ln.cancel = context.WithCancel(m.ctx)
 	ln.wg.Add(4)
 	go ln.recvLoop()
@@ -275,13 +286,41 @@ func (ln *link) fetchLoop(second bool) {
 		case <-ln.ctx.Done():
 			return
 		}
-		// Take free slots (waiting), then every other free one.
-		n := 0
-		select {
-		case n = <-m.tokens:
-		case <-ln.ctx.Done():
-			<-ln.gathering
-			return
+		// Take free slots (waiting), then every other free one. While
+		// Next waits for records, none is buffered and no fetch of this
+		// link is open, the loop may take the link's reserve slot
+		// instead. Without it, a member with fewer free slots than
+		// fetch loops (a Buffer of 1 with two publishers, or the
+		// default 64 with three) could have every slot in fetches
+		// waiting at idle publishers and none at this one: a record
+		// appended here then waited until one of those ended empty
+		// (MaxWait, 5 s by default), while Next waited too. A fetch
+		// with the reserve goes out at once; it gives the reserve back
+		// if free slots came meanwhile.
+		n, reserved := 0, false
+		for n == 0 {
+			select {
+			case n = <-m.tokens:
+				continue
+			default:
+			}
+			var reserve, hungry <-chan struct{}
+			if ln.open.Load() == 0 {
+				hungry = m.hungryChan() // before starving: a Next waiting after it closes this one
+				if m.starving() {
+					reserve = ln.reserve
+				}
+			}
+			select {
+			case n = <-m.tokens:
+			case <-reserve:
+				n, reserved = 1, true
+			case <-ln.idle: // the other loop's fetch ended, or the reserve came back
+			case <-hungry: // Next waits
+			case <-ln.ctx.Done():
+				<-ln.gathering
+				return
+			}
 		}
 		// While records wait in the buffer, gather half of it before
 		// fetching: a fast reader would otherwise make every fetch a
@@ -291,6 +330,9 @@ func (ln *link) fetchLoop(second bool) {
 		limit := m.cfg.Buffer
 		if !ln.noPipe.Load() {
 			limit = max(1, (m.cfg.Buffer+1)/2)
+		}
+		if reserved {
+			limit++ // the reserve is not one of the Buffer slots
 		}
 		if n > limit {
 			m.returnTokens(n - limit)
@@ -304,7 +346,7 @@ func (ln *link) fetchLoop(second bool) {
 				continue
 			default:
 			}
-			if n >= (m.cfg.Buffer+1)/2 || m.empty() {
+			if reserved || n >= (m.cfg.Buffer+1)/2 || m.empty() {
 				break more
 			}
 			select {
@@ -316,10 +358,15 @@ func (ln *link) fetchLoop(second bool) {
 				return
 			}
 		}
+		ln.open.Add(1) // before the other loop may gather and look
 		<-ln.gathering
 		if n > limit {
 			m.returnTokens(n - limit)
 			n = limit
+		}
+		if reserved && n > 1 {
+			ln.reserve <- struct{}{} // free slots came: no need of it
+			n, reserved = n-1, false
 		}
 		req := &Request{Op: OpFetch, MaxRecords: uint32(n), MaxBytes: 1 << 20,
 			WaitMillis: uint32(m.cfg.MaxWait / time.Millisecond), AckWaitMillis: uint32(m.cfg.AckWait / time.Millisecond),
@@ -349,6 +396,13 @@ func (ln *link) fetchLoop(second bool) {
 			chunks, err := ln.messages(rep, n-used)
 			if err != nil {
 				return err
+			}
+			if reserved && used == 0 && len(chunks) > 0 {
+				// A record of this fetch holds the reserve: the first
+				// slot given back to the member goes back to this link.
+				// Owed before the records can be taken, and their slots
+				// given back.
+				m.owe(ln)
 			}
 			for _, msgs := range chunks {
 				select { // fast path: one channel locked, not two
@@ -385,7 +439,17 @@ func (ln *link) fetchLoop(second bool) {
 		if ln.noPipe.Load() {
 			ln.pipedOnce.Do(func() { close(ln.piped) })
 		}
+		if reserved && used == 0 {
+			ln.reserve <- struct{}{}
+			n--
+		}
 		m.returnTokens(n - used)
+		if ln.open.Add(-1) == 0 {
+			select {
+			case ln.idle <- struct{}{}:
+			default:
+			}
+		}
 		if ln.ctx.Err() != nil {
 			return
 		}

@@ -71,6 +71,10 @@ type MemberConfig struct {
 	// per record (fewer, larger fetches). But
 	// buffered records' leases run: keep Buffer times a record's handling
 	// time, divided by the handlers running at once, well under AckWait.
+	// Besides the Buffer slots, each publisher's link has one reserve
+	// slot, used while no fetch of it is open, so that a fetch waits at
+	// every publisher however many there are: the member holds at most
+	// Buffer records plus one per publisher.
 	Buffer int
 	// Start and StartValue place a new group's cursor (StartEarliest,
 	// StartLatest, StartOffset, StartTime). Default earliest.
@@ -118,8 +122,21 @@ type Member struct {
 	sleepers atomic.Int32
 	wake     chan struct{}
 
+	// owed lists the links whose reserve slot a buffered record holds
+	// (see owe); owing is its length, for returnTokens to look without
+	// the lock.
+	// hungry, when not nil, is closed once a Next call waits with no
+	// record buffered: a fetch loop waiting for slots may then take its
+	// link's reserve. Guarded by qmu.
+	hungry chan struct{}
+
+	owedMu sync.Mutex
+	owed   []*link
+	owing  atomic.Int32
+
 	mu     sync.Mutex
 	links  map[string]*link // by publisher node
+	nlinks atomic.Int32     // len(links)
 	closed bool
 }
 
@@ -286,6 +303,7 @@ func (m *Member) startLink(node, ep string) error {
 		return err
 	}
 	m.links[node] = ln
+	m.nlinks.Store(int32(len(m.links)))
 	return nil
 }
 
@@ -293,6 +311,7 @@ func (m *Member) stopLink(node string) {
 	m.mu.Lock()
 	ln := m.links[node]
 	delete(m.links, node)
+	m.nlinks.Store(int32(len(m.links)))
 	m.mu.Unlock()
 	if ln != nil {
 		ln.stop()
@@ -373,6 +392,7 @@ func (m *Member) next(ctx context.Context, wait bool) (*Message, error) {
 				m.sleepers.Add(-1)
 				continue
 			}
+			m.signalHungry()
 			var err error
 			select {
 			case b = <-m.out:
@@ -398,6 +418,36 @@ func (m *Member) next(ctx context.Context, wait bool) (*Message, error) {
 	}
 }
 
+// hungryChan returns a channel closed once a Next call waits with no
+// record buffered (see link.fetchLoop's reserve).
+func (m *Member) hungryChan() <-chan struct{} {
+	m.qmu.Lock()
+	defer m.qmu.Unlock()
+	if m.hungry == nil {
+		m.hungry = make(chan struct{})
+	}
+	return m.hungry
+}
+
+// signalHungry closes the channel of hungryChan, if a fetch loop took it.
+func (m *Member) signalHungry() {
+	m.qmu.Lock()
+	if m.hungry != nil {
+		close(m.hungry)
+		m.hungry = nil
+	}
+	m.qmu.Unlock()
+}
+
+// starving tells whether a Next call waits with no record buffered,
+// while the member fetches from several publishers. (With one, every
+// slot not buffered is in a fetch of that publisher: the reserve could
+// only make a second fetch, now and then, as a Next takes a reply's
+// records.)
+func (m *Member) starving() bool {
+	return m.sleepers.Load() > 0 && len(m.out) == 0 && m.nlinks.Load() > 1
+}
+
 // empty reports whether no record waits to be handed out.
 func (m *Member) empty() bool { return len(m.out) == 0 && m.queued.Load() == 0 }
 
@@ -407,9 +457,46 @@ func (m *Member) empty() bool { return len(m.out) == 0 && m.queued.Load() == 0 }
 // there cannot keep them all. The channel never fills: it holds at most
 // Buffer counts of at least one slot.
 func (m *Member) returnTokens(n int) {
+	if n > 0 && m.owing.Load() > 0 {
+		n = m.repay(n)
+	}
 	if n > 0 {
 		m.tokens <- n
 	}
+}
+
+// owe notes that a record fetched with ln's reserve slot is in the
+// buffer: the next slot given back goes to ln's reserve, not to the
+// member's free slots, so that the member holds at most Buffer records
+// plus one per link.
+func (m *Member) owe(ln *link) {
+	m.owedMu.Lock()
+	m.owed = append(m.owed, ln)
+	m.owing.Store(int32(len(m.owed)))
+	m.owedMu.Unlock()
+}
+
+// repay gives up to n slots back to the links owed their reserve, and
+// returns the rest.
+func (m *Member) repay(n int) int {
+	m.owedMu.Lock()
+	defer m.owedMu.Unlock()
+	for n > 0 && len(m.owed) > 0 {
+		ln := m.owed[0]
+		m.owed[0] = nil
+		m.owed = m.owed[1:]
+		n--
+		select {
+		case ln.reserve <- struct{}{}:
+		default: // cannot happen: the reserve is out until repaid
+		}
+		select {
+		case ln.idle <- struct{}{}: // a loop waiting may take it now
+		default:
+		}
+	}
+	m.owing.Store(int32(len(m.owed)))
+	return n
 }
 
 // Close leaves the group: each publisher is told to release this
