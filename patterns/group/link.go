@@ -149,6 +149,14 @@ func (ln *link) recvLoop() {
 	}
 }
 
+// putReserve gives the link its reserve slot back.
+func (ln *link) putReserve() {
+	select {
+	case ln.reserve <- struct{}{}:
+	default: // cannot happen: one reserve, taken before it is put back
+	}
+}
+
 // hasRecords tells the statuses of fetch replies that carry records.
 func hasRecords(st Status) bool { return st == StatusOK || st == StatusOpen }
 
@@ -331,9 +339,6 @@ func (ln *link) fetchLoop(second bool) {
 		if !ln.noPipe.Load() {
 			limit = max(1, (m.cfg.Buffer+1)/2)
 		}
-		if reserved {
-			limit++ // the reserve is not one of the Buffer slots
-		}
 		if n > limit {
 			m.returnTokens(n - limit)
 			n = limit
@@ -353,6 +358,9 @@ func (ln *link) fetchLoop(second bool) {
 			case k := <-m.tokens:
 				n += k
 			case <-ln.ctx.Done():
+				if reserved {
+					n-- // the reserve is not the member's to take back
+				}
 				m.returnTokens(n)
 				<-ln.gathering
 				return
@@ -365,7 +373,7 @@ func (ln *link) fetchLoop(second bool) {
 			n = limit
 		}
 		if reserved && n > 1 {
-			ln.reserve <- struct{}{} // free slots came: no need of it
+			ln.putReserve() // free slots came: no need of it
 			n, reserved = n-1, false
 		}
 		req := &Request{Op: OpFetch, MaxRecords: uint32(n), MaxBytes: 1 << 20,
@@ -384,7 +392,7 @@ func (ln *link) fetchLoop(second bool) {
 		if !ln.noStream.Load() {
 			req.Flags |= FlagStream
 		}
-		used := 0
+		used, owes := 0, false
 		// Each reply's records go to the buffer; a stream's replies
 		// come until its last one (never more than n records in all:
 		// the publisher leases a fetch no more than it asked for).
@@ -397,12 +405,13 @@ func (ln *link) fetchLoop(second bool) {
 			if err != nil {
 				return err
 			}
-			if reserved && used == 0 && len(chunks) > 0 {
+			if reserved && !owes && len(chunks) > 0 {
 				// A record of this fetch holds the reserve: the first
 				// slot given back to the member goes back to this link.
 				// Owed before the records can be taken, and their slots
 				// given back.
 				m.owe(ln)
+				owes = true
 			}
 			for _, msgs := range chunks {
 				select { // fast path: one channel locked, not two
@@ -440,7 +449,12 @@ func (ln *link) fetchLoop(second bool) {
 			ln.pipedOnce.Do(func() { close(ln.piped) })
 		}
 		if reserved && used == 0 {
-			ln.reserve <- struct{}{}
+			// No record holds the reserve (none came, or the link
+			// stopped before they reached the buffer): it is free
+			// again, unless a slot given back already repaid it.
+			if !owes || m.unowe(ln) {
+				ln.putReserve()
+			}
 			n--
 		}
 		m.returnTokens(n - used)

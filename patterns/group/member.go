@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -476,6 +477,21 @@ func (m *Member) owe(ln *link) {
 	m.owedMu.Unlock()
 }
 
+// unowe cancels a debt owe noted for ln, when no record came to hold
+// the reserve after all. It reports whether the debt was still owed (if
+// not, a slot given back already repaid it).
+func (m *Member) unowe(ln *link) bool {
+	m.owedMu.Lock()
+	defer m.owedMu.Unlock()
+	i := slices.Index(m.owed, ln)
+	if i < 0 {
+		return false
+	}
+	m.owed = slices.Delete(m.owed, i, i+1)
+	m.owing.Store(int32(len(m.owed)))
+	return true
+}
+
 // repay gives up to n slots back to the links owed their reserve, and
 // returns the rest.
 func (m *Member) repay(n int) int {
@@ -486,10 +502,7 @@ func (m *Member) repay(n int) int {
 		m.owed[0] = nil
 		m.owed = m.owed[1:]
 		n--
-		select {
-		case ln.reserve <- struct{}{}:
-		default: // cannot happen: the reserve is out until repaid
-		}
+		ln.putReserve()
 		select {
 		case ln.idle <- struct{}{}: // a loop waiting may take it now
 		default:
