@@ -61,16 +61,27 @@ func TestGroupQueueAcrossNodes(t *testing.T) {
 		}
 		held[key{msg.Publisher, msg.Offset}] = true
 	}
-	// Its buffer fills up too (one record, leased); then it holds its
-	// leases for good.
-	victimLeases := len(held) + vcfg.Buffer
-	testutil.WaitFor(t, "the victim's buffer full", 0, func() bool {
-		pending := 0
+	// Its buffer fills up too (one record, leased, and up to one more
+	// per publisher that a link's reserve fetched while Next waited);
+	// then it holds its leases for good. They are counted once the
+	// count stays the same for a while.
+	pending := func() int {
+		n := 0
 		for _, p := range pubs {
-			pending += p.GroupStats()["jobs/workers"].Pending
+			n += p.GroupStats()["jobs/workers"].Pending
 		}
-		return pending == victimLeases
+		return n
+	}
+	victimLeases := 0
+	testutil.WaitFor(t, "the victim's buffer full", 0, func() bool {
+		before := pending()
+		time.Sleep(300 * time.Millisecond)
+		victimLeases = pending()
+		return victimLeases == before && victimLeases > len(held)
 	})
+	if max := len(held) + vcfg.Buffer + len(pubs); victimLeases > max {
+		t.Fatalf("the victim holds %d leases, more than its %d taken, buffer of %d and one per publisher", victimLeases, len(held), vcfg.Buffer)
+	}
 	var wg sync.WaitGroup
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
