@@ -75,12 +75,12 @@ func TestGroupQueueAcrossNodes(t *testing.T) {
 	victimLeases := 0
 	testutil.WaitFor(t, "the victim's buffer full", 0, func() bool {
 		before := pending()
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(time.Second)
 		victimLeases = pending()
 		return victimLeases == before && victimLeases > len(held)
 	})
 	if max := len(held) + vcfg.Buffer + len(pubs); victimLeases > max {
-		t.Fatalf("the victim holds %d leases, more than its %d taken, buffer of %d and one per publisher", victimLeases, len(held), vcfg.Buffer)
+		t.Fatalf("the victim holds %d leases, more than %d: its %d taken, its buffer of %d and one per publisher", victimLeases, max, len(held), vcfg.Buffer)
 	}
 	var wg sync.WaitGroup
 	runCtx, stop := context.WithCancel(ctx)
@@ -113,6 +113,9 @@ func TestGroupQueueAcrossNodes(t *testing.T) {
 		}
 		return acked == 2*n-uint64(victimLeases)
 	})
+	if n := pending(); n != victimLeases {
+		t.Fatalf("%d leases pending before the victim stops, want its %d", n, victimLeases)
+	}
 	killed := time.Now()
 	victim.Close() // no leave: the publishers learn it from gossip
 	testutil.WaitFor(t, "every record acknowledged on both publishers", 45*time.Second, func() bool {

@@ -85,8 +85,9 @@
 //     publisher leases the record to the member (the member buffers
 //     little: MemberConfig.Buffer, default 64 records in all plus one
 //     per publisher, so leased records do not wait long unprocessed;
-//     the one per publisher keeps a fetch waiting at every publisher). InProgress extends it by
-//     AckWait, up to MaxLeaseFactor (10) AckWaits from the lease's start.
+//     the one per publisher keeps a fetch waiting at every publisher
+//     while Next waits). InProgress extends it by AckWait, up to
+//     MaxLeaseFactor (10) AckWaits from the lease's start.
 //   - MaxDeliver (default 5, unlimited with -1): a record that ran out
 //     its lease or was naked after its MaxDeliver-th delivery is
 //     dead-lettered.

@@ -27,3 +27,43 @@ func (s *Server) ParkedFetches(stream, group, member string) int {
 	}
 	return n
 }
+
+// CloseAndCountSlots closes the member, then counts the buffer slots it
+// could give out again (free ones, and those of records still buffered),
+// its debts to links' reserves, and its links whose reserve is free (for
+// tests: slots should equal Buffer, with no debt and every reserve free).
+func (m *Member) CloseAndCountSlots() (slots, owed, reserves, links int) {
+	m.mu.Lock()
+	lns := make([]*link, 0, len(m.links))
+	for _, ln := range m.links {
+		lns = append(lns, ln)
+	}
+	m.mu.Unlock()
+	m.Close()
+	for {
+		select {
+		case n := <-m.tokens:
+			slots += n
+			continue
+		default:
+		}
+		break
+	}
+	for range len(m.out) {
+		slots += len(<-m.out)
+	}
+	m.qmu.Lock()
+	for _, q := range m.queue {
+		slots += len(q.msgs) + q.owed
+	}
+	m.qmu.Unlock()
+	m.owedMu.Lock()
+	owed = len(m.owed)
+	m.owedMu.Unlock()
+	for _, ln := range lns {
+		if len(ln.reserve) == 1 {
+			reserves++
+		}
+	}
+	return slots, owed, reserves, len(lns)
+}

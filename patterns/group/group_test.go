@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -783,6 +784,78 @@ func TestReserveSlotsBoundLeases(t *testing.T) {
 	}
 	if leased < 10 || leased > 13 {
 		t.Fatalf("%d records leased to a member of Buffer 1 with two publishers that took 10, want 10 to 13", leased)
+	}
+}
+
+// The reserve slots leave the member's slots whole: after concurrent
+// Next calls take every record of three publishers through a Buffer of
+// 2 (reserves taken, repaid), then a Next waits while fetches, some by
+// the reserve, wait at the idle publishers, and the member closes, its
+// slots add up to Buffer again, it owes no link, and every link's
+// reserve is free.
+func TestReserveKeepsSlotsWhole(t *testing.T) {
+	for round := 0; round < 3; round++ {
+		var pubs []*publisher
+		eps := map[string]string{}
+		for i := range 3 {
+			p := newPublisher(t, t.TempDir())
+			p.publish(t, "s", 200)
+			pubs = append(pubs, p)
+			eps[fmt.Sprint("p", i)] = p.srv.Endpoints()[0]
+		}
+		const buffer = 2
+		m, err := group.NewMember(group.MemberConfig{Stream: "s", Group: "g", Name: "a", Buffer: buffer, Publishers: eps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		var wg sync.WaitGroup
+		var taken atomic.Int64
+		for range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for taken.Add(1) <= 600 {
+					msg, err := m.Next(ctx)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if err := msg.Ack(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		cancel()
+		// Every record taken: Next waits, with a fetch (by the
+		// reserve, for some) waiting at each idle publisher.
+		wctx, wcancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		if msg, err := m.Next(wctx); err == nil {
+			t.Fatalf("round %d: a record after all were taken: %+v", round, msg)
+		}
+		wcancel()
+		// More slots than Buffer would fill the member's slot channel
+		// and hang the handing back: bounded here.
+		type count struct{ slots, owed, reserves, links int }
+		done := make(chan count, 1)
+		go func() {
+			var c count
+			c.slots, c.owed, c.reserves, c.links = m.CloseAndCountSlots()
+			done <- c
+		}()
+		var c count
+		select {
+		case c = <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("round %d: Close hung (slots given back beyond Buffer?)", round)
+		}
+		slots, owed, reserves, links := c.slots, c.owed, c.reserves, c.links
+		if slots != buffer || owed != 0 || reserves != links || links != 3 {
+			t.Fatalf("round %d: after close, %d slots (want %d), %d debts, %d of %d reserves free", round, slots, buffer, owed, reserves, links)
+		}
 	}
 }
 

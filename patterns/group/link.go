@@ -51,8 +51,8 @@ type link struct {
 	// buffer slot is held by fetches waiting at idle publishers.
 	reserve chan struct{}
 	// open counts the link's fetches open; idle tells a fetch loop
-	// waiting for slots that the other loop's fetch ended and none is
-	// open now.
+	// waiting for slots to look again: the other loop's fetch ended and
+	// none is open now, or the reserve came back (repay).
 	open atomic.Int32
 	idle chan struct{}
 
@@ -358,10 +358,7 @@ func (ln *link) fetchLoop(second bool) {
 			case k := <-m.tokens:
 				n += k
 			case <-ln.ctx.Done():
-				if reserved {
-					n-- // the reserve is not the member's to take back
-				}
-				m.returnTokens(n)
+				m.returnTokens(n) // not reserved: that fetch goes out at once
 				<-ln.gathering
 				return
 			}
@@ -451,11 +448,13 @@ func (ln *link) fetchLoop(second bool) {
 		if reserved && used == 0 {
 			// No record holds the reserve (none came, or the link
 			// stopped before they reached the buffer): it is free
-			// again, unless a slot given back already repaid it.
+			// again. Unless a slot given back already repaid it: then
+			// that slot, which holds no record, goes back to the
+			// member with the others.
 			if !owes || m.unowe(ln) {
 				ln.putReserve()
+				n--
 			}
-			n--
 		}
 		m.returnTokens(n - used)
 		if ln.open.Add(-1) == 0 {

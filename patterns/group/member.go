@@ -73,9 +73,11 @@ type MemberConfig struct {
 	// buffered records' leases run: keep Buffer times a record's handling
 	// time, divided by the handlers running at once, well under AckWait.
 	// Besides the Buffer slots, each publisher's link has one reserve
-	// slot, used while no fetch of it is open, so that a fetch waits at
-	// every publisher however many there are: the member holds at most
-	// Buffer records plus one per publisher.
+	// slot, used while Next waits with nothing buffered and no fetch of
+	// that link is open (with more than one publisher), so that a fetch
+	// waits at every publisher however many there are: the member holds
+	// at most Buffer records plus one per publisher (for a moment one
+	// more, while the debt of a link just stopped is repaid).
 	Buffer int
 	// Start and StartValue place a new group's cursor (StartEarliest,
 	// StartLatest, StartOffset, StartTime). Default earliest.
@@ -123,14 +125,14 @@ type Member struct {
 	sleepers atomic.Int32
 	wake     chan struct{}
 
-	// owed lists the links whose reserve slot a buffered record holds
-	// (see owe); owing is its length, for returnTokens to look without
-	// the lock.
 	// hungry, when not nil, is closed once a Next call waits with no
 	// record buffered: a fetch loop waiting for slots may then take its
 	// link's reserve. Guarded by qmu.
 	hungry chan struct{}
 
+	// owed lists the links whose reserve slot a record of the buffer
+	// holds (see owe); owing is its length, for returnTokens to look
+	// without the lock.
 	owedMu sync.Mutex
 	owed   []*link
 	owing  atomic.Int32
@@ -415,6 +417,12 @@ func (m *Member) next(ctx context.Context, wait bool) (*Message, error) {
 		m.qmu.Lock()
 		m.queue = append(m.queue, queued{msgs: b})
 		m.queued.Add(1)
+		if m.hungry != nil && m.sleepers.Load() > 0 && len(m.out) == 0 {
+			// Others wait and took nothing: a fetch loop that looked
+			// while this chunk was in out may now take its reserve.
+			close(m.hungry)
+			m.hungry = nil
+		}
 		m.qmu.Unlock()
 	}
 }
@@ -440,8 +448,9 @@ func (m *Member) signalHungry() {
 	m.qmu.Unlock()
 }
 
-// starving tells whether a Next call waits with no record buffered,
-// while the member fetches from several publishers. (With one, every
+// starving tells whether a Next call waits with no record buffered
+// (none in out: one just taken from it is handed out at once), while the
+// member fetches from several publishers. (With one, every
 // slot not buffered is in a fetch of that publisher: the reserve could
 // only make a second fetch, now and then, as a Next takes a reply's
 // records.)
@@ -466,8 +475,8 @@ func (m *Member) returnTokens(n int) {
 	}
 }
 
-// owe notes that a record fetched with ln's reserve slot is in the
-// buffer: the next slot given back goes to ln's reserve, not to the
+// owe notes that a record fetched with ln's reserve slot is about to
+// enter the buffer: the next slot given back goes to ln's reserve, not to the
 // member's free slots, so that the member holds at most Buffer records
 // plus one per link.
 func (m *Member) owe(ln *link) {
