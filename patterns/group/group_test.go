@@ -83,6 +83,23 @@ func (p *publisher) publish(t testing.TB, stream string, n int) {
 	}
 }
 
+// publishers starts k publishers of stream s, each with records records
+// appended.
+func publishers(t testing.TB, k, records int) []*publisher {
+	t.Helper()
+	pubs := make([]*publisher, k)
+	for i := range pubs {
+		pubs[i] = newPublisher(t, t.TempDir())
+		if _, err := pubs[i].open("s"); err != nil {
+			t.Fatal(err)
+		}
+		if records > 0 {
+			pubs[i].publish(t, "s", records)
+		}
+	}
+	return pubs
+}
+
 func member(t testing.TB, cfg group.MemberConfig, pubs ...*publisher) *group.Member {
 	t.Helper()
 	cfg.Publishers = map[string]string{}
@@ -95,7 +112,9 @@ func member(t testing.TB, cfg group.MemberConfig, pubs ...*publisher) *group.Mem
 	if cfg.Group == "" {
 		cfg.Group = "g"
 	}
-	cfg.MaxWait = 200 * time.Millisecond
+	if cfg.MaxWait == 0 {
+		cfg.MaxWait = 200 * time.Millisecond
+	}
 	m, err := group.NewMember(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -726,22 +745,8 @@ func TestIdlePublisherDoesNotStarveOthers(t *testing.T) {
 func TestFewSlotsManyPublishers(t *testing.T) {
 	for _, tc := range []struct{ buffer, pubs int }{{1, 2}, {0, 3}} {
 		t.Run(fmt.Sprintf("buffer%d-pubs%d", tc.buffer, tc.pubs), func(t *testing.T) {
-			var pubs []*publisher
-			eps := map[string]string{}
-			for i := range tc.pubs {
-				p := newPublisher(t, t.TempDir())
-				if _, err := p.open("s"); err != nil {
-					t.Fatal(err)
-				}
-				pubs = append(pubs, p)
-				eps[fmt.Sprint("p", i)] = p.srv.Endpoints()[0]
-			}
-			m, err := group.NewMember(group.MemberConfig{Stream: "s", Group: "g", Name: "a", Buffer: tc.buffer,
-				MaxWait: time.Hour, Publishers: eps})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
+			pubs := publishers(t, tc.pubs, 0)
+			m := member(t, group.MemberConfig{Name: "a", Buffer: tc.buffer, MaxWait: time.Hour}, pubs...)
 			// Each publisher in turn gets records while the others idle.
 			for _, p := range pubs {
 				p.publish(t, "s", 3)
@@ -756,19 +761,8 @@ func TestFewSlotsManyPublishers(t *testing.T) {
 // that took 10 records (and acknowledged none) has at most 3 more
 // leased, waiting in its buffer.
 func TestReserveSlotsBoundLeases(t *testing.T) {
-	var pubs []*publisher
-	eps := map[string]string{}
-	for i := range 2 {
-		p := newPublisher(t, t.TempDir())
-		p.publish(t, "s", 20)
-		pubs = append(pubs, p)
-		eps[fmt.Sprint("p", i)] = p.srv.Endpoints()[0]
-	}
-	m, err := group.NewMember(group.MemberConfig{Stream: "s", Group: "g", Name: "a", Buffer: 1, Publishers: eps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	pubs := publishers(t, 2, 20)
+	m := member(t, group.MemberConfig{Name: "a", Buffer: 1}, pubs...)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for range 10 {
@@ -795,19 +789,8 @@ func TestReserveSlotsBoundLeases(t *testing.T) {
 // reserve is free.
 func TestReserveKeepsSlotsWhole(t *testing.T) {
 	for round := 0; round < 3; round++ {
-		var pubs []*publisher
-		eps := map[string]string{}
-		for i := range 3 {
-			p := newPublisher(t, t.TempDir())
-			p.publish(t, "s", 200)
-			pubs = append(pubs, p)
-			eps[fmt.Sprint("p", i)] = p.srv.Endpoints()[0]
-		}
 		const buffer = 2
-		m, err := group.NewMember(group.MemberConfig{Stream: "s", Group: "g", Name: "a", Buffer: buffer, Publishers: eps})
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := member(t, group.MemberConfig{Name: "a", Buffer: buffer}, publishers(t, 3, 200)...)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		var wg sync.WaitGroup
 		var taken atomic.Int64
