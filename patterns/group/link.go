@@ -313,7 +313,7 @@ func (ln *link) fetchLoop(second bool) {
 			default:
 			}
 			var reserve, hungry <-chan struct{}
-			if ln.open.Load() == 0 {
+			if ln.open.Load() == 0 && m.nlinks.Load() > 1 {
 				hungry = m.hungryChan() // before starving: a Next waiting after it closes this one
 				if m.starving() {
 					reserve = ln.reserve

@@ -450,10 +450,9 @@ func (m *Member) signalHungry() {
 
 // starving tells whether a Next call waits with no record buffered
 // (none in out: one just taken from it is handed out at once), while the
-// member fetches from several publishers. (With one, every
-// slot not buffered is in a fetch of that publisher: the reserve could
-// only make a second fetch, now and then, as a Next takes a reply's
-// records.)
+// member fetches from several publishers. (With one, every slot not
+// buffered is in a fetch of that publisher: the reserve could only make
+// a second fetch, now and then, as a Next takes a reply's records.)
 func (m *Member) starving() bool {
 	return m.sleepers.Load() > 0 && len(m.out) == 0 && m.nlinks.Load() > 1
 }
