@@ -177,6 +177,15 @@ func TestE2EPublisherKills(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			// What the consumer knows of each publisher, to tell a link
+			// that stopped from one that runs and gets nothing.
+			for _, st := range c.Stats() {
+				t.Logf("consumer's view of %s: %+v", st.Publisher, st)
+			}
+		}
+	})
 
 	var mu sync.Mutex
 	acked := map[string]uint64{} // publisher -> next offset acknowledged durable
