@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -19,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/spool"
 )
@@ -167,7 +169,9 @@ func TestE2EPublisherKills(t *testing.T) {
 		t.Skip("multi-process test")
 	}
 	dir := t.TempDir()
-	cons, err := fastmq.New(fastmq.Config{Name: "consumer", DataDir: filepath.Join(dir, "consumer")})
+	var logs testutil.LogBuffer // the consumer node's log, shown if the test fails
+	cons, err := fastmq.New(fastmq.Config{Name: "consumer", DataDir: filepath.Join(dir, "consumer"),
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,15 +181,18 @@ func TestE2EPublisherKills(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			// What the consumer knows of each publisher, to tell a link
-			// that stopped from one that runs and gets nothing.
-			for _, st := range c.Stats() {
-				t.Logf("consumer's view of %s: %+v", st.Publisher, st)
-			}
+	// dump shows, while the publishers still run, what the consumer
+	// knows of each (a link stopped, or running and getting nothing),
+	// what gossip says of them, and the consumer node's log.
+	dump := func() {
+		for _, st := range c.Stats() {
+			t.Logf("consumer's view of %s: %+v", st.Publisher, st)
 		}
-	})
+		for _, m := range cons.Membership().Members() {
+			t.Logf("gossip member %s at %s: %v, services %+v", m.Name, m.Addr, m.Status, m.Services)
+		}
+		t.Logf("consumer node's log:\n%s", logs.String())
+	}
 
 	var mu sync.Mutex
 	acked := map[string]uint64{} // publisher -> next offset acknowledged durable
@@ -232,6 +239,7 @@ func TestE2EPublisherKills(t *testing.T) {
 			}
 			m, err := c.Next(ctx)
 			if err != nil {
+				dump()
 				t.Fatalf("next: %v (positions %v, want %v)", err, next, until)
 			}
 			if m.Offset != next[m.Publisher] {
@@ -261,6 +269,7 @@ func TestE2EPublisherKills(t *testing.T) {
 				break
 			}
 			if ctx.Err() != nil {
+				dump()
 				t.Fatal("publisher made no progress")
 			}
 			time.Sleep(2 * time.Millisecond)

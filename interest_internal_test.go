@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,24 +16,6 @@ import (
 	"github.com/fastmq/fastmq/patterns/group"
 	"github.com/fastmq/fastmq/spool"
 )
-
-// syncBuffer is a log sink safe for the node's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) count(sub string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Count(s.b.String(), sub)
-}
 
 // TestInterestRetention: with Interest.Retain, records group a acknowledged
 // and group b did not are kept; once b acknowledges them they go at the
@@ -44,7 +25,7 @@ func (s *syncBuffer) count(sub string) int {
 func TestInterestRetention(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var logs syncBuffer
+	var logs testutil.LogBuffer
 	n, err := New(Config{Name: "interest", DataDir: filepath.Join(t.TempDir(), "n"),
 		Spool:    spool.Config{SegmentBytes: 4 << 10, RetentionAge: time.Hour, RetentionInterval: time.Hour},
 		Interest: InterestConfig{Retain: true, BehindRecords: 50, CheckInterval: time.Hour},
@@ -112,8 +93,8 @@ func TestInterestRetention(t *testing.T) {
 	for range 3 {
 		was = n.logGroupsBehind(was)
 	}
-	if c := logs.count("consumer group far behind"); c != 1 {
-		t.Fatalf("%d far-behind log lines for one crossing, want 1:\n%s", c, logs.b.String())
+	if c := logs.Count("consumer group far behind"); c != 1 {
+		t.Fatalf("%d far-behind log lines for one crossing, want 1:\n%s", c, logs.String())
 	}
 
 	// b acknowledges everything: the records become eligible and go.
@@ -138,8 +119,8 @@ func TestInterestRetention(t *testing.T) {
 		t.Fatalf("groups behind after acks: %+v", b)
 	}
 	n.logGroupsBehind(was)
-	if logs.count("consumer group caught up") != 1 {
-		t.Fatalf("no caught-up line:\n%s", logs.b.String())
+	if logs.Count("consumer group caught up") != 1 {
+		t.Fatalf("no caught-up line:\n%s", logs.String())
 	}
 
 	// The age cap: records older than RetentionAge go although group c
@@ -186,7 +167,7 @@ func TestInterestRetention(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
-	if logs.count("retention removed records not yet acknowledged by every group") == 0 {
+	if logs.Count("retention removed records not yet acknowledged by every group") == 0 {
 		t.Error("the cap's removal was not logged")
 	}
 }
