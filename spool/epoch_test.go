@@ -9,33 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/google/uuid"
 )
 
-// syncBuf is a log destination safe for the Log's goroutines.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func captureLogger() (*slog.Logger, *syncBuf) {
-	buf := &syncBuf{}
+func captureLogger() (*slog.Logger, *testutil.LogBuffer) {
+	buf := &testutil.LogBuffer{}
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
 }
 
