@@ -715,18 +715,9 @@ func TestParkedFetchesBounded(t *testing.T) {
 // idle publisher's next fetch kept the records of the other from the
 // member for ever.)
 func TestIdlePublisherDoesNotStarveOthers(t *testing.T) {
-	idle, busy := newPublisher(t, t.TempDir()), newPublisher(t, t.TempDir())
-	for _, p := range []*publisher{idle, busy} {
-		if _, err := p.open("s"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	m, err := group.NewMember(group.MemberConfig{Stream: "s", Group: "g", Name: "a", Buffer: 4, MaxWait: 500 * time.Millisecond,
-		Publishers: map[string]string{"idle": idle.srv.Endpoints()[0], "busy": busy.srv.Endpoints()[0]}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	pubs := publishers(t, 2, 0)
+	idle, busy := pubs[0], pubs[1]
+	m := member(t, group.MemberConfig{Name: "a", Buffer: 4, MaxWait: 500 * time.Millisecond}, idle, busy)
 	testutil.WaitFor(t, "a fetch waiting at the idle publisher", 30*time.Second, func() bool {
 		_, ok := idle.groups.Counters("s", "g")
 		return ok

@@ -395,7 +395,9 @@ func (m *Member) next(ctx context.Context, wait bool) (*Message, error) {
 				m.sleepers.Add(-1)
 				continue
 			}
-			m.signalHungry()
+			if m.nlinks.Load() > 1 {
+				m.signalHungry() // only fetch loops of several links watch
+			}
 			var err error
 			select {
 			case b = <-m.out:
