@@ -1,8 +1,11 @@
 package discovery
 
 import (
+	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"time"
 )
 
 // Advertise adds the service s to this node's advertisement, replacing any
@@ -83,14 +86,8 @@ func (m *Membership) updateAd(change func(map[string]Service, **SpoolAd) bool) e
 	if err := checkTagsSize(tags); err != nil {
 		return err
 	}
-	if err := m.serf.SetTags(tags); err != nil {
-		if m.isClosed() {
-			return ErrClosed
-		}
-		// The size was checked above, so serf has taken the new tags and
-		// only waiting for the first broadcast failed (timeout); gossip
-		// and push/pull will still carry them.
-		m.log.Warn("advertisement broadcast not confirmed", slog.Any("err", err))
+	if err := m.setTags(tags); err != nil {
+		return err
 	}
 	if sp != want && (m.spool == nil || !m.spool.Partial || len(m.spool.Streams) != len(sp.Streams)) {
 		m.log.Warn("spool advertisement truncated to fit gossip tags", slog.Int("listed", len(sp.Streams)), slog.Int("streams", len(want.Streams)))
@@ -107,4 +104,52 @@ func (m *Membership) updateAd(change func(map[string]Service, **SpoolAd) bool) e
 	}
 	m.mu.Unlock()
 	return nil
+}
+
+// tagTries is how many times setTags gives serf the tags before it gives
+// up. A try that memberlist drops waits out serf's broadcast timeout when
+// the node has peers; tries race refutations only while accusations come,
+// and the pause between them lets those pass.
+const (
+	tagTries = 20
+	tagPause = time.Millisecond
+)
+
+// setTags makes tags this node's gossiped tags (m.tagMu held). It checks
+// that memberlist took them, and gives them again if not: memberlist's
+// UpdateNode draws the update's incarnation before it takes its lock, and a
+// refutation that runs in between (this node accused of failing, as a node
+// restarted on a new port is while the cluster still suspects its old
+// incarnation) takes a higher incarnation with the old tags. memberlist
+// then drops the update without a word and waits out the broadcast
+// timeout; the node would gossip its old tags (without the stream it just
+// opened, say) until its next change.
+func (m *Membership) setTags(tags map[string]string) error {
+	for try := 1; ; try++ {
+		err := m.serf.SetTags(tags)
+		if m.isClosed() {
+			return ErrClosed
+		}
+		if m.tagsTaken(tags) {
+			if err != nil {
+				// The size was checked, and memberlist took the tags:
+				// only waiting for the first broadcast failed (timeout);
+				// gossip and push/pull will still carry them.
+				m.log.Warn("advertisement broadcast not confirmed", slog.Any("err", err))
+			}
+			return nil
+		}
+		if try == tagTries {
+			return fmt.Errorf("discovery: gossip did not take the new advertisement in %d tries (last: %v)", tagTries, err)
+		}
+		m.tagRetries.Add(1)
+		m.log.Warn("gossip dropped an advertisement update (a refutation raced it): giving it again", slog.Int("try", try))
+		time.Sleep(tagPause)
+	}
+}
+
+// tagsTaken reports whether memberlist gossips tags for this node.
+func (m *Membership) tagsTaken(tags map[string]string) bool {
+	got, err := decodeMeta(m.serf.Memberlist().LocalNode().Meta)
+	return err == nil && maps.Equal(got, tags)
 }

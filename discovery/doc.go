@@ -32,6 +32,13 @@
 // conflict. serf's automatic conflict resolution is disabled, because it would
 // make the restarted node, being the minority, shut itself down.
 //
+// While the cluster still suspects its old incarnation, a restarted node
+// refutes accusations; memberlist drops a tag update that races a
+// refutation (it draws the update's incarnation before taking its lock).
+// Advertise, Withdraw and AdvertiseSpool check that memberlist gossips the
+// new tags and give them again if it does not, so a stream opened just
+// after a restart is not left out of the node's advertisement.
+//
 // # Identity and duplicate names
 //
 // Every node gossips an identity (Config.Identity: a short string that

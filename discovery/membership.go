@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/serf/serf"
@@ -44,6 +45,9 @@ type Membership struct {
 	services  map[string]Service
 	spool     *SpoolAd // as advertised: fitted to the tags, maybe partial
 	spoolWant *SpoolAd // as asked for by AdvertiseSpool
+	// tagRetries counts tag updates memberlist dropped and setTags gave
+	// again.
+	tagRetries atomic.Uint64
 
 	mu       sync.Mutex // guards everything below and wg.Add
 	closed   bool
