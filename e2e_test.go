@@ -189,7 +189,7 @@ func TestE2EPublisherKills(t *testing.T) {
 			t.Logf("consumer's view of %s: %+v", st.Publisher, st)
 		}
 		for _, m := range cons.Membership().Members() {
-			t.Logf("gossip member %s at %s: %v, services %+v", m.Name, m.Addr, m.Status, m.Services)
+			t.Logf("gossip member %s at %s: %v, services %+v, spool %+v", m.Name, m.Addr, m.Status, m.Services, m.Spool)
 		}
 		t.Logf("consumer node's log:\n%s", logs.String())
 	}
