@@ -91,7 +91,38 @@ func TestPreallocZerosPerFsync(t *testing.T) {
 // appends took.
 func TestMinSyncInterval(t *testing.T) {
 	const interval = 5 * time.Millisecond
-	l, err := Open(Config{Dir: t.TempDir(), GroupInterval: -1, MinSyncInterval: interval})
+	checkSyncPacing(t, Config{Dir: t.TempDir(), GroupInterval: -1, MinSyncInterval: interval}, interval)
+}
+
+// TestEarlySyncInterval: under VisibleBeforeSync, MinSyncInterval 0 means
+// EarlySyncInterval, a negative one means none, and a set one stays; the
+// fsyncs of a Log with VisibleBeforeSync alone are paced.
+func TestEarlySyncInterval(t *testing.T) {
+	for _, c := range []struct {
+		early bool
+		set   time.Duration
+		want  time.Duration
+	}{
+		{false, 0, 0},
+		{true, 0, EarlySyncInterval},
+		{true, -1, 0},
+		{false, -1, 0},
+		{true, 5 * time.Millisecond, 5 * time.Millisecond},
+	} {
+		cfg, err := Config{Dir: "d", VisibleBeforeSync: c.early, MinSyncInterval: c.set}.normalize()
+		if err != nil || cfg.MinSyncInterval != c.want {
+			t.Errorf("VisibleBeforeSync %v, MinSyncInterval %v: got %v (%v), want %v", c.early, c.set, cfg.MinSyncInterval, err, c.want)
+		}
+	}
+	checkSyncPacing(t, Config{Dir: t.TempDir(), GroupInterval: -1, VisibleBeforeSync: true}, EarlySyncInterval)
+}
+
+// checkSyncPacing appends to a Log opened with cfg, a few appends in
+// flight at a time, and requires its fsyncs to have started at least
+// interval apart.
+func checkSyncPacing(t *testing.T, cfg Config, interval time.Duration) {
+	t.Helper()
+	l, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
