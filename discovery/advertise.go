@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/hashicorp/serf/serf"
 )
 
 // Advertise adds the service s to this node's advertisement, replacing any
@@ -14,6 +16,15 @@ import (
 // ErrTagsTooLarge) and nothing changes. It blocks until the update has been
 // broadcast or the broadcast timeout (2 s ProfileLocal, 5 s ProfileLAN)
 // passed; in the latter case gossip still carries it and a warning is logged.
+//
+// memberlist drops a tag change that races a refutation (this node answering
+// an accusation of having failed, as a node restarted on a new port does
+// while the cluster still suspects its old incarnation). Advertise checks
+// that memberlist gossips the new advertisement and gives it again if not,
+// up to 20 times, each dropped try costing a broadcast timeout when the node
+// has peers; if every try is dropped it returns an error wrapping
+// ErrNotGossiped and the previous advertisement stays. Withdraw and
+// AdvertiseSpool do the same.
 func (m *Membership) Advertise(s Service) error {
 	if err := validateService(s); err != nil {
 		return err
@@ -126,6 +137,11 @@ const (
 // opened, say) until its next change.
 func (m *Membership) setTags(tags map[string]string) error {
 	for try := 1; ; try++ {
+		// memberlist drops every update once Leave began: no try would
+		// be taken.
+		if m.isClosed() || m.serf.State() != serf.SerfAlive {
+			return ErrClosed
+		}
 		err := m.serf.SetTags(tags)
 		if m.isClosed() {
 			return ErrClosed
@@ -140,7 +156,9 @@ func (m *Membership) setTags(tags map[string]string) error {
 			return nil
 		}
 		if try == tagTries {
-			return fmt.Errorf("discovery: gossip did not take the new advertisement in %d tries (last: %v)", tagTries, err)
+			// serf keeps the new tags in its configuration (its queries
+			// filter on them) while memberlist gossips the old ones.
+			return fmt.Errorf("%w in %d tries (last: %v)", ErrNotGossiped, tagTries, err)
 		}
 		m.tagRetries.Add(1)
 		m.log.Warn("gossip dropped an advertisement update (a refutation raced it): giving it again", slog.Int("try", try))
@@ -149,6 +167,9 @@ func (m *Membership) setTags(tags map[string]string) error {
 }
 
 // tagsTaken reports whether memberlist gossips tags for this node.
+// LocalNode points into memberlist's live state; reading its Meta is safe
+// because only UpdateNode writes the local node's meta (refutations change
+// its incarnation alone), and m.tagMu serializes the calls to it.
 func (m *Membership) tagsTaken(tags map[string]string) bool {
 	got, err := decodeMeta(m.serf.Memberlist().LocalNode().Meta)
 	return err == nil && maps.Equal(got, tags)

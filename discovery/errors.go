@@ -23,6 +23,10 @@ var (
 	// ErrNoEncryption is returned by key operations when the membership was
 	// created without a key.
 	ErrNoEncryption = errors.New("discovery: gossip encryption not enabled")
+	// ErrNotGossiped is wrapped by the error of an advertisement change that
+	// memberlist dropped every time it was given (see Advertise); the node
+	// goes on gossiping its previous advertisement.
+	ErrNotGossiped = errors.New("discovery: gossip did not take the advertisement")
 )
 
 // TagsTooLargeError reports an advertisement whose encoded tags exceed the

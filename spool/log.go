@@ -60,9 +60,9 @@ type Config struct {
 	// until it is reopened), but readers may already have seen the records
 	// that fsync was to cover; reopening starts a new epoch (the Log did
 	// not close cleanly). Without effect under SyncNone, which acknowledges
-	// once written anyway. Under it, MinSyncInterval 0 means
-	// EarlySyncInterval: the fsyncs no longer delay the readers, and back
-	// to back they cost the CPU that delivers.
+	// once written anyway. With VisibleBeforeSync (and SyncGroup), a zero
+	// MinSyncInterval means EarlySyncInterval: the fsyncs no longer delay
+	// the readers, and back to back they cost the CPU that delivers.
 	VisibleBeforeSync bool
 	// Codec compresses each stored batch (default CodecNone).
 	Codec Codec

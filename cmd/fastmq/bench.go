@@ -135,7 +135,7 @@ at the same rate right after: the floor of the disk at that moment.`,
 	cmd.Flags().IntVar(&rate, "rate", 0, "append this many records per second and report latency (0: as fast as possible)")
 	cmd.Flags().StringVar(&codec, "codec", "s2", "batch codec: none, s2 or zstd")
 	cmd.Flags().StringVar(&syncPol, "sync", "group", "sync policy: each, group or none")
-	cmd.Flags().DurationVar(&minSync, "min-sync-interval", 0, "group commit: least time between the starts of two fsyncs (0: none, as a node's streams, or 2ms with --visible-before-sync)")
+	cmd.Flags().DurationVar(&minSync, "min-sync-interval", 0, "group commit: least time between the starts of two fsyncs (0: none, as a node's streams, or 2ms with --visible-before-sync; negative: none even then)")
 	cmd.Flags().BoolVar(&reference, "reference", false, "with --rate: also run a bare group commit (pwrite + fdatasync) at the same rate and print its figures")
 	cmd.Flags().BoolVar(&early, "visible-before-sync", false, "serve records to the consumer once written, before their group commit's fdatasync (spool.Config.VisibleBeforeSync; appends are still acknowledged once durable)")
 	cmd.Flags().DurationVar(&groupInterval, "group-interval", -1, "group commit: longest wait for more records before an fsync (negative: none, as a node's streams; 0: the spool default of 1ms)")
@@ -223,9 +223,6 @@ records per second, one at a time, and prints append-to-delivery percentiles
 			if o.MemberProcs < 0 {
 				return fmt.Errorf("--member-procs %d: must not be negative", o.MemberProcs)
 			}
-			if o.MinSyncInterval < 0 {
-				return fmt.Errorf("--min-sync-interval %v: must not be negative", o.MinSyncInterval)
-			}
 			return bench.Group(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
@@ -243,7 +240,7 @@ records per second, one at a time, and prints append-to-delivery percentiles
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write the publisher's CPU profile to `FILE` (member i's to FILE.member<i>)")
 	f.StringVar(&o.MemProfile, "memprofile", "", "write the publisher's allocation profile to `FILE` at the end (member i's to FILE.member<i>)")
 	f.BoolVar(&o.VisibleBeforeSync, "visible-before-sync", false, "serve records to the members once written, before their fdatasync (spool.Config.VisibleBeforeSync, a node's --deliver-before-sync)")
-	f.DurationVar(&o.MinSyncInterval, "min-sync-interval", 0, "least time between the starts of two of the stream's fdatasyncs (spool.Config.MinSyncInterval; 0: back to back, as a node's streams, or 2ms with --visible-before-sync)")
+	f.DurationVar(&o.MinSyncInterval, "min-sync-interval", 0, "least time between the starts of two of the stream's fdatasyncs (spool.Config.MinSyncInterval; 0: back to back, as a node's streams, or 2ms with --visible-before-sync; negative: back to back even then)")
 	f.StringVar(&o.Role, "role", "", "internal: member")
 	f.StringVar(&o.Connect, "connect", "", "internal: the publisher's spool endpoint")
 	f.MarkHidden("role")

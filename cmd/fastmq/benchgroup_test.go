@@ -28,11 +28,11 @@ func TestCLIBenchGroup(t *testing.T) {
 	}
 }
 
-// TestCLIBenchGroupBadFlags: negative --member-procs and
-// --min-sync-interval are refused naming the flag.
+// TestCLIBenchGroupBadFlags: a negative --member-procs is refused naming
+// the flag.
 func TestCLIBenchGroupBadFlags(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"--member-procs", "-1"}, {"--min-sync-interval", "-1ms"}} {
+	for _, args := range [][]string{{"--member-procs", "-1"}} {
 		p := startCLI(t, append([]string{"bench", "group"}, args...)...)
 		p.closeStdin()
 		p.mustFail(args[0])

@@ -69,7 +69,7 @@ func (f *nodeFlags) register(cmd *cobra.Command, nameFlag, defaultName string) {
 	fl.DurationVar(&f.dedupWin, "dedup-window", 0, "how long a record's message id (fastmq-msg-id) is remembered to refuse a duplicate append (0: 2m; negative: ids are not looked at)")
 	fl.BoolVar(&f.interest, "interest-retention", false, "keep records until every consumer group of the stream acknowledged them (capped by --retention-age and --retention-bytes)")
 	fl.BoolVar(&f.early, "deliver-before-sync", false, "serve records to pull consumers once written, before their fsync (publishes are still acknowledged once durable; an OS crash can lose records consumers saw, which they learn through a new epoch, as consumer groups do)")
-	fl.DurationVar(&f.minSync, "min-sync-interval", 0, "least time between the starts of two of a stream's fsyncs (0: back to back, or 2ms with --deliver-before-sync); caps the fsyncs per second a steady stream costs, at the price of publish acknowledgement latency: with --deliver-before-sync, consumers do not wait for it")
+	fl.DurationVar(&f.minSync, "min-sync-interval", 0, "least time between the starts of two of a stream's fsyncs (0: back to back, or 2ms with --deliver-before-sync; negative: back to back even then); caps the fsyncs per second a steady stream costs, at the price of publish acknowledgement latency: with --deliver-before-sync, consumers do not wait for it")
 	fl.Int64Var(&f.diskMax, "disk-max-bytes", 0, "disk guard: refuse appends (or drop, see --disk-policy) once all streams' spools hold this many bytes (0: no limit)")
 	fl.Int64Var(&f.diskFree, "disk-min-free-bytes", 0, "disk guard: keep this many bytes free on the data directory's disk (0: none in bytes)")
 	fl.Float64Var(&f.diskPct, "disk-min-free-percent", 5, "disk guard: keep this share of the data directory's disk free, in percent (0: none)")
@@ -101,9 +101,6 @@ func (f *nodeFlags) config() (fastmq.Config, error) {
 	}
 	if f.retBytes < 0 {
 		return cfg, fmt.Errorf("--retention-bytes %d: must not be negative", f.retBytes)
-	}
-	if f.minSync < 0 {
-		return cfg, fmt.Errorf("--min-sync-interval %v: must not be negative", f.minSync)
 	}
 	guard, err := f.diskGuard()
 	if err != nil {

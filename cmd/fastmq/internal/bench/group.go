@@ -45,7 +45,7 @@ type GroupOptions struct {
 	VisibleBeforeSync bool
 	// MinSyncInterval paces the stream's fdatasyncs
 	// (spool.Config.MinSyncInterval; 0: back to back, as a node's
-	// streams).
+	// streams, or 2 ms under VisibleBeforeSync; negative: back to back).
 	MinSyncInterval time.Duration
 
 	// Member mode (a child of the publisher's run).
