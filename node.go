@@ -68,7 +68,8 @@ type Config struct {
 	// during the previous one, which keeps latency at one fsync at low rates
 	// and still batches under load. Spool.VisibleBeforeSync serves every
 	// stream's records to consumers once written, before their fsync
-	// (publishes are still acknowledged once durable; see
+	// (publishes are still acknowledged once durable, and the fsyncs are
+	// then 2 ms apart unless Spool.MinSyncInterval says otherwise; see
 	// spool.Config.VisibleBeforeSync): a pull consumer learns of records an
 	// OS crash lost through the log's epoch, and a consumer group's state
 	// is cut back to the epoch's end, so that it delivers the new records
