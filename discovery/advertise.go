@@ -158,7 +158,10 @@ func (m *Membership) setTags(tags map[string]string) error {
 		if try == tagTries {
 			// serf keeps the new tags in its configuration (its queries
 			// filter on them) while memberlist gossips the old ones.
-			return fmt.Errorf("%w in %d tries (last: %v)", ErrNotGossiped, tagTries, err)
+			if err != nil {
+				return fmt.Errorf("%w in %d tries (the last: %v)", ErrNotGossiped, tagTries, err)
+			}
+			return fmt.Errorf("%w in %d tries: memberlist dropped every one (as it does while this node refutes accusations of having failed)", ErrNotGossiped, tagTries)
 		}
 		m.tagRetries.Add(1)
 		m.log.Warn("gossip dropped an advertisement update (a refutation raced it): giving it again", slog.Int("try", try))

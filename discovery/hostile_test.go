@@ -24,11 +24,16 @@ type aliveWire struct {
 
 const memberlistAliveMsg = 4 // memberlist's aliveMsg message type
 
-func encodeAlive(t testing.TB, a aliveWire) []byte {
+func encodeAlive(t testing.TB, a aliveWire) []byte { return encodeGossip(t, memberlistAliveMsg, &a) }
+
+// encodeGossip encodes one of memberlist's messages as it travels: its
+// type byte, then msg (a pointer to a struct shaped like memberlist's)
+// msgpack-encoded.
+func encodeGossip(t testing.TB, typ byte, msg any) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	buf.WriteByte(memberlistAliveMsg)
-	if err := codec.NewEncoder(&buf, &codec.MsgpackHandle{}).Encode(&a); err != nil {
+	buf.WriteByte(typ)
+	if err := codec.NewEncoder(&buf, &codec.MsgpackHandle{}).Encode(msg); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()

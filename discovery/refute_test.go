@@ -1,14 +1,12 @@
 package discovery
 
 import (
-	"bytes"
+	"errors"
 	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/hashicorp/go-msgpack/v2/codec"
 )
 
 // suspectWire is memberlist's suspect message as it travels (memberlist's
@@ -58,21 +56,13 @@ func TestTagsSurviveRefutation(t *testing.T) {
 	wg.Add(1)
 	go func() { // accusations: bounded in count, stopped at the end
 		defer wg.Done()
-		var buf bytes.Buffer
-		enc := codec.NewEncoder(&buf, &codec.MsgpackHandle{})
 		for i := 0; i < 2_000_000; i++ {
 			select {
 			case <-stop:
 				return
 			default:
 			}
-			buf.Reset()
-			buf.WriteByte(memberlistSuspectMsg)
-			if err := enc.Encode(&suspectWire{Incarnation: uint32(1000 + 8*i), Node: b.name, From: "accuser"}); err != nil {
-				t.Error(err)
-				return
-			}
-			conn.Write(buf.Bytes()) // a datagram the node may drop under load: the next one follows
+			conn.Write(encodeGossip(t, memberlistSuspectMsg, &suspectWire{Incarnation: uint32(1000 + 8*i), Node: b.name, From: "accuser"})) // a datagram the node may drop under load: the next one follows
 			if i%2 == 1 {
 				time.Sleep(100 * time.Microsecond)
 			}
@@ -103,5 +93,23 @@ func TestTagsSurviveRefutation(t *testing.T) {
 	t.Logf("%d advertisements under accusation, %d lost, %d given again", rounds, lost, retried)
 	if retried == 0 {
 		t.Error("no advertisement raced a refutation: the test did not exercise the race")
+	}
+}
+
+// TestNoAdvertiseAfterLeave: once this node's Leave began, memberlist
+// drops every tag change; an advertisement then fails at once with
+// ErrClosed instead of retrying the update in vain.
+func TestNoAdvertiseAfterLeave(t *testing.T) {
+	skipShort(t)
+	m := newNode(t, "leaving", nil)
+	if err := m.serf.Leave(); err != nil { // serf's Leave alone: the Membership is not closed yet
+		t.Fatal(err)
+	}
+	err := m.AdvertiseSpool("tcp://127.0.0.1:1", []string{"s"})
+	if !errors.Is(err, ErrClosed) {
+		t.Fatalf("AdvertiseSpool after Leave began: %v, want ErrClosed", err)
+	}
+	if n := m.tagRetries.Load(); n != 0 {
+		t.Fatalf("%d tries given again after Leave began", n)
 	}
 }

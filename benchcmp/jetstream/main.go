@@ -51,7 +51,7 @@ var (
 	only      = flag.String("only", "", "run only jetstream or fastmq")
 	procs     = flag.Int("consumer-procs", 0, "each consumer (member) process's GOMAXPROCS, for both (bench group --member-procs); 0: the runtime's default")
 	early     = flag.Bool("visible-before-sync", false, "fastmq: serve records before their fdatasync (bench group --visible-before-sync), as JetStream does")
-	minSync   = flag.Duration("min-sync-interval", 0, "fastmq: least time between two of the stream's fdatasyncs (bench group --min-sync-interval); JetStream's file store syncs every 2 minutes by default")
+	minSync   = flag.Duration("min-sync-interval", 0, "fastmq: least time between two of the stream's fdatasyncs (bench group --min-sync-interval; 0: its default, negative: back to back); JetStream's file store syncs every 2 minutes by default")
 	role      = flag.String("role", "", "internal: consumer")
 	url       = flag.String("url", "", "internal: the NATS server's URL")
 )
@@ -174,7 +174,7 @@ func runFastMQ(bin string) (result, error) {
 	if *procs > 0 {
 		c.Args = append(c.Args, "--member-procs", strconv.Itoa(*procs))
 	}
-	if *minSync > 0 {
+	if *minSync != 0 { // negative: back to back even under --visible-before-sync
 		c.Args = append(c.Args, "--min-sync-interval", minSync.String())
 	}
 	c.Stderr = os.Stderr
