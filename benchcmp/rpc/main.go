@@ -9,7 +9,8 @@
 // the median over the rounds, with min and max. It also prints the
 // process CPU time each call cost (every implementation runs in this one
 // process, one at a time), a figure a busy machine disturbs less than
-// calls/s.
+// calls/s, and the system calls that move data (reads and writes of every
+// kind, from /proc/self/io) each call cost.
 //
 // It is a separate module so that NATS and gRPC stay out of FastMQ's go.mod.
 package main
@@ -23,6 +24,8 @@ import (
 	"runtime/pprof"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -60,6 +63,7 @@ type result struct {
 	rate     float64
 	p50, p99 time.Duration
 	cpu      time.Duration // process CPU time (user and system) per call
+	sys      float64       // read and write system calls per call (Linux; 0 elsewhere)
 }
 
 // cpuTime returns the CPU time this process has used so far: every
@@ -71,6 +75,27 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// ioCalls returns the read and write system calls (of every kind: read,
+// readv, write, writev...) this process made so far, from Linux's
+// /proc/self/io; 0 where that is not available. A run's difference,
+// divided by its calls, is what a call cost in system calls that move
+// data (polling and futexes are not counted).
+func ioCalls() uint64 {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0
+	}
+	var n uint64
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ": ")
+		if ok && (k == "syscr" || k == "syscw") {
+			x, _ := strconv.ParseUint(v, 10, 64)
+			n += x
+		}
+	}
+	return n
 }
 
 func must(err error) {
@@ -119,7 +144,7 @@ func main() {
 		for _, im := range order {
 			x := run(im, req, *calls)
 			res[im.name] = append(res[im.name], x)
-			fmt.Printf("round %d %-8s %10.0f calls/s  p50 %7.1fµs  p99 %8.1fµs  cpu %5.1fµs/call\n", r+1, im.name, x.rate, us(x.p50), us(x.p99), us(x.cpu))
+			fmt.Printf("round %d %-8s %10.0f calls/s  p50 %7.1fµs  p99 %8.1fµs  cpu %5.1fµs/call  %4.2f syscalls/call\n", r+1, im.name, x.rate, us(x.p50), us(x.p99), us(x.cpu), x.sys)
 		}
 	}
 	fmt.Printf("\n%d callers, %d instances, %d-byte requests, %d calls per run, %d rounds\n", *callers, *instances, *size, *calls, *rounds)
@@ -129,14 +154,21 @@ func main() {
 	}
 	for _, peer := range impls[1:] {
 		p := res[peer.name]
-		var rate, p50, p99, cpu []float64
+		var rate, p50, p99, cpu, sys []float64
 		for i := range f {
 			rate = append(rate, f[i].rate/p[i].rate)
 			p50 = append(p50, float64(p[i].p50)/float64(f[i].p50))
 			p99 = append(p99, float64(p[i].p99)/float64(f[i].p99))
 			cpu = append(cpu, float64(p[i].cpu)/float64(f[i].cpu))
+			if f[i].sys > 0 {
+				sys = append(sys, p[i].sys/f[i].sys)
+			}
 		}
-		fmt.Printf("fastmq vs %-6s calls/s ×%s   p50 ×%s   p99 ×%s   cpu/call ×%s   (>1: fastmq better)\n", peer.name, stat(rate), stat(p50), stat(p99), stat(cpu))
+		fmt.Printf("fastmq vs %-6s calls/s ×%s   p50 ×%s   p99 ×%s   cpu/call ×%s", peer.name, stat(rate), stat(p50), stat(p99), stat(cpu))
+		if len(sys) > 0 {
+			fmt.Printf("   syscalls/call ×%s", stat(sys))
+		}
+		fmt.Println("   (>1: fastmq better)")
 	}
 }
 
@@ -156,6 +188,7 @@ func run(im impl, req []byte, n int) result {
 	left := n
 	ctx := context.Background()
 	cpu0 := cpuTime()
+	sys0 := ioCalls()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range *callers {
@@ -180,9 +213,10 @@ func run(im impl, req []byte, n int) result {
 	wg.Wait()
 	d := time.Since(start)
 	cpu := cpuTime() - cpu0
+	sys := float64(ioCalls()-sys0) / float64(n)
 	all := slices.Concat(lat...)
 	slices.Sort(all)
-	return result{rate: float64(n) / d.Seconds(), p50: all[len(all)/2], p99: all[len(all)*99/100], cpu: cpu / time.Duration(n)}
+	return result{rate: float64(n) / d.Seconds(), p50: all[len(all)/2], p99: all[len(all)*99/100], cpu: cpu / time.Duration(n), sys: sys}
 }
 
 func echo(ctx context.Context, req []byte) ([]byte, error) { return req, nil }
