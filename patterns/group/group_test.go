@@ -447,8 +447,11 @@ func TestDelayedDelivery(t *testing.T) {
 		spool.Record{Value: []byte("now")}); err != nil {
 		t.Fatal(err)
 	}
-	m := member(t, group.MemberConfig{}, p)
-	ctx := context.Background()
+	// A fetch waits a minute at the publisher: a delayed record that only
+	// the next fetch would find comes far too late for ctx.
+	m := member(t, group.MemberConfig{MaxWait: time.Minute}, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
 	msg, err := m.Next(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -466,6 +469,31 @@ func TestDelayedDelivery(t *testing.T) {
 	}
 	if msg.Delivery != 1 {
 		t.Fatalf("delayed record: delivery %d, want 1", msg.Delivery)
+	}
+	msg.Ack(ctx)
+
+	// Appended while the member's fetch waits at the publisher: leased
+	// when due, not when that fetch ends.
+	got := make(chan *group.Message, 1)
+	go func() {
+		msg, err := m.Next(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- msg
+	}()
+	time.Sleep(100 * time.Millisecond) // let the fetch park
+	due = time.Now().Add(300 * time.Millisecond)
+	if _, err := l.Append(context.Background(),
+		spool.Record{Value: []byte("parked"), Headers: []spool.Header{group.NotBefore(due)}}); err != nil {
+		t.Fatal(err)
+	}
+	msg = <-got
+	if msg == nil {
+		return
+	}
+	if string(msg.Value) != "parked" || time.Now().Before(due) {
+		t.Fatalf("got %q at %v, due %v", msg.Value, time.Now(), due)
 	}
 	msg.Ack(ctx)
 }

@@ -286,6 +286,7 @@ func (ls *lease) pending(r *spool.Record) {
 		p.notBefore = nb
 		g.avail++
 		g.delivered(r.Offset) // not delivered yet
+		ls.s.wakeAtLocked(nb) // the clock serves it when due, not the next fetch
 		return
 	}
 	ls.take(r.Offset, p, r, true)
