@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"regexp"
 	"slices"
 	"sync"
@@ -143,6 +144,16 @@ type Member struct {
 	closed bool
 }
 
+// CheckName returns an error unless name is a valid stream or group
+// name: 1 to 128 letters, digits, '_', '.' and '-', not starting with
+// '.' or '-'.
+func CheckName(name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("bad name %q: want 1 to 128 letters, digits, '_', '.' or '-', not starting with '.' or '-'", name)
+	}
+	return nil
+}
+
 // NewMember starts a member.
 func NewMember(cfg MemberConfig) (*Member, error) {
 	if !nameRE.MatchString(cfg.Stream) || !nameRE.MatchString(cfg.Group) {
@@ -171,6 +182,13 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 	}
 	if len(cfg.Backoff) > maxBackoff {
 		return nil, fmt.Errorf("group: at most %d backoff values", maxBackoff)
+	}
+	for _, d := range cfg.Backoff {
+		// The wire carries whole milliseconds in 32 bits: a negative
+		// value would wrap to weeks.
+		if d < 0 || d/time.Millisecond > math.MaxUint32 {
+			return nil, fmt.Errorf("group: backoff value %v out of range (0 to %v)", d, time.Duration(math.MaxUint32)*time.Millisecond)
+		}
 	}
 	cfg.Backoff = append([]time.Duration(nil), cfg.Backoff...)
 	// An unnamed member stands for no node: every unnamed member of every

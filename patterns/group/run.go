@@ -15,17 +15,20 @@ type Handler func(ctx context.Context, msg *Message) error
 // Run calls h for every record from concurrency goroutines (default 1),
 // until ctx ends or the member closes (no handler starts after ctx
 // ended, even for records already buffered); it returns that error after the
-// running handlers have returned and their records are settled. A
-// handler's goroutine takes the next record as soon as it returns. Its
-// acks (or naks) go to the publisher in the background, a few at a
-// time: once it settled 32 records, when it waits for records, and at
-// most a millisecond after a record was settled; then coalesced with the
-// others into one request per publisher and flush, even after ctx ended
-// (each request waits at most 10 s for its answer). The settles queued
-// per publisher are bounded: about MaxAckPending, as a publisher leases a
-// member no more, and never beyond the link's queue (4096 batches), past
-// which a handler's goroutine waits (leases that ran out and were leased
-// again can take it there).
+// running handlers have returned and their records are settled. A handler
+// that fails once ctx ended (stopped by the shutdown ctx asks for) leaves
+// its record unsettled rather than naked: Close gives the lease back, as
+// it does the buffered records', without a failed delivery counted
+// against MaxDeliver. A handler's goroutine takes the next record as
+// soon as it returns. Its acks (or naks) go to the publisher in the
+// background, a few at a time: once it settled 32 records, when it waits
+// for records, and at most a millisecond after a record was settled; then
+// coalesced with the others into one request per publisher and flush,
+// even after ctx ended (each request waits at most 10 s for its answer).
+// The settles queued per publisher are bounded: about MaxAckPending, as a
+// publisher leases a member no more, and never beyond the link's queue
+// (4096 batches), past which a handler's goroutine waits (leases that ran
+// out and were leased again can take it there).
 func (m *Member) Run(ctx context.Context, concurrency int, h Handler) error {
 	if concurrency <= 0 {
 		concurrency = 1
@@ -119,6 +122,15 @@ func (w *worker) handle(msg *Message) {
 	r := w.r
 	op := OpAck
 	if herr := r.h(r.ctx, msg); herr != nil {
+		if r.ctx.Err() != nil {
+			// Run's ctx ended while the handler ran (a shutdown): the
+			// failure is the shutdown's, not the record's. No nak,
+			// which would count against MaxDeliver (and could even
+			// lease the record back to this member): the lease stays,
+			// to be given back by Close or to run out.
+			r.m.log.Debug("handler stopped by the end of Run", "offset", msg.Offset, "err", herr)
+			return
+		}
 		if r.m.log.Enabled(r.ctx, slog.LevelDebug) {
 			r.m.log.Debug("handler failed", "offset", msg.Offset, "err", herr)
 		}

@@ -3,6 +3,7 @@ package group_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -143,4 +144,73 @@ func TestRunSlowHandlersSpread(t *testing.T) {
 	})
 	cancel()
 	<-done
+}
+
+// A handler stopped by the end of Run's ctx (a shutdown) does not nak
+// its record: the failure is the shutdown's. The lease goes back on
+// Close, and the next member gets the record as its second delivery,
+// within MaxDeliver 2. A nak would have counted a failed delivery (and
+// could lease the record back to the closing member, whose release then
+// dead-letters it at MaxDeliver).
+func TestRunShutdownDoesNotNak(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	p.publish(t, "s", 1)
+	cfg := group.MemberConfig{AckWait: time.Minute, MaxDeliver: 2, Buffer: 1}
+	a := member(t, cfg, p)
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- a.Run(ctx, 1, func(ctx context.Context, msg *group.Message) error {
+			close(started)
+			<-ctx.Done() // a handler that stops when told, with an error
+			return ctx.Err()
+		})
+	}()
+	<-started
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Fatalf("Run: %v, want context.Canceled", err)
+	}
+	a.Close()
+	if st := p.groups.Stats()["s/g"]; st.Naked != 0 || st.DeadLetters != 0 {
+		t.Fatalf("after the shutdown: %d naked, %d dead-lettered, want none", st.Naked, st.DeadLetters)
+	}
+	b := member(t, cfg, p)
+	nctx, ncancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer ncancel()
+	msg, err := b.Next(nctx)
+	if err != nil {
+		t.Fatalf("the released record: %v", err)
+	}
+	if msg.Delivery != 2 {
+		t.Fatalf("delivery %d, want 2 (one lease to the member shut down)", msg.Delivery)
+	}
+	if err := msg.Ack(nctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Backoff values the wire cannot carry (negative, or beyond 32 bits of
+// milliseconds) are refused when the member is made, instead of wrapping
+// into a delay of weeks.
+func TestMemberBackoffRange(t *testing.T) {
+	base := group.MemberConfig{Stream: "s", Group: "g", Publishers: map[string]string{"p": "tcp://127.0.0.1:1"}}
+	for _, b := range [][]time.Duration{{-time.Second}, {time.Second, -1}, {50 * 24 * time.Hour}} {
+		cfg := base
+		cfg.Backoff = b
+		if m, err := group.NewMember(cfg); err == nil {
+			m.Close()
+			t.Errorf("Backoff %v: no error", b)
+		} else if !strings.Contains(err.Error(), "backoff value") {
+			t.Errorf("Backoff %v: %v", b, err)
+		}
+	}
+	cfg := base
+	cfg.Backoff = []time.Duration{0, time.Second, 49 * 24 * time.Hour}
+	m, err := group.NewMember(cfg)
+	if err != nil {
+		t.Fatalf("Backoff %v: %v", cfg.Backoff, err)
+	}
+	m.Close()
 }
