@@ -59,6 +59,9 @@ func init() {
 				if name != "" || asJSON {
 					return errors.New("--group excludes --name and --json")
 				}
+				if err := grp.check(); err != nil {
+					return err
+				}
 				if nf.name == "" {
 					nf.name = hostnameOr("member") + "-" + grp.group + fmt.Sprintf("-%d", os.Getpid())
 				}
@@ -66,7 +69,7 @@ func init() {
 					return grp.run(ctx, n, stream, from, count, cmd.OutOrStdout(), cmd.ErrOrStderr())
 				})
 			}
-			for _, f := range []string{"exec", "ack-wait", "max-deliver", "concurrency"} {
+			for _, f := range []string{"exec", "ack-wait", "max-deliver", "backoff", "concurrency"} {
 				if cmd.Flags().Changed(f) {
 					return fmt.Errorf("--%s needs --group", f)
 				}

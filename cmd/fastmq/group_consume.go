@@ -3,10 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
-	"os/exec"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -23,17 +24,31 @@ type groupConsume struct {
 	group       string
 	ackWait     time.Duration
 	maxDeliver  int
+	backoff     []time.Duration
 	concurrency int
 	command     string
 }
+
+// defaultBackoff is --backoff's default: a record whose command failed
+// comes back after 1 s, then 5 s, then every 30 s, rather than at once
+// (a command failing for a moment, a database restarting say, would
+// otherwise use up its deliveries within milliseconds).
+var defaultBackoff = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second}
+
+// execGrace is how long a command stopped by the member's shutdown has
+// between SIGTERM and SIGKILL.
+const execGrace = 10 * time.Second
 
 const groupConsumeHelp = "With --group, joins that consumer group of --stream as one member: the members of a group " +
 	"share the stream's records (each record goes to one member, leased for --ack-wait), every group gets " +
 	"every record. Without --exec, prints each record's value on its own line and acknowledges it once " +
 	"written. With --exec, runs the command (through sh -c) per record with the value on stdin and " +
 	"FASTMQ_PUBLISHER, FASTMQ_OFFSET and FASTMQ_DELIVERY in its environment: exit 0 acknowledges the " +
-	"record, another status naks it (redelivered after the backoff; after --max-deliver deliveries it goes " +
-	"to the dead-letter stream STREAM.GROUP.dlq, see fastmq dlq). --from places a new group's cursor."
+	"record, another status naks it: logged, and redelivered after --backoff (1 s, 5 s, then every 30 s by " +
+	"default); after --max-deliver deliveries it goes to the dead-letter stream STREAM.GROUP.dlq, see fastmq " +
+	"dlq. On SIGINT or SIGTERM the member stops taking records; a command still running gets SIGTERM (with " +
+	"what it started), SIGKILL 10 s later, and its record goes back to the group for another member, " +
+	"without counting as a failure. --from places a new group's cursor."
 
 // register adds the group flags to the consume command.
 func (g *groupConsume) register(cmd *cobra.Command) {
@@ -42,7 +57,31 @@ func (g *groupConsume) register(cmd *cobra.Command) {
 	fl.StringVar(&g.command, "exec", "", "with --group: run this shell command per record, value on stdin: exit 0 acks, non-zero naks")
 	fl.DurationVar(&g.ackWait, "ack-wait", group.DefaultAckWait, "with --group: lease length: a record not acknowledged within it is redelivered")
 	fl.IntVar(&g.maxDeliver, "max-deliver", group.DefaultMaxDeliver, "with --group: deliveries before a record goes to the dead-letter stream (-1: unlimited)")
+	fl.DurationSliceVar(&g.backoff, "backoff", defaultBackoff, "with --group: redelivery delays after the 1st, 2nd... failed delivery, the last repeating (0: at once)")
 	fl.IntVar(&g.concurrency, "concurrency", 1, "with --group: records processed at once")
+}
+
+// check refuses values the flags cannot mean.
+func (g *groupConsume) check() error {
+	switch {
+	case g.ackWait <= 0 || g.ackWait > group.MaxAckWait:
+		return fmt.Errorf("--ack-wait %v: want more than 0, at most %v", g.ackWait, group.MaxAckWait)
+	case g.maxDeliver == 0 || g.maxDeliver < -1:
+		return fmt.Errorf("--max-deliver %d: want at least 1, or -1 for unlimited", g.maxDeliver)
+	case g.concurrency < 1:
+		return fmt.Errorf("--concurrency %d: want at least 1", g.concurrency)
+	case len(g.backoff) == 0:
+		return errors.New("--backoff: want at least one delay (0: at once)")
+	}
+	for _, d := range g.backoff {
+		if d < 0 {
+			return fmt.Errorf("--backoff %v: a delay cannot be negative", d)
+		}
+	}
+	if err := group.CheckName(g.group); err != nil {
+		return fmt.Errorf("--group: %w", err)
+	}
+	return nil
 }
 
 // groupStart parses --from for a group: earliest, latest, an offset or an
@@ -71,13 +110,15 @@ func (g *groupConsume) run(ctx context.Context, n *fastmq.Node, stream, from str
 		return fmt.Errorf("--from %w", err)
 	}
 	m, err := n.Group(fastmq.GroupConfig{Stream: stream, Group: g.group, Member: group.MemberConfig{
-		AckWait: g.ackWait, MaxDeliver: g.maxDeliver, Buffer: max(g.concurrency, 1), Start: pos.Start, StartValue: pos.Value}})
+		AckWait: g.ackWait, MaxDeliver: g.maxDeliver, Backoff: g.backoff, Buffer: max(g.concurrency, 1),
+		Start: pos.Start, StartValue: pos.Value}})
 	if err != nil {
 		return err
 	}
 	defer m.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	log := n.Logger()
 	var done atomic.Uint64
 	err = m.Run(ctx, g.concurrency, func(ctx context.Context, msg *group.Message) error {
 		if g.command == "" {
@@ -85,12 +126,20 @@ func (g *groupConsume) run(ctx context.Context, n *fastmq.Node, stream, from str
 				return err
 			}
 		} else {
-			c := exec.CommandContext(ctx, "sh", "-c", g.command)
+			c := shellCommand(ctx, g.command, execGrace)
 			c.Stdin = bytes.NewReader(msg.Value)
 			c.Stdout, c.Stderr = out, errOut
 			c.Env = append(os.Environ(), fmt.Sprintf("FASTMQ_PUBLISHER=%s", msg.Publisher),
 				fmt.Sprintf("FASTMQ_OFFSET=%d", msg.Offset), fmt.Sprintf("FASTMQ_DELIVERY=%d", msg.Delivery))
-			if err := c.Run(); err != nil {
+			err := c.Run()
+			reap(ctx, c)
+			if err != nil {
+				if ctx.Err() != nil {
+					log.Info("command stopped by the shutdown: the record goes back to the group",
+						"publisher", msg.Publisher, "offset", msg.Offset, "delivery", msg.Delivery)
+					return ctx.Err()
+				}
+				g.logFailure(log, msg, err)
 				return err
 			}
 		}
@@ -103,6 +152,18 @@ func (g *groupConsume) run(ctx context.Context, n *fastmq.Node, stream, from str
 		return nil
 	}
 	return err
+}
+
+// logFailure logs a command that failed on msg, and what happens to the
+// record next.
+func (g *groupConsume) logFailure(log *slog.Logger, msg *group.Message, err error) {
+	attrs := []any{"publisher", msg.Publisher, "offset", msg.Offset, "delivery", msg.Delivery, "err", err}
+	if g.maxDeliver > 0 && int(msg.Delivery) >= g.maxDeliver {
+		log.Warn("command failed: the record goes to the dead-letter stream", attrs...)
+		return
+	}
+	i := min(int(msg.Delivery), len(g.backoff)) - 1
+	log.Warn("command failed: the record is redelivered", append(attrs, "after", g.backoff[max(i, 0)])...)
 }
 
 // groupConsumeAliasCmd is `fastmq group consume`, the earlier spelling of
@@ -122,6 +183,9 @@ func groupConsumeAliasCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if stream == "" || g.group == "" {
 				return fmt.Errorf("--stream and --group are required")
+			}
+			if err := g.check(); err != nil {
+				return err
 			}
 			if nf.name == "" {
 				nf.name = hostnameOr("member") + "-" + g.group + fmt.Sprintf("-%d", os.Getpid())

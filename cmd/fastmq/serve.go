@@ -22,19 +22,20 @@ const maxErrText = 4 << 10
 // execHandler runs shell command line for each request: the request on its
 // stdin, its stdout the reply. A non-zero exit is a remote error with code
 // "exit-N" and the command's stderr as the message. The environment gets
-// FASTMQ_SERVICE and FASTMQ_NODE. The command is killed when the request's
-// deadline passes or the server closes.
+// FASTMQ_SERVICE and FASTMQ_NODE. The command, with whatever it started
+// (its process group), is stopped when the request's deadline passes or
+// the server closes: SIGTERM, then SIGKILL a second later.
 func execHandler(line, service, node string) rpc.Handler {
 	env := append(os.Environ(), "FASTMQ_SERVICE="+service, "FASTMQ_NODE="+node)
 	return func(ctx context.Context, req []byte) ([]byte, error) {
-		cmd := exec.CommandContext(ctx, "/bin/sh", "-c", line)
+		cmd := shellCommand(ctx, line, time.Second)
 		cmd.Env = env
 		cmd.Stdin = bytes.NewReader(req)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout = &stdout
 		cmd.Stderr = &stderr
-		cmd.WaitDelay = time.Second
 		err := cmd.Run()
+		reap(ctx, cmd)
 		if err == nil {
 			return stdout.Bytes(), nil
 		}

@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // startServe runs `fastmq serve` as node name (joining join, if set) and
@@ -62,5 +64,24 @@ func TestServeDrainsOnSignal(t *testing.T) {
 	}
 	c.closeStdin()
 	c.mustSucceed()
+	srv.mustSucceed()
+}
+
+// A request whose deadline passes stops the command with everything it
+// started (its process group): nothing of it runs on after the caller
+// was told the call failed.
+func TestServeDeadlineStopsTheCommandsChildren(t *testing.T) {
+	dir := t.TempDir()
+	side := filepath.Join(dir, "side")
+	srv, gossip := startServe(t, dir, "s1", "pipe", `tr a-z A-Z | (sleep 2; cat >> `+side+`)`, "")
+	c := startCLI(t, "call", "pipe", "--join", gossip, "--name", "c1", "--data", filepath.Join(dir, "c1"), "--timeout", "1s")
+	c.feed("charge-card-42")
+	c.closeStdin()
+	c.mustFail("deadline exceeded")
+	time.Sleep(3 * time.Second) // past the pipeline's sleep
+	if b, err := os.ReadFile(side); err == nil {
+		t.Fatalf("the command's pipeline ran on after the deadline: %q", b)
+	}
+	srv.cmd.Process.Signal(interrupt)
 	srv.mustSucceed()
 }
