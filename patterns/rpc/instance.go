@@ -291,8 +291,8 @@ var errAllTried = errors.New("rpc: every instance tried")
 
 // pickLocked chooses an instance for an attempt: among those that may get
 // traffic and were not tried by this call, two at random, the one with
-// fewer outstanding attempts, then the nearer (gossip RTT, then measured
-// latency). Ejected instances are used only when nothing else is left.
+// fewer outstanding attempts, then the clearly nearer or faster (see
+// better). Ejected instances are used only when nothing else is left.
 // It counts the attempt as outstanding. A zero now is read when needed.
 func (c *Client) pickLocked(tried []*instance, now time.Time) (*instance, error) {
 	if len(c.insts) == 0 {
@@ -354,7 +354,14 @@ func (c *Client) pickLocked(tried []*instance, now time.Time) (*instance, error)
 	return best, nil
 }
 
-// better reports whether a should get the next call rather than b.
+// better reports whether a should get the next call rather than b: the
+// connected one, then the one with fewer outstanding attempts, then the
+// clearly nearer (gossip RTTs apart by more than rttSlack and a quarter),
+// then the clearly faster (smoothed latencies apart by more than a
+// quarter). Otherwise they are equals and the random choice stands, so
+// that callers making one call at a time (nothing outstanding) spread
+// over equal instances instead of all going to the one a few
+// microseconds nearer or faster.
 func better(a, b *instance) bool {
 	if a.connected != b.connected {
 		return a.connected
@@ -362,10 +369,24 @@ func better(a, b *instance) bool {
 	if a.outstanding != b.outstanding {
 		return a.outstanding < b.outstanding
 	}
-	if a.rtt != b.rtt {
-		return a.rtt < b.rtt
+	if clearlyLess(a.rtt, b.rtt, rttSlack) {
+		return true
 	}
-	return a.ewma < b.ewma
+	if clearlyLess(b.rtt, a.rtt, rttSlack) {
+		return false
+	}
+	return clearlyLess(a.ewma, b.ewma, 0)
+}
+
+// rttSlack is the least difference of gossip RTTs that makes one
+// instance nearer than another: below it (hosts of one network), RTTs
+// are noise.
+const rttSlack = time.Millisecond
+
+// clearlyLess reports whether x, known (non-zero), is below y, known, by
+// more than slack and a quarter of y.
+func clearlyLess(x, y, slack time.Duration) bool {
+	return x > 0 && y > 0 && y-x > max(slack, y/4)
 }
 
 // outcome is how an attempt ended, for the instance's health.

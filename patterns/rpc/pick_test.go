@@ -63,3 +63,34 @@ func TestRPCPick(t *testing.T) {
 		t.Fatalf("no instance: %v", err)
 	}
 }
+
+// Instances apart by gossip RTTs of one network (microseconds) and
+// similar latencies are equals: a caller with nothing outstanding
+// spreads its calls over them, rather than sending every call to the
+// one a little nearer. A clearly slower one gets none.
+func TestRPCPickSpreadsOverEquals(t *testing.T) {
+	c := &Client{insts: map[string]*instance{}}
+	a := &instance{node: "a", connected: true, rtt: 90 * time.Microsecond, ewma: 400 * time.Microsecond}
+	b := &instance{node: "b", connected: true, rtt: 300 * time.Microsecond, ewma: 450 * time.Microsecond}
+	c.insts["a"], c.insts["b"] = a, b
+	picks := map[*instance]int{}
+	for range 400 {
+		got, err := c.pickLocked(nil, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		picks[got]++
+		got.outstanding-- // one call at a time
+	}
+	if picks[a] < 100 || picks[b] < 100 {
+		t.Fatalf("equals got %d and %d of 400 calls", picks[a], picks[b])
+	}
+	b.ewma = 5 * time.Millisecond // clearly slower
+	for range 100 {
+		got, _ := c.pickLocked(nil, time.Now())
+		if got != a {
+			t.Fatal("the clearly slower instance got a call with the loads equal")
+		}
+		got.outstanding--
+	}
+}
