@@ -68,6 +68,11 @@ func validToken(what, s string, forbidden string) error {
 	return nil
 }
 
+// CheckServiceName returns an error (wrapping ErrInvalid) unless name can
+// be advertised as a service's name: not empty, no spaces, control
+// characters, '|' or ','.
+func CheckServiceName(name string) error { return validToken("service name", name, "|,") }
+
 func validateService(s Service) error {
 	if err := validToken("service name", s.Name, "|,"); err != nil {
 		return err

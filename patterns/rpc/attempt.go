@@ -110,6 +110,7 @@ func (c *Client) attempt(ctx context.Context, pk picked, p *pendingCall, hr requ
 			return c.resultFrom(p, r, inst, lat)
 		}
 		c.end(p, inst, outcomeAbandoned, 0)
+		c.lateReply(r.from)
 		return c.result(r)
 	case <-p.lost:
 		c.end(p, inst, outcomeFailed, 0)
@@ -127,6 +128,19 @@ func (c *Client) attempt(ctx context.Context, pk picked, p *pendingCall, hr requ
 	case <-ctx.Done():
 		c.end(p, inst, outcomeAbandoned, 0)
 		return nil, c.ctxErr(ctx, nil), true
+	}
+}
+
+// lateReply notes that from answered an attempt of a call after that
+// attempt had timed out: from is alive, only slower than the attempt
+// timeout, so the consecutive failures counted against it start over, and
+// an ejection they caused ends.
+func (c *Client) lateReply(from *instance) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	from.fails = 0
+	if from.state == ejected {
+		from.state = healthy
 	}
 }
 

@@ -341,6 +341,7 @@ func (c *Client) call(ctx context.Context, req []byte, opts CallOptions, start t
 			select {
 			case r := <-p.replies:
 				t.Stop()
+				c.lateReply(r.from)
 				if b, err, done := c.result(r); done {
 					return b, time.Time{}, err
 				}
@@ -353,7 +354,7 @@ func (c *Client) call(ctx context.Context, req []byte, opts CallOptions, start t
 		pk, err := c.pick(ctx, tried, opts.WaitForInstance, p)
 		if err != nil {
 			if lastErr != nil && errors.Is(err, ErrNoInstance) {
-				return nil, time.Time{}, fmt.Errorf("rpc: call %q: %w (after: %w)", c.cfg.Service, err, lastErr)
+				return nil, time.Time{}, fmt.Errorf("rpc: call %q: %w (after: %w)", c.cfg.Service, ErrNoInstance, lastErr)
 			}
 			return nil, time.Time{}, err
 		}

@@ -383,3 +383,47 @@ func TestRPCEjectAndProbe(t *testing.T) {
 		return state("flaky") == "healthy"
 	})
 }
+
+// An instance slower than the attempt timeout is alive: the late reply
+// that completes a call tells so, and its consecutive failures start
+// over, so that instances that answer every call, each a little later
+// than the attempt timeout, are not ejected one after the other as the
+// timeouts of successive calls add up.
+func TestRPCLateReplyIsNoFailure(t *testing.T) {
+	mesh := newMesh(t)
+	slow := func(name string) rpc.Handler {
+		return func(ctx context.Context, req []byte) ([]byte, error) {
+			time.Sleep(100 * time.Millisecond)
+			return []byte(name), nil
+		}
+	}
+	serve(t, mesh, "s1", slow("s1"), nil)
+	serve(t, mesh, "s2", slow("s2"), nil)
+	c := client(t, mesh, 2, func(cfg *rpc.ClientConfig) {
+		cfg.AttemptTimeout = 60 * time.Millisecond // one timeout per call, then the late reply
+		cfg.Retries = 10
+		cfg.EjectAfter = 3
+	})
+	ctx := context.Background()
+	for i := range 6 {
+		if _, err := c.Call(ctx, []byte("x"), rpc.CallOptions{Timeout: 5 * time.Second, Idempotent: true}); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	st := c.Stats()
+	if st.Retries == 0 {
+		t.Fatal("no attempt timed out: the test proves nothing")
+	}
+	if st.Ejections != 0 {
+		t.Fatalf("%d ejections of instances that answered every call (%d retries)", st.Ejections, st.Retries)
+	}
+}
+
+// A Concurrency beyond MaxConcurrency is refused, not a goroutine each and
+// a queue four times as long (a billion ran the process out of memory).
+func TestRPCServerConcurrencyBound(t *testing.T) {
+	_, err := rpc.NewServer(rpc.ServerConfig{Service: "svc", Handler: echo("s"), Concurrency: rpc.MaxConcurrency + 1})
+	if err == nil || !strings.Contains(err.Error(), "Concurrency above") {
+		t.Fatalf("NewServer: %v", err)
+	}
+}

@@ -28,13 +28,18 @@ type Advertiser interface {
 	Withdraw(name string) error
 }
 
+// MaxConcurrency bounds ServerConfig.Concurrency, and four times it
+// QueueSize.
+const MaxConcurrency = 1 << 16
+
 // ServerConfig configures a Server. Service and Handler are required.
 type ServerConfig struct {
 	// Service is the name the server is advertised under.
 	Service string
 	// Handler serves the requests.
 	Handler Handler
-	// Concurrency is how many requests run at once. Default 64.
+	// Concurrency is how many requests run at once. Default 64, at most
+	// MaxConcurrency (each has a goroutine waiting for requests).
 	Concurrency int
 	// QueueSize is how many accepted requests may wait for a free handler;
 	// beyond it requests are refused with StatusOverloaded and the client
@@ -142,6 +147,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, errors.New("rpc: ServerConfig.Handler is required")
 	case cfg.Concurrency < 0, cfg.QueueSize < 0, cfg.CacheSize < 0, cfg.CacheWindow < 0, cfg.DrainGrace < 0:
 		return nil, errors.New("rpc: negative ServerConfig value")
+	case cfg.Concurrency > MaxConcurrency || cfg.QueueSize > 4*MaxConcurrency:
+		return nil, fmt.Errorf("rpc: ServerConfig.Concurrency above %d or QueueSize above %d", MaxConcurrency, 4*MaxConcurrency)
 	}
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = 64
