@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/discovery"
 	"github.com/fastmq/fastmq/patterns/rpc"
 )
 
@@ -19,7 +20,7 @@ var errCallsFailed = errors.New("some calls failed")
 
 func init() {
 	var nf nodeFlags
-	var timeout, waitFor time.Duration
+	var timeout, attemptTimeout, waitFor time.Duration
 	var retries int
 	var idempotent bool
 	call := &cobra.Command{
@@ -30,17 +31,26 @@ func init() {
 			"A failed call prints \"error: ...\" on stderr and the next line is tried; call then exits non-zero.\n\n" +
 			"Calls go to the least loaded instance and fail over to another when an instance dies. " +
 			"Without --idempotent, a call whose instance dies before replying fails (it may have run) " +
-			"instead of being retried; with it, each call carries an idempotency key and is retried.",
+			"instead of being retried; with it, each call carries an idempotency key and is retried, also " +
+			"after --attempt-timeout (a third of --timeout by default: set it above the handler's time, or a " +
+			"slow handler runs twice). Interrupted (SIGINT, SIGTERM) with a call waiting for its reply, or " +
+			"after a failed call, call exits non-zero.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			service := args[0]
+			if err := discovery.CheckServiceName(service); err != nil {
+				return err
+			}
 			if timeout <= 0 {
 				return fmt.Errorf("--timeout %v: must be positive", timeout)
+			}
+			if attemptTimeout < 0 {
+				return fmt.Errorf("--attempt-timeout %v: must not be negative", attemptTimeout)
 			}
 			if retries < 0 {
 				return fmt.Errorf("--retries %d: must not be negative", retries)
 			}
-			opts := rpc.CallOptions{Timeout: timeout, Idempotent: idempotent, Retries: retries}
+			opts := rpc.CallOptions{Timeout: timeout, Idempotent: idempotent, Retries: retries, AttemptTimeout: attemptTimeout}
 			if retries == 0 {
 				opts.Retries = -1
 			}
@@ -62,6 +72,7 @@ func init() {
 	fl := call.Flags()
 	fl.DurationVar(&timeout, "timeout", 5*time.Second, "deadline of each call, retries included")
 	fl.IntVar(&retries, "retries", 3, "retries after the first attempt, on other instances")
+	fl.DurationVar(&attemptTimeout, "attempt-timeout", 0, "with --idempotent: how long one attempt waits before the call is retried elsewhere (0: a third of the time left)")
 	fl.BoolVar(&idempotent, "idempotent", false, "give each call an idempotency key, so it may be retried after a timeout or a dead instance")
 	fl.DurationVar(&waitFor, "wait", 5*time.Second, "at start, wait up to this long for the mesh to show an instance (0: fail at once if none)")
 	nf.register(call, "name", hostnameOr("call"))
@@ -90,20 +101,32 @@ func callLines(ctx context.Context, n *fastmq.Node, service string, opts rpc.Cal
 	}()
 	w := bufio.NewWriter(out)
 	failed := 0
+	// interrupted ends the command on a signal: an error if a call failed
+	// or one was waiting for its reply (it may have run or not).
+	interrupted := func(inFlight bool) error {
+		if inFlight {
+			fmt.Fprintln(errOut, "error: interrupted while a call waited for its reply")
+			failed++
+		}
+		if failed > 0 {
+			return fmt.Errorf("%w: %d (interrupted)", errCallsFailed, failed)
+		}
+		return nil
+	}
 	for {
 		var line []byte
 		var ok bool
 		select {
 		case line, ok = <-lines:
 		case <-ctx.Done():
-			return nil
+			return interrupted(false)
 		}
 		if !ok {
 			break
 		}
 		reply, err := n.Call(ctx, service, line, opts)
-		if ctx.Err() != nil {
-			return nil
+		if err != nil && ctx.Err() != nil {
+			return interrupted(true)
 		}
 		if err != nil {
 			failed++

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -152,4 +153,38 @@ func TestCallFailoverOnSIGKILLCLI(t *testing.T) {
 			}
 		})
 	}
+}
+
+// call interrupted while a call waits for its reply, or after a call
+// failed, exits non-zero and says so; a bad service name is refused
+// before the node starts.
+func TestCallInterruptedCLI(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "started")
+	fifo := filepath.Join(dir, "go")
+	mkfifo(t, fifo)
+	srv, gossip := startServe(t, dir, "s1", "work",
+		fmt.Sprintf(`r=$(cat); if [ "$r" = bad ]; then echo nope >&2; exit 2; fi; touch %s; read x < %s; echo $r`, marker, fifo), "")
+	args := func(name string) []string {
+		return []string{"call", "work", "--join", gossip, "--name", name, "--data", filepath.Join(dir, name), "--timeout", "20s"}
+	}
+
+	c := startCLI(t, args("c1")...)
+	c.feed("slow")
+	waitFile(t, marker)
+	c.cmd.Process.Signal(interrupt)
+	c.mustFail("interrupted while a call waited for its reply")
+	release(t, fifo) // let the handler of the abandoned call end
+
+	c = startCLI(t, args("c2")...)
+	c.feed("bad")
+	waitStderr(t, c, "exit-2: nope")
+	c.cmd.Process.Signal(interrupt)
+	c.mustFail("some calls failed: 1 (interrupted)")
+
+	for _, bad := range []string{"", "a b"} {
+		startCLI(t, "call", bad, "--data", filepath.Join(dir, "x"), "--name", "x").mustFail("service name")
+	}
+	srv.cmd.Process.Signal(interrupt)
+	srv.mustSucceed()
 }

@@ -78,8 +78,11 @@ func init() {
 			if execLine == "" {
 				return errors.New("--exec is required")
 			}
-			if concurrency < 0 {
-				return fmt.Errorf("--concurrency %d: must not be negative", concurrency)
+			if concurrency < 0 || concurrency > rpc.MaxConcurrency {
+				return fmt.Errorf("--concurrency %d: want 0 (the default, 64) to %d", concurrency, rpc.MaxConcurrency)
+			}
+			if drain < 0 {
+				return fmt.Errorf("--drain %v: must not be negative", drain)
 			}
 			return nf.runNode(cmd.Context(), func(ctx context.Context, n *fastmq.Node) error {
 				srv, err := n.Handle(service, execHandler(execLine, service, n.Name()), fastmq.HandleOptions{

@@ -85,3 +85,19 @@ func TestServeDeadlineStopsTheCommandsChildren(t *testing.T) {
 	srv.cmd.Process.Signal(interrupt)
 	srv.mustSucceed()
 }
+
+// serve refuses flags it cannot honour before the node starts.
+func TestServeFlagsCLI(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--concurrency", "1000000000"}, "--concurrency 1000000000: want 0 (the default, 64) to 65536"},
+		{[]string{"--concurrency", "-1"}, "--concurrency -1"},
+		{[]string{"--drain", "-5s"}, "--drain -5s: must not be negative"},
+	} {
+		args := append([]string{"serve", "svc", "--exec", "cat", "--name", "s", "--data", filepath.Join(dir, "s")}, c.args...)
+		startCLI(t, args...).mustFail(c.want)
+	}
+}
