@@ -156,6 +156,21 @@ func askEach(ctx context.Context, pubs []publisher, fn func(ctx context.Context,
 	return rows
 }
 
+// rowsFailed returns an error if a publisher answered what with an error
+// (its row, printed, says which): a non-zero exit, as for seek.
+func rowsFailed(what string, rows []groupRow, pubs int) error {
+	failed := 0
+	for _, r := range rows {
+		if r.Error != "" {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%s failed on %d of %d publishers", what, failed, pubs)
+	}
+	return nil
+}
+
 // printGroupRows writes rows as a table, or as JSON.
 func printGroupRows(w io.Writer, rows []groupRow, asJSON bool) error {
 	if asJSON {
@@ -209,7 +224,10 @@ func groupLsCmd() *cobra.Command {
 				rows := askEach(ctx, pubs, func(ctx context.Context, p publisher) ([]group.GroupStats, error) {
 					return group.List(ctx, p.Endpoint, which, sock)
 				})
-				return printGroupRows(cmd.OutOrStdout(), rows, a.asJSON)
+				if err := printGroupRows(cmd.OutOrStdout(), rows, a.asJSON); err != nil {
+					return err
+				}
+				return rowsFailed("the query", rows, len(pubs))
 			})
 		},
 	}
@@ -241,7 +259,10 @@ func groupInfoCmd() *cobra.Command {
 					st, err := group.Info(ctx, p.Endpoint, stream, name, sock)
 					return []group.GroupStats{st}, err
 				})
-				return printGroupRows(cmd.OutOrStdout(), rows, a.asJSON)
+				if err := printGroupRows(cmd.OutOrStdout(), rows, a.asJSON); err != nil {
+					return err
+				}
+				return rowsFailed("the query", rows, len(pubs))
 			})
 		},
 	}

@@ -219,4 +219,9 @@ func TestCLIGroupAdmin(t *testing.T) {
 			t.Fatalf("group info row of pub%d: %v", i, r)
 		}
 	}
+	// A group no publisher knows: each row says so, and the exit is not 0.
+	lines = cli("u", "group", "info", "--stream", "jobs", "--group", "nosuchgroup").mustFail("the query failed on 2 of 2 publishers")
+	if n := strings.Count(strings.Join(lines, "\n"), "unknown group nosuchgroup"); n != 2 {
+		t.Fatalf("group info of an unknown group printed %q", lines)
+	}
 }
