@@ -94,7 +94,13 @@
 //   - Backoff: the redelivery delay after the n-th failed delivery (the
 //     last value repeats; default none). Nak(delay) overrides it.
 //   - MaxAckPending (default 1000): the leases one member holds on one
-//     publisher.
+//     publisher, each member its own.
+//   - AckWait, MaxDeliver and Backoff are the group's, on each
+//     publisher: those of the member that joined last (first fetched
+//     there since the publisher started). A member that joined earlier
+//     with other settings does not change them back (the publisher logs
+//     the change when a later member makes it); once the member that set
+//     them leaves or is gone, the next fetch sets them.
 //   - Term(reason): dead-letter now.
 //   - Dead letters are appended, on the same publisher, to the ordinary
 //     stream <stream>.<group>.dlq (DLQStream) with the record's headers

@@ -261,6 +261,7 @@ func (s *Server) releaseWhere(isGone func(member string) bool) {
 		if !ok {
 			continue
 		}
+		forgetLocked(g, isGone)
 		s.dropParkedLocked(g, isGone)
 		if len(g.held) == 0 {
 			continue

@@ -95,7 +95,13 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 		n = 1
 	}
 	n = min(n, maxFetchRecords)
-	if room := g.set.MaxAckPending - g.held[req.Member]; n > room {
+	// MaxAckPending is the member's own (the group's settings are the
+	// last joined member's).
+	limit := int(req.MaxAckPending)
+	if limit <= 0 {
+		limit = DefaultMaxAckPending
+	}
+	if room := min(limit, MaxMaxAckPending) - g.held[req.Member]; n > room {
 		n = room
 	}
 	maxBytes := int(req.MaxBytes)
@@ -532,6 +538,7 @@ func (s *Server) clockLoop() {
 				continue
 			}
 			if len(gone) > 0 {
+				forgetLocked(g, func(m string) bool { return gone[nodeOf(m)] })
 				s.dropParkedLocked(g, func(m string) bool { return gone[nodeOf(m)] })
 			}
 			if len(gone) > 0 && len(g.held) > 0 {

@@ -52,6 +52,8 @@ type MemberConfig struct {
 	Publishers map[string]string
 	// AckWait is a lease's length, from the moment a publisher leases the
 	// record to this member. Default 30 s. InProgress extends it.
+	// AckWait, MaxDeliver and Backoff are the group's: a publisher applies
+	// those of the member that joined last (see the package doc).
 	AckWait time.Duration
 	// MaxDeliver: a record delivered this many times and not acknowledged
 	// goes to the dead-letter stream. Default 5; -1 = unlimited.

@@ -214,3 +214,51 @@ func TestMemberBackoffRange(t *testing.T) {
 	}
 	m.Close()
 }
+
+// Members of one group asking different settings do not take turns: the
+// member that joined last sets AckWait and MaxDeliver, whatever the
+// earlier one's fetches ask; once it leaves, the next fetch sets them.
+// MaxAckPending is each member's own.
+func TestGroupSettingsOfTheLastJoined(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	p.publish(t, "s", 200)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	take := func(m *group.Member) {
+		t.Helper()
+		msg, err := m.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := msg.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settings := func() (time.Duration, int) {
+		st := p.groups.Stats()["s/g"]
+		return st.AckWait, st.MaxDeliver
+	}
+	a := member(t, group.MemberConfig{Name: "a", AckWait: 30 * time.Second, MaxDeliver: 2, Buffer: 1, MaxAckPending: 1}, p)
+	take(a)
+	if w, d := settings(); w != 30*time.Second || d != 2 {
+		t.Fatalf("after a's fetch: %v %d", w, d)
+	}
+	b := member(t, group.MemberConfig{Name: "b", AckWait: 90 * time.Second, MaxDeliver: 10, Buffer: 1, MaxAckPending: 1}, p)
+	take(b)
+	for range 20 { // a fetches again and again
+		take(a)
+		if w, d := settings(); w != 90*time.Second || d != 10 {
+			t.Fatalf("a's fetch after b joined set %v %d, want b's 1m30s 10", w, d)
+		}
+	}
+	b.Close()
+	for i := 0; ; i++ {
+		take(a)
+		if w, d := settings(); w == 30*time.Second && d == 2 {
+			break
+		}
+		if i > 50 {
+			t.Fatal("b left, and a's fetches never set the settings")
+		}
+	}
+}

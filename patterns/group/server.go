@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -301,7 +302,7 @@ func (s *Server) groupLocked(req Request, l *spool.Log) (*state, error) {
 	key := req.Stream + "\x00" + req.Group
 	if g := s.groups[key]; g != nil {
 		if req.Op == OpFetch {
-			g.set = settingsOf(req, g.set)
+			s.applySettingsLocked(g, req)
 		}
 		return g, nil
 	}
@@ -346,7 +347,7 @@ func (s *Server) groupLocked(req Request, l *spool.Log) (*state, error) {
 		s.rekey(g, l)
 	}
 	if req.Op == OpFetch {
-		g.set = settingsOf(req, g.set)
+		s.applySettingsLocked(g, req)
 	}
 	if g.floor < l.OldestOffset() {
 		// Retention removed records the group never settled.
@@ -354,6 +355,51 @@ func (s *Server) groupLocked(req Request, l *spool.Log) (*state, error) {
 	}
 	s.groups[key] = g
 	return g, nil
+}
+
+// maxJoined bounds the members a group numbers (state.joined): beyond,
+// it forgets them and numbers them again as they fetch.
+const maxJoined = 4096
+
+// applySettingsLocked makes the settings a fetch asks for (AckWait,
+// MaxDeliver, Backoff) the group's if its member joined (first fetched
+// here) no earlier than the member that set the current ones: the member
+// that joined last decides. Members started with different settings thus
+// do not take turns, as each of their fetches used to make them; a
+// rolling restart with new settings ends with them; when the member that
+// set them leaves or is gone, the next fetch sets them. A change is
+// logged.
+func (s *Server) applySettingsLocked(g *state, req Request) {
+	seq, ok := g.joined[req.Member]
+	if !ok {
+		if len(g.joined) >= maxJoined {
+			clear(g.joined)
+		}
+		g.joinSeq++
+		seq = g.joinSeq
+		g.joined[req.Member] = seq
+	}
+	if req.Member != g.setBy && seq < g.joined[g.setBy] {
+		return // an earlier member's: the later one's stand
+	}
+	set := settingsOf(req, g.set)
+	if g.setBy != "" && g.setBy != req.Member && (set.AckWait != g.set.AckWait || set.MaxDeliver != g.set.MaxDeliver ||
+		!slices.Equal(set.Backoff, g.set.Backoff)) {
+		s.log.Warn("group settings changed by a member that joined later", "stream", g.stream, "group", g.group,
+			"member", req.Member, "ack_wait", set.AckWait, "max_deliver", set.MaxDeliver, "backoff", set.Backoff,
+			"was_ack_wait", g.set.AckWait, "was_max_deliver", g.set.MaxDeliver, "was_backoff", g.set.Backoff, "was_member", g.setBy)
+	}
+	g.set, g.setBy = set, req.Member
+}
+
+// forgetLocked drops the members gone says so from the group's join
+// order: the settings of one that set them give way to the next fetch.
+func forgetLocked(g *state, gone func(member string) bool) {
+	for m := range g.joined {
+		if gone(m) {
+			delete(g.joined, m)
+		}
+	}
 }
 
 func settingsOf(req Request, old settings) settings {
@@ -396,6 +442,7 @@ const (
 func (s *Server) settleLocked(g *state, req Request) *Reply {
 	now := time.Now()
 	if req.Op == OpLeave {
+		forgetLocked(g, func(m string) bool { return m == req.Member })
 		s.dropParkedLocked(g, func(m string) bool { return m == req.Member })
 		n := s.releaseLocked(g, func(m string) bool { return m == req.Member }, now)
 		return &Reply{Status: StatusOK, ID: req.ID, Count: uint32(n)}

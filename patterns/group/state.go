@@ -127,9 +127,15 @@ type state struct {
 	runs          []*leaseRun         // leases as ranges (see runs.go), ascending
 	inRuns        int                 // records leased in runs
 	held          map[string]int      // leases per member
-	avail         int                 // pending entries with no member
-	keys          map[string][]uint64 // ordered groups: pending offsets per key, ascending
-	dirty         bool
+	// joined numbers the members in the order of their first fetch here
+	// (since the publisher started), and setBy is the member whose
+	// settings set holds: see applySettingsLocked.
+	joined  map[string]uint64
+	joinSeq uint64
+	setBy   string
+	avail   int                 // pending entries with no member
+	keys    map[string][]uint64 // ordered groups: pending offsets per key, ascending
+	dirty   bool
 	// The journal (see journal.go): the generation of the last
 	// snapshot, and what changed since the last commit.
 	gen      uint64
@@ -151,7 +157,8 @@ type state struct {
 
 func newState(stream, group string, set settings, start uint64) *state {
 	return &state{stream: stream, group: group, set: set, floor: start, durable: start, next: start,
-		pend: make(map[uint64]*pending), held: make(map[string]int), keys: make(map[string][]uint64)}
+		pend: make(map[uint64]*pending), held: make(map[string]int), keys: make(map[string][]uint64),
+		joined: make(map[string]uint64)}
 }
 
 // settleLeased settles o, leased to a member whose lease count the
