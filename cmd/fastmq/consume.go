@@ -69,7 +69,7 @@ func init() {
 					return grp.run(ctx, n, stream, from, count, cmd.OutOrStdout(), cmd.ErrOrStderr())
 				})
 			}
-			for _, f := range []string{"exec", "ack-wait", "max-deliver", "backoff", "concurrency"} {
+			for _, f := range []string{"exec", "ack-wait", "max-deliver", "backoff", "concurrency", "ordered"} {
 				if cmd.Flags().Changed(f) {
 					return fmt.Errorf("--%s needs --group", f)
 				}

@@ -27,6 +27,7 @@ type groupConsume struct {
 	backoff     []time.Duration
 	concurrency int
 	command     string
+	ordered     bool
 }
 
 // defaultBackoff is --backoff's default: a record whose command failed
@@ -59,6 +60,7 @@ func (g *groupConsume) register(cmd *cobra.Command) {
 	fl.IntVar(&g.maxDeliver, "max-deliver", group.DefaultMaxDeliver, "with --group: deliveries before a record goes to the dead-letter stream (-1: unlimited)")
 	fl.DurationSliceVar(&g.backoff, "backoff", defaultBackoff, "with --group: redelivery delays after the 1st, 2nd... failed delivery, the last repeating (0: at once)")
 	fl.IntVar(&g.concurrency, "concurrency", 1, "with --group: records processed at once")
+	fl.BoolVar(&g.ordered, "ordered", false, "with --group, for a new group: records of one key (fastmq publish --keyed) are delivered in order, one at a time")
 }
 
 // check refuses values the flags cannot mean.
@@ -110,7 +112,7 @@ func (g *groupConsume) run(ctx context.Context, n *fastmq.Node, stream, from str
 		return fmt.Errorf("--from %w", err)
 	}
 	m, err := n.Group(fastmq.GroupConfig{Stream: stream, Group: g.group, Member: group.MemberConfig{
-		AckWait: g.ackWait, MaxDeliver: g.maxDeliver, Backoff: g.backoff, Buffer: max(g.concurrency, 1),
+		AckWait: g.ackWait, MaxDeliver: g.maxDeliver, Backoff: g.backoff, Buffer: max(g.concurrency, 1), Ordered: g.ordered,
 		Start: pos.Start, StartValue: pos.Value}})
 	if err != nil {
 		return err

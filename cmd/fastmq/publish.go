@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -13,8 +15,9 @@ import (
 func init() {
 	var nf nodeFlags
 	var stream string
-	var ack, dedup bool
+	var ack, dedup, keyed bool
 	var idHeader string
+	var delay time.Duration
 	publish := &cobra.Command{
 		Use:   "publish",
 		Short: "Append stdin lines to a local stream and serve them to consumers until SIGINT/SIGTERM",
@@ -31,12 +34,15 @@ func init() {
 			if cmd.Flags().Changed("id-header") && idHeader == "" {
 				return errors.New("--id-header needs a header name")
 			}
+			if delay < 0 {
+				return fmt.Errorf("--delay %v: must not be negative", delay)
+			}
 			return nf.runNode(cmd.Context(), func(ctx context.Context, n *fastmq.Node) error {
 				l, err := n.Stream(stream)
 				if err != nil {
 					return err
 				}
-				opt := records.Options{Ack: ack, IDHeader: idHeader, Dedup: dedup}
+				opt := records.Options{Ack: ack, IDHeader: idHeader, Dedup: dedup, Keyed: keyed, Delay: delay}
 				if err := records.AppendWith(ctx, l, cmd.InOrStdin(), cmd.OutOrStdout(), opt); err != nil {
 					return err
 				}
@@ -51,5 +57,7 @@ func init() {
 	publish.Flags().BoolVar(&ack, "ack", false, "print each record's offset once it is durable (a duplicate: the offset it repeats, then \"duplicate\")")
 	publish.Flags().BoolVar(&dedup, "dedup", false, "idempotent publish: each line's message id is a hash of the line (see above)")
 	publish.Flags().StringVar(&idHeader, "id-header", "", "idempotent publish: each line is ID<TAB>VALUE; ID is the message id and the value of header `NAME`")
+	publish.Flags().BoolVar(&keyed, "keyed", false, "each line is KEY<TAB>VALUE: KEY is the record's key, for ordered consumer groups (see above)")
+	publish.Flags().DurationVar(&delay, "delay", 0, "consumer groups do not lease a record before this long after it was read (0: at once)")
 	rootCmd.AddCommand(publish)
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCLIPublishDedup: publish --dedup stores a line sent again once, in
@@ -69,4 +70,46 @@ func TestCLIPublishDedup(t *testing.T) {
 	p = run("--stream", "ids", "--id-header", "x", "--dedup")
 	p.closeStdin()
 	p.mustFail("exclude each other")
+}
+
+// TestCLIPublishKeyedDelayed: publish --keyed takes each line's key from
+// its first field, --delay gives each record a not-before time, and an
+// --ordered group of consume delivers them once due, one key's in order.
+func TestCLIPublishKeyedDelayed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	dir := t.TempDir()
+	gossip := freePort(t)
+	p := startCLI(t, "publish", "--name", "p", "--data", filepath.Join(dir, "p"), "--gossip", gossip, "--stream", "s",
+		"--keyed", "--delay", "1500ms", "--ack")
+	p.feed("k1\tfirst", "k2\tother", "k1\tsecond")
+	for _, want := range []string{"0", "1", "2"} {
+		if got := p.line(); got != want {
+			t.Fatalf("ack %q, want %q\n%s", got, want, p.stderr())
+		}
+	}
+	published := time.Now()
+	got := filepath.Join(dir, "got")
+	startCLI(t, "consume", "--stream", "s", "--group", "o", "--ordered", "--count", "3", "--concurrency", "2",
+		"--exec", `echo "$(cat)" >> `+got, "--data", filepath.Join(dir, "c"), "--join", gossip).mustSucceed()
+	if early := time.Since(published); early < 1500*time.Millisecond {
+		// Every record was delivered before the consumer exited.
+		t.Fatalf("the delayed records were all handled %v after publish, before their 1.5 s delay", early)
+	}
+	b, err := os.ReadFile(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 3 || strings.Index(string(b), "first") > strings.Index(string(b), "second") {
+		t.Fatalf("handled %q, want 3 records, k1's first before its second", lines)
+	}
+	p.cmd.Process.Signal(os.Interrupt)
+	p.wait()
+
+	// A line without its key field is refused, naming it.
+	q := startCLI(t, "publish", "--name", "q", "--data", filepath.Join(dir, "q"), "--stream", "s", "--keyed")
+	q.feed("no key here")
+	q.mustFail("line 1: with --keyed each line is KEY<TAB>VALUE")
 }

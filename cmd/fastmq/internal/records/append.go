@@ -11,7 +11,9 @@ import (
 	"io"
 	"os"
 	"syscall"
+	"time"
 
+	"github.com/fastmq/fastmq/patterns/group"
 	"github.com/fastmq/fastmq/spool"
 )
 
@@ -40,6 +42,14 @@ type Options struct {
 	// the first 16 bytes in hex), so a line sent again within the window
 	// is stored once.
 	Dedup bool
+	// Keyed: each line (after its ID field, with IDHeader) is KEY<TAB>VALUE;
+	// KEY becomes the record's key (group.HeaderKey: an ordered consumer
+	// group delivers the records of one key in order, one at a time).
+	Keyed bool
+	// Delay, if positive, gives each record a not-before time (group.NotBefore)
+	// Delay after its line was read: consumer groups do not lease it
+	// before then.
+	Delay time.Duration
 }
 
 // DedupHelp describes --id-header and --dedup, for the commands' help.
@@ -51,30 +61,52 @@ Identical lines within the window are stored once too. With --id-header NAME,
 each line is ID<TAB>VALUE: ID is the record's message id (and the value of
 header NAME), VALUE its value; a line whose ID was published within the
 window is not stored again. With --ack a duplicate prints the offset of the
-record it repeats followed by " duplicate".`
+record it repeats followed by " duplicate".
+
+For consumer groups: with --keyed each line is KEY<TAB>VALUE (ID<TAB>KEY<TAB>VALUE
+with --id-header), KEY the record's key (header fastmq-key: an ordered group,
+fastmq consume --group G --ordered, delivers one key's records in order, one at
+a time); with --delay D each record is not leased to a group before D after
+it was read (header fastmq-not-before).`
 
 // recordOf turns one input line into a record as opt says; the line is
 // the caller's to keep.
 func recordOf(line []byte, n int, opt Options) (spool.Record, error) {
-	switch {
-	case opt.IDHeader != "":
-		id, v, ok := bytes.Cut(line, []byte{'\t'})
+	var hs []spool.Header
+	rest := line
+	if opt.IDHeader != "" {
+		id, v, ok := bytes.Cut(rest, []byte{'\t'})
 		if !ok || len(id) == 0 {
 			return spool.Record{}, fmt.Errorf("line %d: with --id-header each line is ID<TAB>VALUE", n)
 		}
 		if len(id) > spool.MaxMsgIDLen {
 			return spool.Record{}, fmt.Errorf("line %d: the id is %d bytes, at most %d", n, len(id), spool.MaxMsgIDLen)
 		}
-		hs := []spool.Header{spool.MsgID(string(id))}
+		hs = append(hs, spool.MsgID(string(id)))
 		if opt.IDHeader != spool.HeaderMsgID {
 			hs = append(hs, spool.Header{Key: opt.IDHeader, Value: []byte(string(id))})
 		}
-		return spool.Record{Value: append([]byte(nil), v...), Headers: hs}, nil
-	case opt.Dedup:
-		sum := sha256.Sum256(line)
-		return spool.Record{Value: append([]byte(nil), line...), Headers: []spool.Header{spool.MsgID(hex.EncodeToString(sum[:16]))}}, nil
+		rest = v
 	}
-	return spool.Record{Value: append([]byte(nil), line...)}, nil
+	if opt.Keyed {
+		k, v, ok := bytes.Cut(rest, []byte{'\t'})
+		if !ok || len(k) == 0 {
+			if opt.IDHeader != "" {
+				return spool.Record{}, fmt.Errorf("line %d: with --id-header and --keyed each line is ID<TAB>KEY<TAB>VALUE", n)
+			}
+			return spool.Record{}, fmt.Errorf("line %d: with --keyed each line is KEY<TAB>VALUE", n)
+		}
+		hs = append(hs, group.Key(string(k)))
+		rest = v
+	}
+	if opt.Dedup {
+		sum := sha256.Sum256(line)
+		hs = append(hs, spool.MsgID(hex.EncodeToString(sum[:16])))
+	}
+	if opt.Delay > 0 {
+		hs = append(hs, group.NotBefore(time.Now().Add(opt.Delay)))
+	}
+	return spool.Record{Value: append([]byte(nil), rest...), Headers: hs}, nil
 }
 
 // AppendWith is Append with the options of opt.
