@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fastmq/fastmq/internal/testutil"
 )
@@ -100,14 +101,21 @@ func TestLoadIdentity(t *testing.T) {
 }
 
 // TestDuplicateNameRefusedAfterRetryJoin: with RetryJoin, New cannot
-// fail, so an impostor found by the background join stops gossiping and
-// says why through Err.
+// fail, so an impostor found by the background join stops gossiping,
+// closes Stopped and says why through Err.
 func TestDuplicateNameRefusedAfterRetryJoin(t *testing.T) {
 	skipShort(t)
 	nodes := cluster(t, 2, nil)
 	testutil.WaitFor(t, "converge", waitLong, func() bool { return converged(nodes, 2) })
 	imp := newNode(t, nodes[1].Name(), func(c *Config) { c.Seeds = []string{nodes[0].GossipAddr()}; c.RetryJoin = true })
-	testutil.WaitFor(t, "impostor refused", waitLong, func() bool { return errors.Is(imp.Err(), ErrNameTaken) })
+	select {
+	case <-imp.Stopped():
+	case <-time.After(waitLong):
+		t.Fatal("the impostor's Stopped channel did not close")
+	}
+	if !errors.Is(imp.Err(), ErrNameTaken) {
+		t.Fatalf("stopped with %v, want ErrNameTaken", imp.Err())
+	}
 	if err := imp.Err(); !strings.Contains(err.Error(), nodes[1].GossipAddr()) {
 		t.Fatalf("error %q does not name the holder at %s", err, nodes[1].GossipAddr())
 	}

@@ -98,6 +98,7 @@ func (m *Membership) retryJoin(seeds []string) {
 				m.log.Error("node name taken, gossip stopped", slog.Any("err", err))
 				m.mu.Lock()
 				m.nameErr = err
+				close(m.stopped)
 				m.mu.Unlock()
 				if err := m.serf.Shutdown(); err != nil {
 					m.log.Warn("shut down gossip", slog.Any("err", err))

@@ -51,7 +51,8 @@ type Membership struct {
 
 	mu       sync.Mutex // guards everything below and wg.Add
 	closed   bool
-	nameErr  error // the name turned out to be taken (background join)
+	nameErr  error         // the name turned out to be taken (background join)
+	stopped  chan struct{} // closed when nameErr is set
 	view     map[string]*nodeView
 	self     advert
 	watchers map[*watcher]struct{}
@@ -82,6 +83,7 @@ func New(cfg Config) (*Membership, error) {
 	}
 	logger = logger.With(slog.String("node", cfg.NodeName))
 	m := &Membership{
+		stopped:  make(chan struct{}),
 		set:      set,
 		log:      logger,
 		events:   make(chan serf.Event, eventBuffer),
@@ -177,6 +179,10 @@ func (m *Membership) Err() error {
 	defer m.mu.Unlock()
 	return m.nameErr
 }
+
+// Stopped is closed when this node stops gossiping on its own (Err then
+// says why); not by Close.
+func (m *Membership) Stopped() <-chan struct{} { return m.stopped }
 
 // GossipAddr returns the "host:port" other nodes use to reach this node's
 // gossip (the advertised address, with port 0 resolved to the bound port).

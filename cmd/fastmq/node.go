@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/discovery"
 	"github.com/fastmq/fastmq/internal/console"
 	"github.com/fastmq/fastmq/spool"
 )
@@ -192,7 +193,21 @@ func (f *nodeFlags) runNode(ctx context.Context, fn func(ctx context.Context, n 
 		go srv.Serve(ln)
 		cfg.Logger.Info("serving the console", "endpoint", "http://"+ln.Addr().String()+"/")
 	}
+	// A node whose name turns out to be taken stops gossiping: nobody
+	// finds it any more, so the command ends, with that error.
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	go func() {
+		select {
+		case <-n.Membership().Stopped():
+			stop(n.Membership().Err())
+		case <-ctx.Done():
+		}
+	}()
 	runErr := fn(ctx, n)
+	if cause := context.Cause(ctx); errors.Is(cause, discovery.ErrNameTaken) {
+		runErr = cause
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if srv != nil {

@@ -101,3 +101,15 @@ func TestServeFlagsCLI(t *testing.T) {
 		startCLI(t, args...).mustFail(c.want)
 	}
 }
+
+// A second serve under a name a live node holds stops gossiping (nobody
+// would find it) and exits non-zero saying so, instead of running on
+// unreachable.
+func TestServeNameTakenCLI(t *testing.T) {
+	dir := t.TempDir()
+	first, gossip := startServe(t, dir, "s1", "svc", "cat", "")
+	second := startCLI(t, "serve", "svc", "--exec", "cat", "--name", "s1", "--data", filepath.Join(dir, "s1b"), "--join", gossip)
+	second.mustFail("name taken")
+	first.cmd.Process.Signal(interrupt)
+	first.mustSucceed()
+}
