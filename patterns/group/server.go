@@ -385,7 +385,7 @@ func (s *Server) applySettingsLocked(g *state, req Request) {
 	set := settingsOf(req, g.set)
 	if g.setBy != "" && g.setBy != req.Member && (set.AckWait != g.set.AckWait || set.MaxDeliver != g.set.MaxDeliver ||
 		!slices.Equal(set.Backoff, g.set.Backoff)) {
-		s.log.Warn("group settings changed by a member that joined later", "stream", g.stream, "group", g.group,
+		s.log.Warn("group settings changed by another member (it joined later, or the one that set them left)", "stream", g.stream, "group", g.group,
 			"member", req.Member, "ack_wait", set.AckWait, "max_deliver", set.MaxDeliver, "backoff", set.Backoff,
 			"was_ack_wait", g.set.AckWait, "was_max_deliver", g.set.MaxDeliver, "was_backoff", g.set.Backoff, "was_member", g.setBy)
 	}
