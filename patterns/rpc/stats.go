@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"encoding/json"
 	"sync/atomic"
 	"time"
 )
@@ -19,6 +20,17 @@ var LatencyBuckets = [...]time.Duration{
 type Histogram struct {
 	Counts [len(LatencyBuckets) + 1]uint64 `json:"counts"`
 	Sum    time.Duration                   `json:"sum_ns"`
+}
+
+// MarshalJSON writes the histogram with its buckets' upper bounds,
+// le_ns (the last count is of the observations above the last bound), so
+// that /status can be read without the source at hand.
+func (h Histogram) MarshalJSON() ([]byte, error) {
+	type plain Histogram
+	return json.Marshal(struct {
+		plain
+		Bounds *[len(LatencyBuckets)]time.Duration `json:"le_ns"`
+	}{plain(h), &LatencyBuckets})
 }
 
 // Count returns the number of observations.

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
 	"time"
 )
@@ -102,4 +103,32 @@ func FuzzSplitEnvelope(f *testing.F) {
 		}
 		_, _ = decodeRequest(append([]byte(nil), frames[len(env)-1]...))
 	})
+}
+
+// A Histogram's JSON carries its buckets' bounds beside the counts, and
+// reads back.
+func TestHistogramJSON(t *testing.T) {
+	var h Histogram
+	h.observe(300 * time.Microsecond)
+	h.observe(10 * time.Second)
+	b, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw struct {
+		Counts []uint64 `json:"counts"`
+		Sum    int64    `json:"sum_ns"`
+		LE     []int64  `json:"le_ns"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if len(raw.LE) != len(LatencyBuckets) || raw.LE[2] != int64(500*time.Microsecond) || len(raw.Counts) != len(LatencyBuckets)+1 ||
+		raw.Counts[2] != 1 || raw.Counts[len(LatencyBuckets)] != 1 || raw.Sum != int64(h.Sum) {
+		t.Fatalf("histogram JSON %s", b)
+	}
+	var back Histogram
+	if err := json.Unmarshal(b, &back); err != nil || back != h {
+		t.Fatalf("read back %+v, %v; want %+v", back, err, h)
+	}
 }
