@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,7 +35,7 @@ func init() {
 			"instead of being retried; with it, each call carries an idempotency key and is retried, also " +
 			"after --attempt-timeout (a third of --timeout by default: set it above the handler's time, or a " +
 			"slow handler runs twice). Interrupted (SIGINT, SIGTERM) with a call waiting for its reply, or " +
-			"after a failed call, call exits non-zero.",
+			"after a failed call, call exits non-zero. Its node logs only warnings and errors (all with -v).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			service := args[0]
@@ -76,6 +77,7 @@ func init() {
 	fl.BoolVar(&idempotent, "idempotent", false, "give each call an idempotency key, so it may be retried after a timeout or a dead instance")
 	fl.DurationVar(&waitFor, "wait", 5*time.Second, "at start, wait up to this long for the mesh to show an instance (0: fail at once if none)")
 	nf.register(call, "name", hostnameOr("call"))
+	nf.logLevel = slog.LevelWarn // stderr is for the calls' errors
 	rootCmd.AddCommand(call)
 }
 

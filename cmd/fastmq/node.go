@@ -45,8 +45,11 @@ type nodeFlags struct {
 	diskPct   float64
 	diskDrop  string
 	verbose   bool
-	nameFlag  string
-	sec       nodeSecFlags // --curve-key, --curve-allow, --acl (nodesec.go)
+	// logLevel is the level logged without --verbose: info (the zero
+	// value), or warn for a command whose stderr is for its own output.
+	logLevel slog.Level
+	nameFlag string
+	sec      nodeSecFlags // --curve-key, --curve-allow, --acl (nodesec.go)
 }
 
 func (f *nodeFlags) register(cmd *cobra.Command, nameFlag, defaultName string) {
@@ -131,7 +134,7 @@ func (f *nodeFlags) config() (fastmq.Config, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("--codec: %w", err)
 	}
-	level := slog.LevelInfo
+	level := f.logLevel
 	if f.verbose {
 		level = slog.LevelDebug
 	}

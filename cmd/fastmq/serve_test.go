@@ -42,6 +42,9 @@ func TestServeCallCLI(t *testing.T) {
 	if e := c.stderr(); !strings.Contains(e, "exit-3: cannot fail") {
 		t.Fatalf("call's stderr lacks the remote error:\n%s", e)
 	}
+	if e := c.stderr(); strings.Contains(e, "level=INFO") {
+		t.Fatalf("call's stderr, for its errors, has its node's INFO logs:\n%s", e)
+	}
 	srv.cmd.Process.Signal(interrupt)
 	srv.mustSucceed()
 }
