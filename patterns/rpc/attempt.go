@@ -121,14 +121,19 @@ func (c *Client) attempt(ctx context.Context, pk picked, p *pendingCall, hr requ
 	case <-timeout:
 		if ctx.Err() != nil {
 			c.end(p, inst, outcomeAbandoned, 0)
-			return nil, c.ctxErr(ctx, nil), true
+			return nil, c.waitErr(ctx, inst), true
 		}
 		c.end(p, inst, outcomeTimedOut, 0)
 		return nil, fmt.Errorf("rpc: attempt on %s timed out after %v", inst.node, attemptTimeout), false
 	case <-ctx.Done():
 		c.end(p, inst, outcomeAbandoned, 0)
-		return nil, c.ctxErr(ctx, nil), true
+		return nil, c.waitErr(ctx, inst), true
 	}
+}
+
+// waitErr is ctx's error for a call that ended waiting for inst's reply.
+func (c *Client) waitErr(ctx context.Context, inst *instance) error {
+	return fmt.Errorf("rpc: call %q: %w (no reply from %s)", c.cfg.Service, ctx.Err(), inst.node)
 }
 
 // lateReply notes that from answered an attempt of a call after that

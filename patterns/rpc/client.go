@@ -261,6 +261,7 @@ func (c *Client) Call(ctx context.Context, req []byte, opts CallOptions) ([]byte
 		c.errs.Add(1)
 		if ctx.Err() != nil {
 			c.timeouts.Add(1)
+			err = fmt.Errorf("%w, after %v", err, time.Since(start).Round(time.Millisecond))
 		}
 		return nil, err
 	}

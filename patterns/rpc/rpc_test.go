@@ -427,3 +427,18 @@ func TestRPCServerConcurrencyBound(t *testing.T) {
 		t.Fatalf("NewServer: %v", err)
 	}
 }
+
+// A call that runs out of time says which instance it waited for and
+// how long it took, and still matches ctx's error.
+func TestRPCDeadlineErrorSaysWhere(t *testing.T) {
+	mesh := newMesh(t)
+	serve(t, mesh, "s1", func(ctx context.Context, req []byte) ([]byte, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}, nil)
+	c := client(t, mesh, 1, nil)
+	_, err := c.Call(context.Background(), []byte("x"), rpc.CallOptions{Timeout: 100 * time.Millisecond})
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no reply from s1") || !strings.Contains(err.Error(), ", after ") {
+		t.Fatalf("error %q", err)
+	}
+}
