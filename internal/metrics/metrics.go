@@ -128,6 +128,12 @@ var (
 	descRPCTimeouts  = prometheus.NewDesc("fastmq_rpc_client_timeouts_total", "RPC calls that ended with their context.", []string{"service"}, nil)
 	descRPCEjected   = prometheus.NewDesc("fastmq_rpc_client_ejections_total", "RPC instances ejected for consecutive failures.", []string{"service"}, nil)
 	descRPCLatency   = prometheus.NewDesc("fastmq_rpc_client_latency_seconds", "RPC call latency, by service.", []string{"service"}, nil)
+	descRPCInstCalls = prometheus.NewDesc("fastmq_rpc_client_instance_attempts_total", "RPC attempts sent to an instance.", []string{"service", "instance"}, nil)
+	descRPCInstFails = prometheus.NewDesc("fastmq_rpc_client_instance_failures_total", "RPC attempts that failed on an instance: timeout, connection lost, refused.", []string{"service", "instance"}, nil)
+	descRPCInstTOs   = prometheus.NewDesc("fastmq_rpc_client_instance_timeouts_total", "RPC attempts that timed out on an instance.", []string{"service", "instance"}, nil)
+	descRPCInstEject = prometheus.NewDesc("fastmq_rpc_client_instance_ejections_total", "Times an instance was ejected.", []string{"service", "instance"}, nil)
+	descRPCInstOut   = prometheus.NewDesc("fastmq_rpc_client_instance_outstanding", "RPC attempts sent to an instance and not finished.", []string{"service", "instance"}, nil)
+	descRPCInstLat   = prometheus.NewDesc("fastmq_rpc_client_instance_latency_seconds", "RPC reply latency of an instance.", []string{"service", "instance"}, nil)
 	descRPCHandled   = prometheus.NewDesc("fastmq_rpc_server_handled_total", "RPC handler runs, by service.", []string{"service"}, nil)
 	descRPCSrvErrs   = prometheus.NewDesc("fastmq_rpc_server_errors_total", "RPC handler runs that returned an error.", []string{"service"}, nil)
 	descRPCRequests  = prometheus.NewDesc("fastmq_rpc_server_requests_total", "RPC requests received.", []string{"service"}, nil)
@@ -151,6 +157,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		descDelivered, descAcked, descCommitted, descLagRecs, descLagSecs, descResets, descUnacked, descStuck, descFailed, descMembers,
 		descFetched, descGaps, descSkipped, descOtherLogs, descDiverged, descReplaced, descStopped, descFetchErrors, descReconnects,
 		descStreamBytes, descFsync, descRPCCalls, descRPCErrors, descRPCRetries, descRPCTimeouts, descRPCEjected, descRPCLatency,
+		descRPCInstCalls, descRPCInstFails, descRPCInstTOs, descRPCInstEject, descRPCInstOut, descRPCInstLat,
 		descRPCHandled, descRPCSrvErrs, descRPCRequests, descRPCRefused, descRPCInFlight,
 		descDiskFree, descDiskTotal, descGuardRefuse, descGuardWarn, descGuardDrops, descGuardDropB, descGuardRefuses,
 		descGroupBehind, descGroupCapped, descForced} {
@@ -255,6 +262,17 @@ func fsyncBuckets(f spool.FsyncStats) map[float64]uint64 {
 	return b
 }
 
+// histogram exports an RPC latency histogram (cumulative buckets).
+func histogram(ch chan<- prometheus.Metric, d *prometheus.Desc, h rpc.Histogram, l ...string) {
+	b := make(map[float64]uint64, len(rpc.LatencyBuckets))
+	var n uint64
+	for i, le := range rpc.LatencyBuckets {
+		n += h.Counts[i]
+		b[le.Seconds()] = n
+	}
+	ch <- prometheus.MustNewConstHistogram(d, h.Count(), h.Sum.Seconds(), b, l...)
+}
+
 // collectRPC exports the node's RPC client and server counters.
 func collectRPC(ch chan<- prometheus.Metric, st Snapshot) {
 	counter := func(d *prometheus.Desc, v uint64, l ...string) {
@@ -266,13 +284,15 @@ func collectRPC(ch chan<- prometheus.Metric, st Snapshot) {
 		counter(descRPCRetries, c.Retries, svc)
 		counter(descRPCTimeouts, c.Timeouts, svc)
 		counter(descRPCEjected, c.Ejections, svc)
-		b := make(map[float64]uint64, len(rpc.LatencyBuckets))
-		var n uint64
-		for i, le := range rpc.LatencyBuckets {
-			n += c.Latency.Counts[i]
-			b[le.Seconds()] = n
+		histogram(ch, descRPCLatency, c.Latency, svc)
+		for _, in := range c.Instances {
+			counter(descRPCInstCalls, in.Calls, svc, in.Node)
+			counter(descRPCInstFails, in.Failures, svc, in.Node)
+			counter(descRPCInstTOs, in.Timeouts, svc, in.Node)
+			counter(descRPCInstEject, in.Ejections, svc, in.Node)
+			ch <- prometheus.MustNewConstMetric(descRPCInstOut, prometheus.GaugeValue, float64(in.Outstanding), svc, in.Node)
+			histogram(ch, descRPCInstLat, in.Latency, svc, in.Node)
 		}
-		ch <- prometheus.MustNewConstHistogram(descRPCLatency, c.Latency.Count(), c.Latency.Sum.Seconds(), b, svc)
 	}
 	for svc, s := range st.RPCServers {
 		counter(descRPCRequests, s.Requests, svc)
