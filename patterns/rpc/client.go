@@ -104,6 +104,7 @@ type Client struct {
 	retiring   map[*instance]struct{} // withdrawn or left, still answering outstanding attempts
 	failedAt   map[string]time.Time   // nodes gossip declared failed, for half-open on return
 	changed    chan struct{}          // closed and replaced when the instance set changes
+	departed   []departed             // instances gone lately, oldest first (Instances)
 	cands      []*instance            // pick's scratch
 	closed     bool
 	watchEnded bool
@@ -404,19 +405,66 @@ func (c *Client) WaitForInstances(ctx context.Context, n int) error {
 	}
 }
 
-// Instances returns the client's view of each instance, sorted by node.
-// The caller owns the slice.
+// Instances returns the client's view of each instance, sorted by node:
+// those that get calls, those draining (withdrawn or left, answering
+// what they have) with State "draining", and those gone in the last
+// departedFor (at most maxDeparted) with State "gone" and their counts
+// as they left, so that the failures that made a call fail over stay
+// to be seen. The caller owns the slice.
 func (c *Client) Instances() []InstanceStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]InstanceStats, 0, len(c.insts))
+	out := make([]InstanceStats, 0, len(c.insts)+len(c.retiring)+len(c.departed))
+	seen := make(map[string]bool, len(c.insts)+len(c.retiring))
 	for _, inst := range c.insts {
 		s := inst.st
 		s.Outstanding, s.State = inst.outstanding, inst.state.String()
 		out = append(out, s)
+		seen[s.Node] = true
+	}
+	for inst := range c.retiring {
+		s := inst.st
+		s.Outstanding, s.State = inst.outstanding, "draining"
+		out = append(out, s)
+		seen[s.Node] = true
+	}
+	c.pruneDepartedLocked(time.Now())
+	for _, d := range c.departed {
+		if !seen[d.Node] {
+			out = append(out, d.InstanceStats)
+			seen[d.Node] = true
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
 	return out
+}
+
+// How long, and how many, instances that are gone stay in Instances.
+const (
+	departedFor = 10 * time.Minute
+	maxDeparted = 16
+)
+
+// departed is an instance gone, as it was when it went.
+type departed struct {
+	InstanceStats
+	at time.Time
+}
+
+// pruneDepartedLocked drops the departed instances gone for longer than
+// departedFor, or beyond the maxDeparted latest.
+func (c *Client) pruneDepartedLocked(now time.Time) {
+	keep := c.departed[:0]
+	for _, d := range c.departed {
+		if now.Sub(d.at) < departedFor {
+			keep = append(keep, d)
+		}
+	}
+	if len(keep) > maxDeparted {
+		keep = keep[len(keep)-maxDeparted:]
+	}
+	clear(c.departed[len(keep):])
+	c.departed = keep
 }
 
 // ClientStats are a client's counters since it started.

@@ -48,7 +48,7 @@ type instance struct {
 type InstanceStats struct {
 	Node        string    `json:"node"`
 	Outstanding int       `json:"outstanding"`
-	State       string    `json:"state"`     // "healthy", "ejected" or "half-open"
+	State       string    `json:"state"`     // "healthy", "ejected", "half-open", "draining" or "gone" (see Client.Instances)
 	Calls       uint64    `json:"calls"`     // attempts sent to it
 	Errors      uint64    `json:"errors"`    // remote errors it returned
 	Failures    uint64    `json:"failures"`  // attempts that failed: timeout, connection lost, refused
@@ -200,6 +200,13 @@ func (c *Client) newInstance(node string, eps []string) (*instance, error) {
 func (c *Client) removeLocked(inst *instance) {
 	if c.insts[inst.node] == inst {
 		delete(c.insts, inst.node)
+	}
+	if !c.closed && !inst.gone {
+		st := inst.st
+		st.State = "gone"
+		now := time.Now()
+		c.departed = append(c.departed, departed{InstanceStats: st, at: now})
+		c.pruneDepartedLocked(now)
 	}
 	inst.gone = true
 	c.loseLocked(inst)

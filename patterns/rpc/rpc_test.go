@@ -442,3 +442,36 @@ func TestRPCDeadlineErrorSaysWhere(t *testing.T) {
 		t.Fatalf("error %q", err)
 	}
 }
+
+// An instance that goes stays in Instances for a while, as "gone", with
+// the counts it had: the failures that made calls fail over remain to be
+// seen in /status.
+func TestRPCGoneInstanceStaysInStats(t *testing.T) {
+	mesh := newMesh(t)
+	serve(t, mesh, "s1", echo("s1"), nil)
+	s2 := serve(t, mesh, "s2", echo("s2"), nil)
+	c := client(t, mesh, 2, nil)
+	ctx := context.Background()
+	calls := map[string]int{}
+	for i := 0; calls["s2"] == 0; i++ {
+		if i > 1000 {
+			t.Fatal("no call reached s2")
+		}
+		b, err := c.Call(ctx, []byte("x"), rpc.CallOptions{Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls[strings.SplitN(string(b), ":", 2)[0]]++
+	}
+	if err := s2.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "s2 seen gone", 10*time.Second, func() bool {
+		for _, in := range c.Instances() {
+			if in.Node == "s2" {
+				return in.State == "gone" && in.Calls >= uint64(calls["s2"])
+			}
+		}
+		return false
+	})
+}
