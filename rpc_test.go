@@ -96,8 +96,11 @@ func TestRPCNodeFailoverOnSerfMesh(t *testing.T) {
 	if count("a") != atA {
 		t.Fatalf("a served calls after it died")
 	}
+	// b serves; a stays in the status as gone, with the calls it had.
 	st := c.RPCStatus().Clients["upper"]
-	if st.Calls != uint64(calls.Load()) || st.Errors != uint64(failed.Load()) || len(st.Instances) != 1 || st.Instances[0].Node != "b" {
+	if st.Calls != uint64(calls.Load()) || st.Errors != uint64(failed.Load()) || len(st.Instances) != 2 ||
+		st.Instances[0].Node != "a" || st.Instances[0].State != "gone" || st.Instances[0].Calls < uint64(atA) ||
+		st.Instances[1].Node != "b" || st.Instances[1].State != "healthy" {
 		t.Fatalf("client status %+v", st)
 	}
 	if bs := b.RPCStatus().Servers["upper"]; bs.Handled != uint64(count("b")) {

@@ -405,41 +405,47 @@ func (c *Client) WaitForInstances(ctx context.Context, n int) error {
 	}
 }
 
-// Instances returns the client's view of each instance, sorted by node:
-// those that get calls, those draining (withdrawn or left, answering
-// what they have) with State "draining", and those gone in the last
-// departedFor (at most maxDeparted) with State "gone" and their counts
-// as they left, so that the failures that made a call fail over stay
-// to be seen. The caller owns the slice.
+// Instances returns the client's view of each instance that gets calls,
+// sorted by node. The caller owns the slice.
 func (c *Client) Instances() []InstanceStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]InstanceStats, 0, len(c.insts)+len(c.retiring)+len(c.departed))
-	seen := make(map[string]bool, len(c.insts)+len(c.retiring))
+	return c.instancesLocked(false)
+}
+
+// instancesLocked returns Instances; with all, also the instances
+// draining (withdrawn or left, answering what they have) with State
+// "draining", and those gone in the last departedFor (at most
+// maxDeparted) with State "gone" and their counts as they left.
+func (c *Client) instancesLocked(all bool) []InstanceStats {
+	out := make([]InstanceStats, 0, len(c.insts))
+	seen := make(map[string]bool, len(c.insts))
 	for _, inst := range c.insts {
 		s := inst.st
 		s.Outstanding, s.State = inst.outstanding, inst.state.String()
 		out = append(out, s)
 		seen[s.Node] = true
 	}
-	for inst := range c.retiring {
-		s := inst.st
-		s.Outstanding, s.State = inst.outstanding, "draining"
-		out = append(out, s)
-		seen[s.Node] = true
-	}
-	c.pruneDepartedLocked(time.Now())
-	for _, d := range c.departed {
-		if !seen[d.Node] {
-			out = append(out, d.InstanceStats)
-			seen[d.Node] = true
+	if all {
+		for inst := range c.retiring {
+			s := inst.st
+			s.Outstanding, s.State = inst.outstanding, "draining"
+			out = append(out, s)
+			seen[s.Node] = true
+		}
+		c.pruneDepartedLocked(time.Now())
+		for _, d := range c.departed {
+			if !seen[d.Node] {
+				out = append(out, d.InstanceStats)
+				seen[d.Node] = true
+			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
 	return out
 }
 
-// How long, and how many, instances that are gone stay in Instances.
+// How long, and how many, instances that are gone stay in Stats.
 const (
 	departedFor = 10 * time.Minute
 	maxDeparted = 16
@@ -469,13 +475,17 @@ func (c *Client) pruneDepartedLocked(now time.Time) {
 
 // ClientStats are a client's counters since it started.
 type ClientStats struct {
-	Calls     uint64          `json:"calls"`     // calls made
-	Errors    uint64          `json:"errors"`    // calls that returned an error (remote errors included)
-	Retries   uint64          `json:"retries"`   // attempts after the first
-	Timeouts  uint64          `json:"timeouts"`  // calls that ended with their ctx
-	Failures  uint64          `json:"failures"`  // failed attempts: timeouts, lost connections, sends not queued
-	Ejections uint64          `json:"ejections"` // instances ejected for consecutive failures
-	Latency   Histogram       `json:"latency"`
+	Calls     uint64    `json:"calls"`     // calls made
+	Errors    uint64    `json:"errors"`    // calls that returned an error (remote errors included)
+	Retries   uint64    `json:"retries"`   // attempts after the first
+	Timeouts  uint64    `json:"timeouts"`  // calls that ended with their ctx
+	Failures  uint64    `json:"failures"`  // failed attempts: timeouts, lost connections, sends not queued
+	Ejections uint64    `json:"ejections"` // instances ejected for consecutive failures
+	Latency   Histogram `json:"latency"`
+	// Instances: those that get calls, those draining (State "draining"),
+	// and those gone in the last 10 minutes (at most 16; State "gone",
+	// their counts as they left), so that the failures that made calls
+	// fail over stay to be seen.
 	Instances []InstanceStats `json:"instances"`
 }
 
@@ -483,11 +493,12 @@ type ClientStats struct {
 func (c *Client) Stats() ClientStats {
 	c.mu.Lock()
 	ej := c.ejections
+	insts := c.instancesLocked(true)
 	c.mu.Unlock()
 	return ClientStats{
 		Calls: c.calls.Load(), Errors: c.errs.Load(), Retries: c.retries.Load(),
 		Timeouts: c.timeouts.Load(), Failures: c.failures.Load(), Ejections: ej,
-		Latency: c.latency.snapshot(), Instances: c.Instances(),
+		Latency: c.latency.snapshot(), Instances: insts,
 	}
 }
 

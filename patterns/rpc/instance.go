@@ -48,7 +48,7 @@ type instance struct {
 type InstanceStats struct {
 	Node        string    `json:"node"`
 	Outstanding int       `json:"outstanding"`
-	State       string    `json:"state"`     // "healthy", "ejected", "half-open", "draining" or "gone" (see Client.Instances)
+	State       string    `json:"state"`     // "healthy", "ejected", "half-open"; in ClientStats also "draining" or "gone"
 	Calls       uint64    `json:"calls"`     // attempts sent to it
 	Errors      uint64    `json:"errors"`    // remote errors it returned
 	Failures    uint64    `json:"failures"`  // attempts that failed: timeout, connection lost, refused
