@@ -132,7 +132,14 @@ func (c *Client) attempt(ctx context.Context, pk picked, p *pendingCall, hr requ
 }
 
 // waitErr is ctx's error for a call that ended waiting for inst's reply.
+// A deadline that passed counts as one of inst's timeouts in its stats
+// (not as a failure that ejects: the deadline is the caller's).
 func (c *Client) waitErr(ctx context.Context, inst *instance) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		c.mu.Lock()
+		inst.st.Timeouts++
+		c.mu.Unlock()
+	}
 	return fmt.Errorf("rpc: call %q: %w (no reply from %s)", c.cfg.Service, ctx.Err(), inst.node)
 }
 

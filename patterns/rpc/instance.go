@@ -52,7 +52,7 @@ type InstanceStats struct {
 	Calls       uint64    `json:"calls"`     // attempts sent to it
 	Errors      uint64    `json:"errors"`    // remote errors it returned
 	Failures    uint64    `json:"failures"`  // attempts that failed: timeout, connection lost, refused
-	Timeouts    uint64    `json:"timeouts"`  // attempts that timed out
+	Timeouts    uint64    `json:"timeouts"`  // attempts that timed out, or whose call's deadline passed waiting for them
 	Ejections   uint64    `json:"ejections"` // times it was ejected
 	Latency     Histogram `json:"latency"`
 }

@@ -429,7 +429,8 @@ func TestRPCServerConcurrencyBound(t *testing.T) {
 }
 
 // A call that runs out of time says which instance it waited for and
-// how long it took, and still matches ctx's error.
+// how long it took, and still matches ctx's error; the instance's stats
+// count the timeout.
 func TestRPCDeadlineErrorSaysWhere(t *testing.T) {
 	mesh := newMesh(t)
 	serve(t, mesh, "s1", func(ctx context.Context, req []byte) ([]byte, error) {
@@ -440,6 +441,10 @@ func TestRPCDeadlineErrorSaysWhere(t *testing.T) {
 	_, err := c.Call(context.Background(), []byte("x"), rpc.CallOptions{Timeout: 100 * time.Millisecond})
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no reply from s1") || !strings.Contains(err.Error(), ", after ") {
 		t.Fatalf("error %q", err)
+	}
+	// The instance's stats count it as a timeout, not as a failure.
+	if in := c.Stats().Instances; len(in) != 1 || in[0].Timeouts != 1 || in[0].Failures != 0 {
+		t.Fatalf("instance stats %+v, want one timeout and no failure", in)
 	}
 }
 
