@@ -100,13 +100,17 @@
 //     there since the publisher started). A member that joined earlier
 //     with other settings does not change them back (the publisher logs
 //     the change when a later member makes it); once the member that set
-//     them leaves or is gone, the next fetch sets them.
+//     them leaves or is gone, the next fetch sets them (a member without
+//     a Name is never seen gone: its settings stay until a member joins
+//     after it).
 //   - Term(reason): dead-letter now.
 //   - Dead letters are appended, on the same publisher, to the ordinary
 //     stream <stream>.<group>.dlq (DLQStream) with the record's headers
 //     and fastmq-dlq-stream, -offset, -group, -deliveries and -reason.
-//   - A member that leaves (Close) has its leases released at once; one
-//     on a node gossip reports failed or left too: a node running members
+//   - A member that leaves (Close) has its leases released at once, as
+//     no failed delivery: its records go to other members even past
+//     MaxDeliver. One on a node gossip reports failed or left too (as
+//     a failed delivery: at MaxDeliver, a dead letter): a node running members
 //     advertises MemberService, and a server with ServerConfig.Watch
 //     releases on the node's Removed event (failed or left), with a slow
 //     look at the member list (every 5 s) as a safety net; a server with

@@ -266,7 +266,7 @@ func (s *Server) releaseWhere(isGone func(member string) bool) {
 		if len(g.held) == 0 {
 			continue
 		}
-		if n := s.releaseLocked(g, isGone, now); n > 0 {
+		if n := s.releaseLocked(g, isGone, now, false); n > 0 {
 			s.log.Info("released the leases of gone members", "stream", g.stream, "group", g.group, "leases", n)
 			s.kickLocked(g, l)
 		}

@@ -907,3 +907,67 @@ func TestRunStopsAtCancel(t *testing.T) {
 		t.Fatalf("Run: %v after %d handler calls, want context.Canceled after 10", err, calls)
 	}
 }
+
+// A delayed record of an ordered group held behind an earlier record of
+// its key is leased when due once that one is settled: not when the
+// member's next fetch comes.
+func TestDelayedBehindItsKey(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	l, err := p.open("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := time.Now().Add(700 * time.Millisecond)
+	if _, err := l.Append(context.Background(),
+		spool.Record{Value: []byte("a"), Headers: []spool.Header{group.Key("k")}},
+		spool.Record{Value: []byte("b"), Headers: []spool.Header{group.Key("k"), group.NotBefore(due)}}); err != nil {
+		t.Fatal(err)
+	}
+	m := member(t, group.MemberConfig{Ordered: true, MaxWait: time.Minute}, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	msg, err := m.Next(ctx)
+	if err != nil || string(msg.Value) != "a" {
+		t.Fatalf("first: %v %v", msg, err)
+	}
+	if err := msg.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	msg, err = m.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(msg.Value) != "b" || time.Now().Before(due) {
+		t.Fatalf("got %q at %v, due %v", msg.Value, time.Now(), due)
+	}
+}
+
+// A delayed record read by the clock's own pass (a lease ran out, which
+// made room for the member's waiting fetch) is leased when due: the
+// wake-up it asks for during the pass is kept.
+func TestDelayedReadByTheClock(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	l, err := p.open("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := time.Now().Add(800 * time.Millisecond)
+	if _, err := l.Append(context.Background(), spool.Record{Value: []byte("held")},
+		spool.Record{Value: []byte("later"), Headers: []spool.Header{group.NotBefore(due)}}); err != nil {
+		t.Fatal(err)
+	}
+	m := member(t, group.MemberConfig{MaxAckPending: 1, Buffer: 1, AckWait: 200 * time.Millisecond, MaxDeliver: 1, MaxWait: time.Minute}, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	msg, err := m.Next(ctx) // leased, never acked: its lease runs out
+	if err != nil || string(msg.Value) != "held" {
+		t.Fatalf("first: %v %v", msg, err)
+	}
+	msg, err = m.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(msg.Value) != "later" || time.Now().Before(due) {
+		t.Fatalf("got %q at %v, due %v", msg.Value, time.Now(), due)
+	}
+}

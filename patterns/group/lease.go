@@ -208,7 +208,10 @@ func (ls *lease) redeliveries() {
 			continue
 		}
 		if nb, ok := notBefore(r.Headers); ok && nb.After(ls.now) {
-			g.pend[o].notBefore = nb // not due (the state was reloaded)
+			// Not due: the state was reloaded, or an earlier record of
+			// its key held it until now. The clock serves it when due.
+			g.pend[o].notBefore = nb
+			ls.s.wakeAtLocked(nb)
 			continue
 		}
 		g.avail--
@@ -532,6 +535,9 @@ func (s *Server) clockLoop() {
 			earliest = lastCheck.Add(s.cfg.MemberCheck)
 		}
 		s.mu.Lock()
+		// Wake-ups asked for during this pass (a kick that leases a
+		// delayed record, say) lower nextTick from here: kept below.
+		s.nextTick = now.Add(time.Hour)
 		for _, g := range s.groups {
 			l, ok := s.cfg.Lookup(g.stream)
 			if !ok {
@@ -542,7 +548,7 @@ func (s *Server) clockLoop() {
 				s.dropParkedLocked(g, func(m string) bool { return gone[nodeOf(m)] })
 			}
 			if len(gone) > 0 && len(g.held) > 0 {
-				if n := s.releaseLocked(g, func(m string) bool { return gone[nodeOf(m)] }, now); n > 0 {
+				if n := s.releaseLocked(g, func(m string) bool { return gone[nodeOf(m)] }, now, false); n > 0 {
 					s.log.Info("released the leases of gone members", "stream", g.stream, "group", g.group, "leases", n)
 				}
 			}
@@ -572,6 +578,7 @@ func (s *Server) clockLoop() {
 				}
 			}
 		}
+		earliest = minTime(earliest, s.nextTick)
 		s.nextTick = earliest
 		s.unlockAndSend()
 		timer.Reset(max(time.Until(earliest), time.Millisecond))
@@ -685,4 +692,12 @@ func withoutHeaders(hs []spool.Header, keys ...string) []spool.Header {
 		}
 	}
 	return out
+}
+
+// minTime returns the earlier of a and b.
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

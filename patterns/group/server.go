@@ -444,7 +444,7 @@ func (s *Server) settleLocked(g *state, req Request) *Reply {
 	if req.Op == OpLeave {
 		forgetLocked(g, func(m string) bool { return m == req.Member })
 		s.dropParkedLocked(g, func(m string) bool { return m == req.Member })
-		n := s.releaseLocked(g, func(m string) bool { return m == req.Member }, now)
+		n := s.releaseLocked(g, func(m string) bool { return m == req.Member }, now, true)
 		return &Reply{Status: StatusOK, ID: req.ID, Count: uint32(n)}
 	}
 	if req.Op == OpAckRanges {
@@ -509,6 +509,11 @@ func (s *Server) returnLocked(g *state, o uint64, p *pending, notBefore time.Tim
 		s.deadLocked(g, o, p, reason)
 		return
 	}
+	s.giveBackLocked(g, p, notBefore)
+}
+
+// giveBackLocked makes p, leased, available again from notBefore on.
+func (s *Server) giveBackLocked(g *state, p *pending, notBefore time.Time) {
 	g.release(p.member)
 	p.member, p.notBefore = "", notBefore
 	g.avail++
@@ -524,13 +529,22 @@ func (s *Server) deadLocked(g *state, o uint64, p *pending, reason string) {
 }
 
 // releaseLocked returns the leases of the members gone says so, at once.
-func (s *Server) releaseLocked(g *state, gone func(member string) bool, now time.Time) int {
+// Those of a member gone without a word (failed, or its node left) count
+// as deliveries that failed: at MaxDeliver the record is dead-lettered
+// (it may be what brought its member down). Those a member gave back
+// when it left (left) do not: the record goes to another member, even
+// past MaxDeliver, as a lease that ran out or a nak would not.
+func (s *Server) releaseLocked(g *state, gone func(member string) bool, now time.Time, left bool) int {
 	n := 0
 	g.breakRunsWhere(gone)
 	for o, p := range g.pend {
 		if p.member != "" && gone(p.member) {
 			g.cnt.Released++
-			s.returnLocked(g, o, p, now, "member gone")
+			if left {
+				s.giveBackLocked(g, p, now)
+			} else {
+				s.returnLocked(g, o, p, now, "member gone")
+			}
 			n++
 		}
 	}
