@@ -126,6 +126,9 @@ func callLines(ctx context.Context, n *fastmq.Node, service string, opts rpc.Cal
 		if !ok {
 			break
 		}
+		if ctx.Err() != nil {
+			return interrupted(false) // the line came as the signal did: not sent
+		}
 		reply, err := n.Call(ctx, service, line, opts)
 		if err != nil && ctx.Err() != nil {
 			return interrupted(true)

@@ -48,8 +48,9 @@ const groupConsumeHelp = "With --group, joins that consumer group of --stream as
 	"record, another status naks it: logged, and redelivered after --backoff (1 s, 5 s, then every 30 s by " +
 	"default); after --max-deliver deliveries it goes to the dead-letter stream STREAM.GROUP.dlq, see fastmq " +
 	"dlq. On SIGINT or SIGTERM the member stops taking records; a command still running gets SIGTERM (with " +
-	"what it started), SIGKILL 10 s later, and its record goes back to the group for another member, " +
-	"without counting as a failure. --from places a new group's cursor."
+	"what it started), SIGKILL 10 s later unless it exited, and its record goes back to the group for another " +
+	"member without counting as a failure (a command that exits 0 meanwhile acknowledges it). --from places " +
+	"a new group's cursor."
 
 // register adds the group flags to the consume command.
 func (g *groupConsume) register(cmd *cobra.Command) {
@@ -134,7 +135,10 @@ func (g *groupConsume) run(ctx context.Context, n *fastmq.Node, stream, from str
 			c.Env = append(os.Environ(), fmt.Sprintf("FASTMQ_PUBLISHER=%s", msg.Publisher),
 				fmt.Sprintf("FASTMQ_OFFSET=%d", msg.Offset), fmt.Sprintf("FASTMQ_DELIVERY=%d", msg.Delivery))
 			err := c.Run()
-			reap(ctx, c)
+			reap(ctx, c, execGrace)
+			if err != nil && c.ProcessState != nil && c.ProcessState.Success() {
+				err = nil // it finished its record, though asked to stop
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					log.Info("command stopped by the shutdown: the record goes back to the group",
@@ -160,8 +164,10 @@ func (g *groupConsume) run(ctx context.Context, n *fastmq.Node, stream, from str
 // record next.
 func (g *groupConsume) logFailure(log *slog.Logger, msg *group.Message, err error) {
 	attrs := []any{"publisher", msg.Publisher, "offset", msg.Offset, "delivery", msg.Delivery, "err", err}
+	// By this member's --max-deliver and --backoff: the group's are those
+	// of the member that joined last, the same when the members agree.
 	if g.maxDeliver > 0 && int(msg.Delivery) >= g.maxDeliver {
-		log.Warn("command failed: the record goes to the dead-letter stream", attrs...)
+		log.Warn("command failed: the record goes to the dead-letter stream", append(attrs, "max_deliver", g.maxDeliver)...)
 		return
 	}
 	i := min(int(msg.Delivery), len(g.backoff)) - 1

@@ -16,6 +16,10 @@ import (
 	"github.com/fastmq/fastmq/patterns/rpc"
 )
 
+// execStopGrace is how long a request's command (and what it started)
+// has between SIGTERM and SIGKILL once the request's deadline passed.
+const execStopGrace = time.Second
+
 // maxErrText caps the stderr a failed command sends back as its error.
 const maxErrText = 4 << 10
 
@@ -24,18 +28,18 @@ const maxErrText = 4 << 10
 // "exit-N" and the command's stderr as the message. The environment gets
 // FASTMQ_SERVICE and FASTMQ_NODE. The command, with whatever it started
 // (its process group), is stopped when the request's deadline passes or
-// the server closes: SIGTERM, then SIGKILL a second later.
+// the server closes: SIGTERM, then SIGKILL execStopGrace later.
 func execHandler(line, service, node string) rpc.Handler {
 	env := append(os.Environ(), "FASTMQ_SERVICE="+service, "FASTMQ_NODE="+node)
 	return func(ctx context.Context, req []byte) ([]byte, error) {
-		cmd := shellCommand(ctx, line, time.Second)
+		cmd := shellCommand(ctx, line, execStopGrace)
 		cmd.Env = env
 		cmd.Stdin = bytes.NewReader(req)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout = &stdout
 		cmd.Stderr = &stderr
 		err := cmd.Run()
-		reap(ctx, cmd)
+		reap(ctx, cmd, execStopGrace)
 		if err == nil {
 			return stdout.Bytes(), nil
 		}

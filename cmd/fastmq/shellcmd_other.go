@@ -17,4 +17,4 @@ func shellCommand(ctx context.Context, line string, grace time.Duration) *exec.C
 }
 
 // reap does nothing where there are no process groups.
-func reap(ctx context.Context, c *exec.Cmd) {}
+func reap(ctx context.Context, c *exec.Cmd, grace time.Duration) {}

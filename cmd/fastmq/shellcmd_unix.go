@@ -12,8 +12,7 @@ import (
 // shellCommand returns `/bin/sh -c line` in a process group of its own.
 // When ctx ends, the whole group gets SIGTERM (the shell and what it
 // started, not the shell alone), and the shell is killed if it has not
-// exited grace later; call reap after Run to kill what is left of the
-// group then.
+// exited grace later; call reap after Run for the rest of the group.
 func shellCommand(ctx context.Context, line string, grace time.Duration) *exec.Cmd {
 	c := exec.CommandContext(ctx, "/bin/sh", "-c", line)
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -22,10 +21,18 @@ func shellCommand(ctx context.Context, line string, grace time.Duration) *exec.C
 	return c
 }
 
-// reap kills what is left of c's process group once c was stopped by the
-// end of its ctx: the children of the shell that outlived it.
-func reap(ctx context.Context, c *exec.Cmd) {
-	if ctx.Err() != nil && c.Process != nil {
-		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+// reap, once c was stopped by the end of its ctx, gives what is left of
+// its process group (the shell's children, which got SIGTERM with it) up
+// to grace to exit, then kills it.
+func reap(ctx context.Context, c *exec.Cmd, grace time.Duration) {
+	if ctx.Err() == nil || c.Process == nil {
+		return
 	}
+	pg := -c.Process.Pid
+	for end := time.Now().Add(grace); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if syscall.Kill(pg, 0) != nil {
+			return // the group is empty
+		}
+	}
+	_ = syscall.Kill(pg, syscall.SIGKILL)
 }

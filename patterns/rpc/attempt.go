@@ -110,7 +110,7 @@ func (c *Client) attempt(ctx context.Context, pk picked, p *pendingCall, hr requ
 			return c.resultFrom(p, r, inst, lat)
 		}
 		c.end(p, inst, outcomeAbandoned, 0)
-		c.lateReply(r.from)
+		c.lateReply(r)
 		return c.result(r)
 	case <-p.lost:
 		c.end(p, inst, outcomeFailed, 0)
@@ -143,16 +143,21 @@ func (c *Client) waitErr(ctx context.Context, inst *instance) error {
 	return fmt.Errorf("rpc: call %q: %w (no reply from %s)", c.cfg.Service, ctx.Err(), inst.node)
 }
 
-// lateReply notes that from answered an attempt of a call after that
-// attempt had timed out: from is alive, only slower than the attempt
-// timeout, so the consecutive failures counted against it start over, and
-// an ejection they caused ends.
-func (c *Client) lateReply(from *instance) {
+// lateReply notes that r answered an attempt of a call after that
+// attempt had timed out: if it ran the request (ok or a remote error),
+// its instance is alive and serving, only slower than the attempt
+// timeout, so the consecutive failures counted against it start over,
+// and an ejection they caused ends. A refusal (overloaded, unavailable)
+// changes nothing.
+func (c *Client) lateReply(r reply) {
+	if r.status != StatusOK && r.status != StatusError {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	from.fails = 0
-	if from.state == ejected {
-		from.state = healthy
+	r.from.fails = 0
+	if r.from.state == ejected {
+		r.from.state = healthy
 	}
 }
 

@@ -343,7 +343,7 @@ func (c *Client) call(ctx context.Context, req []byte, opts CallOptions, start t
 			select {
 			case r := <-p.replies:
 				t.Stop()
-				c.lateReply(r.from)
+				c.lateReply(r)
 				if b, err, done := c.result(r); done {
 					return b, time.Time{}, err
 				}
