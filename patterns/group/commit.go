@@ -38,8 +38,7 @@ func (s *Server) setDurable(floors map[string]uint64, failed []string) {
 }
 
 func (a *settings) equal(b *settings) bool {
-	return a.AckWait == b.AckWait && a.MaxDeliver == b.MaxDeliver && a.MaxAckPending == b.MaxAckPending &&
-		a.Ordered == b.Ordered && slices.Equal(a.Backoff, b.Backoff)
+	return a.AckWait == b.AckWait && a.MaxDeliver == b.MaxDeliver && a.Ordered == b.Ordered && slices.Equal(a.Backoff, b.Backoff)
 }
 
 // flush runs one group commit; see flushLoop.

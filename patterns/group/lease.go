@@ -95,13 +95,7 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 		n = 1
 	}
 	n = min(n, maxFetchRecords)
-	// MaxAckPending is the member's own (the group's settings are the
-	// last joined member's).
-	limit := int(req.MaxAckPending)
-	if limit <= 0 {
-		limit = DefaultMaxAckPending
-	}
-	if room := min(limit, MaxMaxAckPending) - g.held[req.Member]; n > room {
+	if room := maxAckPendingOf(req) - g.held[req.Member]; n > room {
 		n = room
 	}
 	maxBytes := int(req.MaxBytes)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -383,8 +382,7 @@ func (s *Server) applySettingsLocked(g *state, req Request) {
 		return // an earlier member's: the later one's stand
 	}
 	set := settingsOf(req, g.set)
-	if g.setBy != "" && g.setBy != req.Member && (set.AckWait != g.set.AckWait || set.MaxDeliver != g.set.MaxDeliver ||
-		!slices.Equal(set.Backoff, g.set.Backoff)) {
+	if g.setBy != "" && g.setBy != req.Member && !set.equal(&g.set) {
 		s.log.Warn("group settings changed by another member (it joined later, or the one that set them left)", "stream", g.stream, "group", g.group,
 			"member", req.Member, "ack_wait", set.AckWait, "max_deliver", set.MaxDeliver, "backoff", set.Backoff,
 			"was_ack_wait", g.set.AckWait, "was_max_deliver", g.set.MaxDeliver, "was_backoff", g.set.Backoff, "was_member", g.setBy)
@@ -404,21 +402,27 @@ func forgetLocked(g *state, gone func(member string) bool) {
 
 func settingsOf(req Request, old settings) settings {
 	set := settings{AckWait: time.Duration(req.AckWaitMillis) * time.Millisecond, MaxDeliver: int(req.MaxDeliver),
-		MaxAckPending: int(req.MaxAckPending), Backoff: req.Backoff, Ordered: old.Ordered}
+		Backoff: req.Backoff, Ordered: old.Ordered}
 	if old.AckWait == 0 { // a new group: ordered or not for good
 		set.Ordered = req.Flags&FlagOrdered != 0
 	}
 	if set.AckWait <= 0 {
 		set.AckWait = DefaultAckWait
 	}
-	if set.MaxAckPending <= 0 {
-		set.MaxAckPending = DefaultMaxAckPending
-	}
-	// What a member asks for is bounded here: a peer must not lease a
-	// whole stream at once or hold leases for ever.
-	set.MaxAckPending = min(set.MaxAckPending, MaxMaxAckPending)
+	// What a member asks for is bounded here: a peer must not hold leases
+	// for ever (nor lease a whole stream at once: maxAckPendingOf).
 	set.AckWait = min(set.AckWait, MaxAckWait)
 	return set
+}
+
+// maxAckPendingOf is the leases the member of req may hold on one
+// publisher: its own MaxAckPending, bounded.
+func maxAckPendingOf(req Request) int {
+	n := int(req.MaxAckPending)
+	if n <= 0 {
+		n = DefaultMaxAckPending
+	}
+	return min(n, MaxMaxAckPending)
 }
 
 // Bounds on what a member may ask for, whatever its request says.

@@ -80,12 +80,13 @@ type pending struct {
 }
 
 // settings are a group's semantics, as its members ask for them.
+// (MaxAckPending is each member's own, not a group setting: snapshots
+// written before may hold a max_ack_pending, read and ignored.)
 type settings struct {
-	AckWait       time.Duration   `json:"ack_wait"`
-	MaxDeliver    int             `json:"max_deliver"`
-	MaxAckPending int             `json:"max_ack_pending"`
-	Backoff       []time.Duration `json:"backoff,omitempty"`
-	Ordered       bool            `json:"ordered,omitempty"`
+	AckWait    time.Duration   `json:"ack_wait"`
+	MaxDeliver int             `json:"max_deliver"`
+	Backoff    []time.Duration `json:"backoff,omitempty"`
+	Ordered    bool            `json:"ordered,omitempty"`
 }
 
 // backoff returns the redelivery delay after the n-th delivery failed.
