@@ -467,7 +467,9 @@ func (c *Client) pruneDepartedLocked(now time.Time) {
 		}
 	}
 	if len(keep) > maxDeparted {
-		keep = keep[len(keep)-maxDeparted:]
+		// To the front of the array: the tail cleared below is then
+		// none of keep's.
+		keep = append(keep[:0], keep[len(keep)-maxDeparted:]...)
 	}
 	clear(c.departed[len(keep):])
 	c.departed = keep

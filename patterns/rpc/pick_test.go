@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -92,5 +93,25 @@ func TestRPCPickSpreadsOverEquals(t *testing.T) {
 			t.Fatal("the clearly slower instance got a call with the loads equal")
 		}
 		got.outstanding--
+	}
+}
+
+// pruneDepartedLocked keeps the maxDeparted newest departed instances
+// of the last departedFor, whole.
+func TestRPCPruneDeparted(t *testing.T) {
+	c := &Client{}
+	now := time.Now()
+	c.departed = append(c.departed, departed{InstanceStats: InstanceStats{Node: "old"}, at: now.Add(-departedFor)})
+	for i := range maxDeparted + 4 {
+		c.departed = append(c.departed, departed{InstanceStats: InstanceStats{Node: fmt.Sprint(i), Calls: uint64(i)}, at: now})
+	}
+	c.pruneDepartedLocked(now)
+	if len(c.departed) != maxDeparted {
+		t.Fatalf("%d kept, want %d", len(c.departed), maxDeparted)
+	}
+	for j, d := range c.departed {
+		if i := j + 4; d.Node != fmt.Sprint(i) || d.Calls != uint64(i) {
+			t.Fatalf("kept[%d] = %+v, want instance %d whole", j, d.InstanceStats, i)
+		}
 	}
 }
