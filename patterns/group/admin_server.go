@@ -25,7 +25,7 @@ func (s *Server) handleAdmin(env [][]byte, req Request) {
 		s.send(env, &Reply{Status: st, ID: req.ID, Data: fmt.Appendf(nil, format, a...)})
 	}
 	if req.Op == OpList {
-		if req.Stream != AllStreams && !nameRE.MatchString(req.Stream) {
+		if req.Stream != AllStreams && !validName(req.Stream) {
 			fail(StatusBadRequest, "bad stream name %q", req.Stream)
 			return
 		}
@@ -33,7 +33,7 @@ func (s *Server) handleAdmin(env [][]byte, req Request) {
 		s.send(env, &Reply{Status: StatusOK, ID: req.ID, Data: b})
 		return
 	}
-	if !nameRE.MatchString(req.Stream) || !nameRE.MatchString(req.Group) {
+	if !validName(req.Stream) || !validName(req.Group) {
 		fail(StatusBadRequest, "bad stream %q or group %q", req.Stream, req.Group)
 		return
 	}
@@ -88,7 +88,7 @@ func (s *Server) loadAll() {
 	files, _ := filepath.Glob(filepath.Join(s.cfg.Dir, "*", "*.state"))
 	for _, f := range files {
 		stream, grp := filepath.Base(filepath.Dir(f)), strings.TrimSuffix(filepath.Base(f), ".state")
-		if !nameRE.MatchString(stream) || !nameRE.MatchString(grp) {
+		if !validName(stream) || !validName(grp) {
 			continue
 		}
 		l, ok := s.cfg.Lookup(stream)

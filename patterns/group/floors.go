@@ -29,7 +29,7 @@ func (s *Server) Floors(stream string) map[string]uint64 {
 	ents, _ := os.ReadDir(filepath.Join(s.cfg.Dir, stream))
 	for _, e := range ents {
 		name, ok := strings.CutSuffix(e.Name(), ".state")
-		if !ok || e.IsDir() || !nameRE.MatchString(name) {
+		if !ok || e.IsDir() || !validName(name) {
 			continue
 		}
 		if _, known := out[name]; known {

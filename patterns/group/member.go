@@ -150,7 +150,7 @@ type Member struct {
 // name: 1 to 128 letters, digits, '_', '.' and '-', not starting with
 // '.' or '-'.
 func CheckName(name string) error {
-	if !nameRE.MatchString(name) {
+	if !validName(name) {
 		return fmt.Errorf("bad name %q: want 1 to 128 letters, digits, '_', '.' or '-', not starting with '.' or '-'", name)
 	}
 	return nil
@@ -158,7 +158,7 @@ func CheckName(name string) error {
 
 // NewMember starts a member.
 func NewMember(cfg MemberConfig) (*Member, error) {
-	if !nameRE.MatchString(cfg.Stream) || !nameRE.MatchString(cfg.Group) {
+	if !validName(cfg.Stream) || !validName(cfg.Group) {
 		return nil, fmt.Errorf("group: bad stream %q or group %q", cfg.Stream, cfg.Group)
 	}
 	if cfg.Discovery == nil && len(cfg.Publishers) == 0 {

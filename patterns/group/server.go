@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -23,7 +22,21 @@ var maxLazyCommit = time.Second
 // ErrClosed is returned by calls on a closed Server or Member.
 var ErrClosed = errors.New("group: closed")
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
+// validName reports whether s is a valid stream or group name: 1 to 128
+// of [A-Za-z0-9._-], not starting with '.' or '-'. (By hand: a regular
+// expression here cost 1 % of a publisher's CPU, run for every request.)
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 128 || s[0] == '.' || s[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // Defaults of a group's semantics (see MemberConfig).
 const (
@@ -235,7 +248,7 @@ func (s *Server) Handle(env [][]byte, frames [][]byte) {
 		return
 	}
 	s.noteIncarnation(req.Member)
-	if !nameRE.MatchString(req.Group) {
+	if !validName(req.Group) {
 		s.send(env, &Reply{Status: StatusBadRequest, ID: req.ID, Data: []byte(fmt.Sprintf("bad group name %q", req.Group))})
 		return
 	}

@@ -198,9 +198,7 @@ func (ln *link) settleLoop() {
 			}()
 		}
 		if len(keys) > 0 {
-			if !slices.IsSortedFunc(keys, cmpAckKey) {
-				slices.SortFunc(keys, cmpAckKey)
-			}
+			g.sortKeys()
 			for len(keys) > 0 {
 				k := rangesPrefix(keys, maxRangesPerRequest)
 				send(OpAckRanges, g.reqs, keys[:k])
@@ -225,6 +223,8 @@ func (ln *link) settleLoop() {
 type gather struct {
 	reqs   []settleReq
 	keys   []ackKey
+	slots  []int32      // sortKeys' scratch: a key's index by its offset
+	sorted []ackKey     // sortKeys' scratch
 	n      int          // settles in reqs
 	urgent bool         // one of reqs is not lazy
 	left   atomic.Int32 // requests not answered, plus one while sending
@@ -259,6 +259,53 @@ type ackKey struct {
 }
 
 func cmpAckKey(a, b ackKey) int { return cmp.Compare(a.off, b.off) }
+
+// sortKeys sorts g.keys by offset. Acks come nearly in order, and from
+// a few leased ranges (handlers running at once finish a little out of
+// order): when their offsets span at most spanFactor times their count,
+// each is put in its place by its offset in one pass, where a
+// comparison sort cost a member 8 % of its CPU. With two acks of one
+// offset (two deliveries), or offsets far apart, it sorts.
+func (g *gather) sortKeys() {
+	keys := g.keys
+	if len(keys) < 2 || slices.IsSortedFunc(keys, cmpAckKey) {
+		return
+	}
+	lo, hi := keys[0].off, keys[0].off
+	for _, k := range keys[1:] {
+		lo, hi = min(lo, k.off), max(hi, k.off)
+	}
+	span := hi - lo + 1
+	if span > uint64(spanFactor*len(keys)) {
+		slices.SortFunc(keys, cmpAckKey)
+		return
+	}
+	slots := slices.Grow(g.slots[:0], int(span))[:span]
+	for i := range slots {
+		slots[i] = -1
+	}
+	g.slots = slots
+	for i, k := range keys {
+		j := k.off - lo
+		if slots[j] >= 0 {
+			slices.SortFunc(keys, cmpAckKey)
+			return
+		}
+		slots[j] = int32(i)
+	}
+	sorted := g.sorted[:0]
+	for _, i := range slots {
+		if i >= 0 {
+			sorted = append(sorted, keys[i])
+		}
+	}
+	copy(keys, sorted)
+	g.sorted = sorted[:0]
+}
+
+// spanFactor bounds the offsets' span, as a multiple of their count,
+// that sortKeys places by offset.
+const spanFactor = 4
 
 // rangesPrefix returns how many of the sorted acks fit in n ranges (and
 // maxRangeAcks acks).
