@@ -46,7 +46,7 @@ var (
 	size      = flag.Int("size", 100, "record size in bytes (at least 8: the send time)")
 	consumers = flag.Int("consumers", 3, "consumer (member) processes")
 	rate      = flag.Int("rate", 0, "publish this many records per second and report latency (0: as fast as possible)")
-	batch     = flag.Int("batch", 1024, "records a consumer holds ahead: JetStream's PullMaxMessages and fastmq's member buffer (bench group --buffer)")
+	batch     = flag.Int("batch", 4096, "records a consumer holds ahead: JetStream's PullMaxMessages and fastmq's member buffer (bench group --buffer)")
 	fastmq    = flag.String("fastmq", "", "the fastmq binary (default: built from ../.. into a temporary directory)")
 	only      = flag.String("only", "", "run only jetstream or fastmq")
 	procs     = flag.Int("consumer-procs", 0, "each consumer (member) process's GOMAXPROCS, for both (bench group --member-procs); 0: the runtime's default")

@@ -231,7 +231,7 @@ records per second, one at a time, and prints append-to-delivery percentiles
 	f.IntVar(&o.Size, "size", 100, "record value size in `BYTES`")
 	f.IntVar(&o.Members, "members", 3, "member processes")
 	f.IntVar(&o.Rate, "rate", 0, "append this many records per second and report latency (0: as fast as possible)")
-	f.IntVar(&o.Buffer, "buffer", 1024, "a member's buffer of leased records (MemberConfig.Buffer)")
+	f.IntVar(&o.Buffer, "buffer", 4096, "a member's buffer of leased records (MemberConfig.Buffer)")
 	f.IntVar(&o.Concurrency, "concurrency", 16, "a member's handler goroutines (Run's concurrency)")
 	f.IntVar(&o.MaxAckPending, "max-ack-pending", 16384, "a member's MaxAckPending")
 	f.IntVar(&o.MemberProcs, "member-procs", 0, "each member process's GOMAXPROCS (0: the runtime's default, one per core)")
