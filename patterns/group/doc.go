@@ -82,12 +82,16 @@
 // # Semantics and defaults
 //
 //   - AckWait (default 30 s): a lease's length, counted from when the
-//     publisher leases the record to the member (the member buffers
-//     little: MemberConfig.Buffer, default 64 records in all plus one
-//     per publisher, so leased records do not wait long unprocessed;
-//     the one per publisher keeps a fetch waiting at every publisher
-//     while Next waits). InProgress extends it by AckWait, up to
-//     MaxLeaseFactor (10) AckWaits from the lease's start.
+//     publisher leases the record to the member. The member holds
+//     leased records in a buffer (MemberConfig.Buffer, default 64
+//     records in all plus one per publisher: the one per publisher
+//     keeps a fetch waiting at every publisher while Next waits) until
+//     Next hands them out; while a record waits there, the member
+//     extends its lease every AckWait/16, batched, so that no record
+//     runs out unprocessed and its handler has at least 29/32 of
+//     AckWait from when it takes it. InProgress extends a lease by
+//     AckWait, up to MaxLeaseFactor (10) AckWaits from the lease's
+//     start; the buffer's extensions count towards that cap.
 //   - MaxDeliver (default 5, unlimited with -1): a record that ran out
 //     its lease or was naked after its MaxDeliver-th delivery is
 //     dead-lettered.

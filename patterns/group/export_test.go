@@ -50,11 +50,11 @@ func (m *Member) CloseAndCountSlots() (slots, owed, reserves, links int) {
 		break
 	}
 	for range len(m.out) {
-		slots += len(<-m.out)
+		slots += len((<-m.out).rest)
 	}
 	m.qmu.Lock()
 	for _, q := range m.queue {
-		slots += len(q.msgs) + q.owed
+		slots += len(q.c.rest) + q.owed
 	}
 	m.qmu.Unlock()
 	m.owedMu.Lock()

@@ -410,16 +410,20 @@ func (ln *link) fetchLoop(second bool) {
 				m.owe(ln)
 				owes = true
 			}
-			for _, msgs := range chunks {
-				select { // fast path: one channel locked, not two
-				case m.out <- msgs:
-					used += len(msgs)
+			m.qmu.Lock()
+			m.inbuf = append(m.inbuf, chunks...) // before Next may take them
+			m.qmu.Unlock()
+			for _, c := range chunks {
+				k := len(c.rest) // Next takes from it once it is in out
+				select {         // fast path: one channel locked, not two
+				case m.out <- c:
+					used += k
 					continue
 				default:
 				}
 				select {
-				case m.out <- msgs:
-					used += len(msgs)
+				case m.out <- c:
+					used += k
 				case <-ln.ctx.Done():
 					return ln.ctx.Err()
 				}
@@ -505,16 +509,19 @@ const msgChunk = 256
 
 // messages decodes a fetch reply's records into messages, at most n (a
 // publisher never sends more than asked for), in chunks of msgChunk.
-func (ln *link) messages(rep Reply, n int) ([][]Message, error) {
+func (ln *link) messages(rep Reply, n int) ([]*chunk, error) {
 	count := min(int(rep.Count), n)
-	chunks := make([][]Message, 0, (count+msgChunk-1)/msgChunk)
+	now := time.Now().UnixNano()
+	chunks := make([]*chunk, 0, (count+msgChunk-1)/msgChunk)
 	for k := 0; k < count; k += msgChunk {
-		chunks = append(chunks, make([]Message, min(msgChunk, count-k)))
+		c := &chunk{rest: make([]Message, min(msgChunk, count-k))}
+		c.at.Store(now)
+		chunks = append(chunks, c)
 	}
 	i := 0
 	err := decodeParts(rep.parts, rep.Count, func(r *Record) {
 		if i < count {
-			chunks[i/msgChunk][i%msgChunk] = Message{Publisher: ln.node, Offset: r.Offset, Delivery: r.Delivery, Time: r.Time, Headers: r.Headers, Value: r.Value, ln: ln}
+			chunks[i/msgChunk].rest[i%msgChunk] = Message{Publisher: ln.node, Offset: r.Offset, Delivery: r.Delivery, Time: r.Time, Headers: r.Headers, Value: r.Value, ln: ln}
 		}
 		i++
 	})

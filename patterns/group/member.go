@@ -51,7 +51,10 @@ type MemberConfig struct {
 	Discovery  StreamWatcher
 	Publishers map[string]string
 	// AckWait is a lease's length, from the moment a publisher leases the
-	// record to this member. Default 30 s. InProgress extends it.
+	// record to this member; while the record waits in the member's
+	// buffer its lease is extended, so that the handler that takes it
+	// has at least 29/32 of AckWait (see the package doc). Default
+	// 30 s. InProgress extends it.
 	// AckWait, MaxDeliver and Backoff are the group's: a publisher applies
 	// those of the member that joined last (see the package doc).
 	AckWait time.Duration
@@ -72,9 +75,10 @@ type MemberConfig struct {
 	// are open at a time (FlagPipeline), each asking for at most half
 	// the buffer: handlers faster than a round trip to the publisher run
 	// dry between replies, and a larger buffer then also costs less CPU
-	// per record (fewer, larger fetches). But
-	// buffered records' leases run: keep Buffer times a record's handling
-	// time, divided by the handlers running at once, well under AckWait.
+	// per record (fewer, larger fetches). Buffered records' leases are
+	// kept while they wait (see AckWait), but a record in the buffer is
+	// one no other member can take: keep Buffer times a record's
+	// handling time, divided by the handlers running at once, short.
 	// Besides the Buffer slots, each publisher's link has one reserve
 	// slot, used while Next waits with nothing buffered and no fetch of
 	// that link is open (with more than one publisher), so that a fetch
@@ -114,12 +118,15 @@ type Member struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	out    chan []Message // leased records, in the fetch loops' chunks
-	tokens chan int       // free buffer slots, given back in counts
-	errs   chan error     // publishers that stopped serving this member (ErrForbidden)
+	out    chan *chunk // leased records, in the fetch loops' chunks
+	tokens chan int    // free buffer slots, given back in counts
+	errs   chan error  // publishers that stopped serving this member (ErrForbidden)
 
 	qmu   sync.Mutex
 	queue []queued // chunks taken from out, being handed out
+	// inbuf lists the chunks given to out whose records were not all
+	// handed out, for keepLeases. Guarded by qmu.
+	inbuf []*chunk
 	// queued is len(queue), for the fetch loops to tell an empty buffer
 	// without the lock.
 	queued atomic.Int32
@@ -217,10 +224,12 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		id = cfg.Name + "/" + cfg.Incarnation + "." + hex.EncodeToString(rnd[:])
 	}
 	m := &Member{cfg: cfg, id: id,
-		out: make(chan []Message, cfg.Buffer), tokens: make(chan int, cfg.Buffer), errs: make(chan error, 64), wake: make(chan struct{}, 1), links: make(map[string]*link)}
+		out: make(chan *chunk, cfg.Buffer), tokens: make(chan int, cfg.Buffer), errs: make(chan error, 64), wake: make(chan struct{}, 1), links: make(map[string]*link)}
 	m.log = lg.With("component", "group-member", "stream", cfg.Stream, "group", cfg.Group)
 	m.tokens <- cfg.Buffer
 	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.wg.Add(1)
+	go m.keepLeases()
 	for node, ep := range cfg.Publishers {
 		if err := m.startLink(node, ep); err != nil {
 			m.Close()
@@ -360,8 +369,17 @@ func (m *Member) Next(ctx context.Context) (*Message, error) {
 // count, not per record), and when the chunk's last record is handed
 // out.
 type queued struct {
-	msgs []Message // not handed out yet
-	owed int       // records handed out whose slots did not go back yet
+	c    *chunk
+	owed int // records handed out whose slots did not go back yet
+}
+
+// chunk is a run of leased records from one fetch reply, in the buffer.
+type chunk struct {
+	rest []Message // not handed out yet; guarded by the member's qmu once in out
+	// at is when the records' leases started as far as the member
+	// knows (Unix ns): when the reply came, or when keepLeases last
+	// extended them.
+	at atomic.Int64
 }
 
 // next hands out the next buffered record, as Next does; without wait it
@@ -373,14 +391,14 @@ func (m *Member) next(ctx context.Context, wait bool) (*Message, error) {
 		m.qmu.Lock()
 		if len(m.queue) > 0 {
 			q := &m.queue[0]
-			msg := &q.msgs[0]
-			q.msgs = q.msgs[1:]
+			msg := &q.c.rest[0]
+			q.c.rest = q.c.rest[1:]
 			q.owed++
 			n := 0
 			if q.owed >= max(1, m.cfg.Buffer/8) {
 				n, q.owed = q.owed, 0
 			}
-			if len(q.msgs) == 0 {
+			if len(q.c.rest) == 0 {
 				n += q.owed
 				m.queue[0] = queued{}
 				m.queue = m.queue[1:]
@@ -400,7 +418,7 @@ func (m *Member) next(ctx context.Context, wait bool) (*Message, error) {
 			return msg, nil
 		}
 		m.qmu.Unlock()
-		var b []Message
+		var b *chunk
 		select { // fast path: one channel locked, not five
 		case b = <-m.out:
 		default:
@@ -437,7 +455,7 @@ func (m *Member) next(ctx context.Context, wait bool) (*Message, error) {
 			}
 		}
 		m.qmu.Lock()
-		m.queue = append(m.queue, queued{msgs: b})
+		m.queue = append(m.queue, queued{c: b})
 		m.queued.Add(1)
 		if m.hungry != nil && m.sleepers.Load() > 0 && len(m.out) == 0 {
 			// Others wait and took nothing: a fetch loop that looked

@@ -12,9 +12,10 @@ import (
 )
 
 // settleReq is what the settle goroutine takes from its queue: one
-// settle of any op (a Message method's, in op and e), or a Run
-// goroutine's records (recs: acks and naks without delay, which hold no
-// pointer, so that the garbage collector need not scan them).
+// settle of any op (a Message method's, in op and e), or a batch of
+// records (recs: a Run goroutine's acks and naks without delay, or the
+// buffer's lease extensions; they hold no pointer, so that the garbage
+// collector need not scan them).
 type settleReq struct {
 	op   Op
 	e    Entry
@@ -25,11 +26,11 @@ type settleReq struct {
 	lazy bool
 }
 
-// settleRec is one settle of a Run goroutine's batch.
+// settleRec is one settle of a batch.
 type settleRec struct {
 	off uint64
 	del uint32
-	op  Op // OpAck or OpNak
+	op  Op // OpAck, OpNak (without delay) or OpProgress
 }
 
 // maxBatch caps the entries of one settle request (the spool server's
