@@ -400,9 +400,17 @@ func (m *Member) next(ctx context.Context, wait bool) (*Message, error) {
 			}
 			if len(q.c.rest) == 0 {
 				n += q.owed
+				q.c.rest = nil // the chunk's records are the handlers' now
 				m.queue[0] = queued{}
 				m.queue = m.queue[1:]
 				m.queued.Add(-1)
+				// Handed-out chunks leave inbuf at once, in the order
+				// they came (keepLeases drops any left behind): held
+				// there, their records could not be collected.
+				for len(m.inbuf) > 0 && m.inbuf[0].rest == nil {
+					m.inbuf[0] = nil
+					m.inbuf = m.inbuf[1:]
+				}
 			}
 			more := len(m.queue) > 0
 			m.qmu.Unlock()
