@@ -49,7 +49,7 @@ var (
 	batch     = flag.Int("batch", 4096, "records a consumer holds ahead: JetStream's PullMaxMessages and fastmq's member buffer (bench group --buffer)")
 	fastmq    = flag.String("fastmq", "", "the fastmq binary (default: built from ../.. into a temporary directory)")
 	only      = flag.String("only", "", "run only jetstream or fastmq")
-	procs     = flag.Int("consumer-procs", 0, "each consumer (member) process's GOMAXPROCS, for both (bench group --member-procs); 0: the runtime's default")
+	procs     = flag.Int("consumer-procs", 1, "each consumer (member) process's GOMAXPROCS, for both (bench group --member-procs); 0: the runtime's default")
 	early     = flag.Bool("visible-before-sync", false, "fastmq: serve records before their fdatasync (bench group --visible-before-sync), as JetStream does")
 	minSync   = flag.Duration("min-sync-interval", 0, "fastmq: least time between two of the stream's fdatasyncs (bench group --min-sync-interval; 0: its default, negative: back to back); JetStream's file store syncs every 2 minutes by default")
 	role      = flag.String("role", "", "internal: consumer")
@@ -171,9 +171,7 @@ func runFastMQ(bin string) (result, error) {
 	if *early {
 		c.Args = append(c.Args, "--visible-before-sync")
 	}
-	if *procs > 0 {
-		c.Args = append(c.Args, "--member-procs", strconv.Itoa(*procs))
-	}
+	c.Args = append(c.Args, "--member-procs", strconv.Itoa(*procs)) // 0 too: bench group's default is 1
 	if *minSync != 0 { // negative: back to back even under --visible-before-sync
 		c.Args = append(c.Args, "--min-sync-interval", minSync.String())
 	}

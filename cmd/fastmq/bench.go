@@ -234,7 +234,7 @@ records per second, one at a time, and prints append-to-delivery percentiles
 	f.IntVar(&o.Buffer, "buffer", 4096, "a member's buffer of leased records (MemberConfig.Buffer)")
 	f.IntVar(&o.Concurrency, "concurrency", 16, "a member's handler goroutines (Run's concurrency)")
 	f.IntVar(&o.MaxAckPending, "max-ack-pending", 16384, "a member's MaxAckPending")
-	f.IntVar(&o.MemberProcs, "member-procs", 0, "each member process's GOMAXPROCS (0: the runtime's default, one per core)")
+	f.IntVar(&o.MemberProcs, "member-procs", 1, "each member process's GOMAXPROCS (0: the runtime's default, one per core); 1 by default, as the processes of a run share the cores: a member at 1 spends 10-15 % less CPU a record, not spinning for work")
 	f.IntVar(&o.Rounds, "rounds", 1, "repeat the run `N` times and print the median")
 	f.BoolVar(&o.JSON, "json", false, "print each round as a JSON line")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write the publisher's CPU profile to `FILE` (member i's to FILE.member<i>)")
