@@ -61,6 +61,7 @@ func dlqLsCmd() *cobra.Command {
 				if !a.asJSON {
 					fmt.Fprintln(tw, "PUBLISHER\tDLQ OFFSET\tOFFSET\tDELIVERIES\tREASON\tHEADERS\tVALUE")
 				}
+				known := false // the group is known to a publisher
 				for _, p := range pubs {
 					next, left := from, limit
 					for left > 0 {
@@ -69,11 +70,20 @@ func dlqLsCmd() *cobra.Command {
 						cancel()
 						var se *group.StatusError
 						if errors.As(err, &se) && se.Status == group.StatusUnknown {
-							break // no dead letters there
+							// No dead letters there: the group may still
+							// be known there, with none.
+							if !known {
+								cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+								_, err := group.Info(cctx, p.Endpoint, stream, name, sock)
+								cancel()
+								known = err == nil
+							}
+							break
 						}
 						if err != nil {
 							return fmt.Errorf("publisher %s: %w", p.Node, err)
 						}
+						known = true
 						for _, r := range recs {
 							hs := map[string]string{}
 							var own []string
@@ -100,6 +110,11 @@ func dlqLsCmd() *cobra.Command {
 						}
 						next = recs[len(recs)-1].Offset + 1
 					}
+				}
+				if !known {
+					// An empty list would say the group has no dead
+					// letters: say it has none because it is unknown.
+					return fmt.Errorf("no publisher of stream %s knows group %s", stream, name)
 				}
 				if a.asJSON {
 					return nil

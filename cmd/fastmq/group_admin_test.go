@@ -224,4 +224,11 @@ func TestCLIGroupAdmin(t *testing.T) {
 	if n := strings.Count(strings.Join(lines, "\n"), "unknown group nosuchgroup"); n != 2 {
 		t.Fatalf("group info of an unknown group printed %q", lines)
 	}
+	// Its dead letters: not an empty list, which would say it has none.
+	cli("ud", "dlq", "ls", "--stream", "jobs", "--group", "nosuchgroup").mustFail("no publisher of stream jobs knows group nosuchgroup")
+	// A group with no dead letters lists none, and succeeds.
+	cli("o", "consume", "--stream", "jobs", "--group", "other", "--count", "1").mustSucceed()
+	if lines := cli("od", "dlq", "ls", "--stream", "jobs", "--group", "other").mustSucceed(); len(lines) != 1 || !strings.HasPrefix(lines[0], "PUBLISHER") {
+		t.Fatalf("dlq ls of a group with no dead letters printed %q, want the header alone", lines)
+	}
 }
