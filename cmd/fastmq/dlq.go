@@ -175,7 +175,7 @@ func dlqReplayCmd() *cobra.Command {
 					Error string `json:"error,omitempty"`
 				}
 				var lines []line
-				failed := 0
+				failed, unknown := 0, 0
 				for _, p := range pubs {
 					cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 					res, err := group.Replay(cctx, p.Endpoint, stream, name, from, count, sock)
@@ -183,7 +183,15 @@ func dlqReplayCmd() *cobra.Command {
 					var se *group.StatusError
 					switch {
 					case errors.As(err, &se) && se.Status == group.StatusUnknown:
-						lines = append(lines, line{Publisher: p.Node, Error: "no dead letters"})
+						cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+						_, err := group.Info(cctx, p.Endpoint, stream, name, sock)
+						cancel()
+						if err != nil {
+							unknown++
+							lines = append(lines, line{Publisher: p.Node, Error: "no dead letters: " + err.Error()})
+						} else {
+							lines = append(lines, line{Publisher: p.Node, Error: "no dead letters"})
+						}
 					case err != nil:
 						failed++
 						lines = append(lines, line{Publisher: p.Node, Error: err.Error()})
@@ -213,6 +221,9 @@ func dlqReplayCmd() *cobra.Command {
 				}
 				if failed > 0 {
 					return fmt.Errorf("the replay failed on %d of %d publishers", failed, len(pubs))
+				}
+				if unknown == len(pubs) {
+					return fmt.Errorf("no publisher of stream %s knows group %s", stream, name)
 				}
 				return nil
 			})

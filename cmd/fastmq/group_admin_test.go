@@ -226,9 +226,13 @@ func TestCLIGroupAdmin(t *testing.T) {
 	}
 	// Its dead letters: not an empty list, which would say it has none.
 	cli("ud", "dlq", "ls", "--stream", "jobs", "--group", "nosuchgroup").mustFail("no publisher of stream jobs knows group nosuchgroup")
+	cli("ur", "dlq", "replay", "--stream", "jobs", "--group", "nosuchgroup").mustFail("no publisher of stream jobs knows group nosuchgroup")
 	// A group with no dead letters lists none, and succeeds.
 	cli("o", "consume", "--stream", "jobs", "--group", "other", "--count", "1").mustSucceed()
 	if lines := cli("od", "dlq", "ls", "--stream", "jobs", "--group", "other").mustSucceed(); len(lines) != 1 || !strings.HasPrefix(lines[0], "PUBLISHER") {
 		t.Fatalf("dlq ls of a group with no dead letters printed %q, want the header alone", lines)
+	}
+	if out := strings.Join(cli("or", "dlq", "replay", "--stream", "jobs", "--group", "other").mustSucceed(), "\n"); !strings.Contains(out, ": no dead letters") {
+		t.Fatalf("dlq replay of a group with no dead letters printed %q", out)
 	}
 }
