@@ -171,7 +171,8 @@ func runFastMQ(bin string) (result, error) {
 	if *early {
 		c.Args = append(c.Args, "--visible-before-sync")
 	}
-	c.Args = append(c.Args, "--member-procs", strconv.Itoa(*procs)) // 0 too: bench group's default is 1
+	// Always, 0 too: bench group's own default is 1.
+	c.Args = append(c.Args, "--member-procs", strconv.Itoa(*procs))
 	if *minSync != 0 { // negative: back to back even under --visible-before-sync
 		c.Args = append(c.Args, "--min-sync-interval", minSync.String())
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fastmq/fastmq/internal/gcroom"
+	"github.com/fastmq/fastmq"
 )
 
 // rootCmd is the top of the command tree. Each subcommand file registers
@@ -41,19 +41,12 @@ func version() string {
 	return v + " " + bi.GoVersion
 }
 
-// gcHeadroom is how much the command's heap may grow between two garbage
-// collections when its live heap is small (package internal/gcroom): a
-// group member or publisher with a few MiB live otherwise collects dozens
-// of times a second at full speed. 8 MiB was the best of 4 to 64 in `bench
-// group`: 25 % more acknowledged records a second than GOGC's default,
-// while a larger room lost it again to the page faults of first touching
-// a larger heap. GOGC in the environment turns it off, and GOMEMLIMIT
-// still bounds the heap.
-const gcHeadroom = 8 << 20
-
 func main() {
 	if _, set := os.LookupEnv("GOGC"); !set {
-		defer gcroom.Start(gcHeadroom).Stop()
+		// A member or publisher with a few MiB live would otherwise
+		// collect dozens of times a second at full speed. GOGC in the
+		// environment is the user's choice, and turns this off.
+		defer fastmq.KeepHeapRoom(fastmq.DefaultHeapRoom)()
 	}
 	rootCmd.Version = version()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
