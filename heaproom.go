@@ -18,10 +18,15 @@ const DefaultHeapRoom = 8 << 20
 // faults of first touching a larger heap). A memory limit
 // (GOMEMLIMIT) still holds.
 //
+// The percent is capped at 1000: a room is kept in full up to 40 MiB for
+// the smallest heaps, and for a live heap of L up to 10 L.
+//
 // It changes a setting of the whole process, so it belongs to the
 // program, not to a library: call it once, in main. With GC off
-// (GOGC=off) or a room of 0 it does nothing. The returned function stops
-// it and puts GOGC back to what it was.
+// (GOGC=off), a room of 0, or while an earlier call's room is kept, it
+// does nothing. While it runs it owns GOGC (a debug.SetGCPercent is
+// overwritten at the next collection). The returned function stops it
+// and puts GOGC back to what it was.
 func KeepHeapRoom(room uint64) (stop func()) {
 	return gcroom.Start(room).Stop
 }

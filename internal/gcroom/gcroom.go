@@ -40,6 +40,18 @@ import (
 // with the percent (runtime/mgcpacer.go, defaultHeapMinimum).
 const heapMinimum = 4 << 20
 
+// MaxPercent caps the percent a Room sets: the percent stays in force
+// until the next collection's tune runs (on the finalizer goroutine,
+// whenever it is scheduled), and a heap grown meanwhile gets its goal
+// from it. At 1000 a room is kept in full up to 40 MiB for the
+// smallest heaps (the runtime's least goal scales with the percent),
+// and for a live heap of L up to 10 L.
+const MaxPercent = 1000
+
+// active is set while a Room runs: GOGC is one setting per process,
+// which two Rooms would fight over.
+var active atomic.Bool
+
 // Room raises the GC percent of this process after every collection.
 type Room struct {
 	headroom uint64
@@ -57,18 +69,22 @@ type Room struct {
 type sentinel struct{ r *Room }
 
 // Start makes the heap goal after each collection at least the live heap
-// plus headroom bytes. It returns nil, and changes nothing, when headroom
-// is 0 or garbage collection is off (GOGC=off).
+// plus headroom bytes (within MaxPercent). It returns nil, and changes
+// nothing, when headroom is 0, garbage collection is off (GOGC=off), or
+// another Room runs. While a Room runs, it owns the GC percent: a
+// debug.SetGCPercent elsewhere is overwritten at the next collection.
 func Start(headroom uint64) *Room {
-	if headroom == 0 {
+	if headroom == 0 || !active.CompareAndSwap(false, true) {
 		return nil
 	}
 	base := debug.SetGCPercent(100)
 	if base < 0 {
 		debug.SetGCPercent(base)
+		active.Store(false)
 		return nil
 	}
-	r := &Room{headroom: headroom, base: base, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	r := &Room{headroom: headroom, base: base, sample: []metrics.Sample{
+		{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}}}
 	r.percent.Store(int64(base))
 	debug.SetGCPercent(base)
 	r.tune() // for the live heap now, before the first collection
@@ -95,11 +111,13 @@ func (r *Room) tune() bool {
 		return false
 	}
 	metrics.Read(r.sample)
-	var live uint64
-	if r.sample[0].Value.Kind() == metrics.KindUint64 {
-		live = r.sample[0].Value.Uint64()
+	var v [3]uint64
+	for i, s := range r.sample {
+		if s.Value.Kind() == metrics.KindUint64 {
+			v[i] = s.Value.Uint64()
+		}
 	}
-	p := Percent(live, r.headroom, r.base)
+	p := Percent(v[0], v[0]+v[1]+v[2], r.headroom, r.base)
 	old := int(r.percent.Load())
 	// Small moves are not worth a change of the runtime's pacing.
 	if p != old && (p > old+old/8 || p < old-old/8 || p == r.base) {
@@ -109,17 +127,19 @@ func (r *Room) tune() bool {
 	return true
 }
 
-// Percent is the GC percent for a live heap of live bytes: the one that
-// puts the next collection headroom bytes of allocation away, never less
-// than base. The runtime's least heap goal (4 MiB) grows with the
-// percent as well, so for a small heap that bound decides: the goal is
-// live+headroom either way.
-func Percent(live, headroom uint64, base int) int {
+// Percent is the GC percent for a live heap of live bytes, of which
+// (with the goroutine stacks and globals) scan bytes count towards the
+// goal: the one that puts the next collection headroom bytes of
+// allocation away, never less than base nor more than MaxPercent (or
+// base, if more). The runtime's goal is live + scan × percent / 100, and
+// never less than its least goal, 4 MiB × percent / 100: for a small
+// heap that bound decides, and the goal is live+headroom either way.
+func Percent(live, scan, headroom uint64, base int) int {
 	if headroom > math.MaxUint64/200 {
-		return math.MaxInt32
+		headroom = math.MaxUint64 / 200
 	}
-	p := min(headroom*100/max(live, 1), (live+headroom)*100/heapMinimum)
-	return max(int(min(p, math.MaxInt32)), base)
+	p := min(headroom*100/max(scan, 1), (live+headroom)*100/heapMinimum, MaxPercent)
+	return max(int(p), base)
 }
 
 // Percent returns the GC percent the Room set last (0 for a nil Room).
@@ -143,4 +163,5 @@ func (r *Room) Stop() {
 	r.stopped = true
 	debug.SetGCPercent(r.base)
 	r.percent.Store(int64(r.base))
+	active.Store(false)
 }

@@ -12,18 +12,22 @@ import (
 func TestPercent(t *testing.T) {
 	const mib = 1 << 20
 	for _, c := range []struct {
-		live, headroom uint64
-		base, want     int
+		live, scan, headroom uint64
+		base, want           int
 	}{
-		{3 * mib, 64 * mib, 100, 1675}, // the least goal decides: 4 MiB × 16.75 = 67 MiB
-		{0, 64 * mib, 100, 1600},       // 4 MiB × 16 = 64 MiB
-		{32 * mib, 64 * mib, 100, 200}, // 32 MiB × 3 = 96 MiB
-		{1 << 30, 64 * mib, 100, 100},  // a large heap keeps its GOGC
-		{32 * mib, 64 * mib, 300, 300}, // never below the base
-		{1 * mib, math.MaxUint64, 100, math.MaxInt32},
+		{3 * mib, 3 * mib, 8 * mib, 100, 266},    // 3 MiB + 3 MiB × 2.66 = 11 MiB
+		{0, 0, 8 * mib, 100, 200},                // 4 MiB × 2 = 8 MiB
+		{3 * mib, 3 * mib, 32 * mib, 100, 875},   // 4 MiB × 8.75 = 35 MiB
+		{3 * mib, 3 * mib, 64 * mib, 100, 1000},  // capped: MaxPercent
+		{16 * mib, 16 * mib, 32 * mib, 100, 200}, // 16 MiB × 3 = 48 MiB
+		{16 * mib, 32 * mib, 32 * mib, 100, 100}, // stacks and globals count: 16 + 32 × 1 = 48 MiB
+		{1 << 30, 1 << 30, 64 * mib, 100, 100},   // a large heap keeps its GOGC
+		{16 * mib, 16 * mib, 32 * mib, 300, 300}, // never below the base
+		{1 * mib, 1 * mib, math.MaxUint64, 100, MaxPercent},
+		{1 * mib, 1 * mib, 8 * mib, 2000, 2000}, // a base above the cap stays
 	} {
-		if got := Percent(c.live, c.headroom, c.base); got != c.want {
-			t.Errorf("Percent(%d, %d, %d) = %d, want %d", c.live, c.headroom, c.base, got, c.want)
+		if got := Percent(c.live, c.scan, c.headroom, c.base); got != c.want {
+			t.Errorf("Percent(%d, %d, %d, %d) = %d, want %d", c.live, c.scan, c.headroom, c.base, got, c.want)
 		}
 	}
 }
@@ -45,21 +49,24 @@ func collections(n int) uint32 {
 	before := ms.NumGC
 	for range n / (64 << 10) {
 		sink = make([]byte, 64<<10)
+		// On one CPU the finalizer goroutine that tunes must get to
+		// run between collections, as it does beside a real workload.
+		runtime.Gosched()
 	}
 	sink = nil
 	runtime.ReadMemStats(&ms)
 	return ms.NumGC - before
 }
 
-// TestRoomCollectsLessOften checks the promise itself: with 64 MiB of
-// room a small heap allocating 512 MiB collects a handful of times, and
-// without it (GOGC 100, a live heap of a few MiB) dozens.
+// TestRoomCollectsLessOften checks the promise itself: with 32 MiB of
+// room a small heap allocating 512 MiB collects about 16 times, and
+// without it (GOGC 100, a live heap of a few MiB) a hundred or more.
 func TestRoomCollectsLessOften(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	runtime.GC()
 	without := collections(512 << 20)
 
-	r := Start(64 << 20)
+	r := Start(32 << 20)
 	if r == nil {
 		t.Fatal("Start returned nil with GC on")
 	}
@@ -69,14 +76,14 @@ func TestRoomCollectsLessOften(t *testing.T) {
 	}
 	runtime.GC()
 	with := collections(512 << 20)
-	t.Logf("collections for 512 MiB of garbage: %d without room, %d with 64 MiB", without, with)
+	t.Logf("collections for 512 MiB of garbage: %d without room, %d with 32 MiB", without, with)
 	if without < 30 {
 		t.Fatalf("without room only %d collections: the test's heap is not small", without)
 	}
-	// 512 MiB / 64 MiB is 8: far fewer would mean a heap goal far above
-	// the promised headroom.
-	if with > 12 || with < 5 {
-		t.Fatalf("with 64 MiB of room %d collections, want 5 to 12 (512 MiB / 64 MiB, and slack)", with)
+	// 512 MiB / 32 MiB is 16: far fewer would mean a heap goal far
+	// above the promised headroom.
+	if with > 24 || with < 10 {
+		t.Fatalf("with 32 MiB of room %d collections, want 10 to 24 (512 MiB / 32 MiB, and slack)", with)
 	}
 }
 
@@ -138,6 +145,28 @@ func TestStopRestoresAndEnds(t *testing.T) {
 		t.Fatal("tune after Stop reported true: the finalizer chain would go on")
 	}
 	r.Stop() // a second Stop is harmless
+}
+
+func TestOneRoomAtATime(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	r := Start(32 << 20)
+	if r == nil {
+		t.Fatal("first Start returned nil")
+	}
+	if r2 := Start(64 << 20); r2 != nil {
+		r2.Stop()
+		r.Stop()
+		t.Fatal("a second Start while one runs returned a Room")
+	}
+	r.Stop()
+	if got := gogc(); got != 100 {
+		t.Fatalf("percent %d after the first Room stopped, want 100", got)
+	}
+	r = Start(32 << 20) // free again
+	if r == nil {
+		t.Fatal("Start after Stop returned nil")
+	}
+	r.Stop()
 }
 
 func TestStartDoesNothingWhenOff(t *testing.T) {
