@@ -276,11 +276,11 @@ func (g *gather) sortKeys() {
 	for _, k := range keys[1:] {
 		lo, hi = min(lo, k.off), max(hi, k.off)
 	}
-	span := hi - lo + 1
-	if span > uint64(spanFactor*len(keys)) {
+	if hi-lo >= uint64(spanFactor*len(keys)) { // hi-lo+1 could wrap
 		slices.SortFunc(keys, cmpAckKey)
 		return
 	}
+	span := hi - lo + 1
 	slots := slices.Grow(g.slots[:0], int(span))[:span]
 	for i := range slots {
 		slots[i] = -1

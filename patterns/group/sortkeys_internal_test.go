@@ -1,6 +1,7 @@
 package group
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -73,6 +74,12 @@ func TestSortKeys(t *testing.T) {
 		}
 		checkSortKeys(t, g, keys)
 	}
+}
+
+// TestSortKeysWholeRange: offsets 0 and MaxUint64 together (a hostile
+// or broken publisher's) are sorted, not placed in a span that wraps.
+func TestSortKeysWholeRange(t *testing.T) {
+	checkSortKeys(t, new(gather), []ackKey{{off: math.MaxUint64, del: 1, i: 0}, {off: 0, del: 1, i: 1}})
 }
 
 func FuzzSortKeys(f *testing.F) {
