@@ -89,9 +89,17 @@
 //     Next hands them out; while a record waits there, the member
 //     extends its lease every AckWait/16, batched, so that no record
 //     runs out unprocessed and its handler has at least 29/32 of
-//     AckWait from when it takes it. InProgress extends a lease by
-//     AckWait, up to MaxLeaseFactor (10) AckWaits from the lease's
-//     start; the buffer's extensions count towards that cap.
+//     AckWait from when it takes it. That holds for an AckWait of
+//     160 ms or more (the member looks every 5 ms at most), within
+//     MaxLeaseFactor: InProgress extends a lease by AckWait, up to
+//     MaxLeaseFactor (10) AckWaits from the lease's start, and the
+//     buffer's extensions count towards that cap. The member times them
+//     by its own AckWait: in a group whose members differ in AckWait,
+//     the group's is that of the member that joined last, and a member
+//     with a longer one may see its buffered records run out (give the
+//     members of a group one AckWait). Extending a record leased as
+//     part of a run of offsets costs the publisher an entry of its own
+//     for that record from then on (as InProgress does).
 //   - MaxDeliver (default 5, unlimited with -1): a record that ran out
 //     its lease or was naked after its MaxDeliver-th delivery is
 //     dead-lettered.
@@ -217,7 +225,9 @@
 // hold it up to its LazyCommit (5 ms by default) so that one group commit
 // takes many requests; it is still answered only once on disk. A request
 // without the flag is committed at once, with the lazy ones that wait.
-// Run's settles are lazy, a Message method's are not. A publisher from
+// Run's settles are lazy; a Message method's are not, nor the extensions
+// of the leases of records waiting in a member's buffer (op 4, progress),
+// so that they arrive before those leases end. A publisher from
 // before the flag answers a bad request; the member then settles without
 // it.
 //

@@ -79,7 +79,7 @@ func (m *Member) extendBuffered(now time.Time, age time.Duration) {
 			k := min(len(recs), maxGather)
 			// Waits at most for the member's life: a full settle queue
 			// is a link busy with acks.
-			_ = ln.queueSettle(m.ctx, settleReq{recs: recs[:k], done: noAnswer, lazy: true})
+			_ = ln.queueSettle(m.ctx, settleReq{recs: recs[:k], done: noAnswer})
 			recs = recs[k:]
 		}
 	}

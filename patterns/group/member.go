@@ -53,8 +53,8 @@ type MemberConfig struct {
 	// AckWait is a lease's length, from the moment a publisher leases the
 	// record to this member; while the record waits in the member's
 	// buffer its lease is extended, so that the handler that takes it
-	// has at least 29/32 of AckWait (see the package doc). Default
-	// 30 s. InProgress extends it.
+	// has at least 29/32 of AckWait (see the package doc for the
+	// conditions). Default 30 s. InProgress extends it.
 	// AckWait, MaxDeliver and Backoff are the group's: a publisher applies
 	// those of the member that joined last (see the package doc).
 	AckWait time.Duration
