@@ -76,7 +76,12 @@ func dlqLsCmd() *cobra.Command {
 								cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 								_, err := group.Info(cctx, p.Endpoint, stream, name, sock)
 								cancel()
-								known = err == nil
+								switch {
+								case err == nil:
+									known = true
+								case !errors.As(err, &se) || se.Status != group.StatusUnknown:
+									return fmt.Errorf("publisher %s: %w", p.Node, err)
+								}
 							}
 							break
 						}
@@ -114,7 +119,7 @@ func dlqLsCmd() *cobra.Command {
 				if !known {
 					// An empty list would say the group has no dead
 					// letters: say it has none because it is unknown.
-					return fmt.Errorf("no publisher of stream %s knows group %s", stream, name)
+					return unknownGroup(stream, name, only)
 				}
 				if a.asJSON {
 					return nil
@@ -130,6 +135,15 @@ func dlqLsCmd() *cobra.Command {
 	cmd.Flags().Uint64Var(&from, "from", 0, "first offset of the dead-letter stream to list")
 	cmd.Flags().IntVar(&limit, "limit", 1000, "at most this many dead letters per publisher")
 	return cmd
+}
+
+// unknownGroup is the error for a group that no publisher asked (only,
+// when set, the one asked) knows.
+func unknownGroup(stream, name, only string) error {
+	if only != "" {
+		return fmt.Errorf("publisher %s does not know group %s of stream %s", only, name, stream)
+	}
+	return fmt.Errorf("no publisher of stream %s knows group %s", stream, name)
 }
 
 // printable is a value as text when it is UTF-8 (up to 200 bytes), else
@@ -186,11 +200,15 @@ func dlqReplayCmd() *cobra.Command {
 						cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 						_, err := group.Info(cctx, p.Endpoint, stream, name, sock)
 						cancel()
-						if err != nil {
+						switch {
+						case err == nil:
+							lines = append(lines, line{Publisher: p.Node, Error: "no dead letters"})
+						case errors.As(err, &se) && se.Status == group.StatusUnknown:
 							unknown++
 							lines = append(lines, line{Publisher: p.Node, Error: "no dead letters: " + err.Error()})
-						} else {
-							lines = append(lines, line{Publisher: p.Node, Error: "no dead letters"})
+						default:
+							failed++
+							lines = append(lines, line{Publisher: p.Node, Error: err.Error()})
 						}
 					case err != nil:
 						failed++
@@ -223,7 +241,7 @@ func dlqReplayCmd() *cobra.Command {
 					return fmt.Errorf("the replay failed on %d of %d publishers", failed, len(pubs))
 				}
 				if unknown == len(pubs) {
-					return fmt.Errorf("no publisher of stream %s knows group %s", stream, name)
+					return unknownGroup(stream, name, only)
 				}
 				return nil
 			})

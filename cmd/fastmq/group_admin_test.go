@@ -227,6 +227,7 @@ func TestCLIGroupAdmin(t *testing.T) {
 	// Its dead letters: not an empty list, which would say it has none.
 	cli("ud", "dlq", "ls", "--stream", "jobs", "--group", "nosuchgroup").mustFail("no publisher of stream jobs knows group nosuchgroup")
 	cli("ur", "dlq", "replay", "--stream", "jobs", "--group", "nosuchgroup").mustFail("no publisher of stream jobs knows group nosuchgroup")
+	cli("up", "dlq", "ls", "--stream", "jobs", "--group", "nosuchgroup", "--publisher", "pub1").mustFail("publisher pub1 does not know group nosuchgroup of stream jobs")
 	// A group with no dead letters lists none, and succeeds.
 	cli("o", "consume", "--stream", "jobs", "--group", "other", "--count", "1").mustSucceed()
 	if lines := cli("od", "dlq", "ls", "--stream", "jobs", "--group", "other").mustSucceed(); len(lines) != 1 || !strings.HasPrefix(lines[0], "PUBLISHER") {
