@@ -13,6 +13,11 @@
 // JetStream/FastMQ for p99, so above 1 means FastMQ is better): the
 // median over the rounds, with min and max, and the load average.
 //
+// Every process of both sides keeps FastMQ's default heap room between
+// garbage collections (fastmq.KeepHeapRoom; `fastmq` does so itself)
+// unless GOGC is set, and the consumer processes of both run at
+// --consumer-procs (GOMAXPROCS) and hold --batch records ahead.
+//
 // It is a separate module so that nats-server stays out of FastMQ's
 // go.mod: cd benchcmp/jetstream && GOFLAGS=-mod=mod go run . --rounds 5
 package main
@@ -35,6 +40,7 @@ import (
 	"sync"
 	"time"
 
+	fastmqlib "github.com/fastmq/fastmq"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -79,6 +85,12 @@ func must(err error) {
 
 func main() {
 	flag.Parse()
+	if _, set := os.LookupEnv("GOGC"); !set {
+		// The heap room fastmq's processes keep (its publisher and
+		// members are fastmq commands), kept here too: JetStream's
+		// server in this process and its consumer processes.
+		defer fastmqlib.KeepHeapRoom(fastmqlib.DefaultHeapRoom)()
+	}
 	if *role == "consumer" {
 		must(consume(*url))
 		return
@@ -221,7 +233,7 @@ func runJetStream() (result, error) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "BENCH", Subjects: []string{"bench"}, Storage: jetstream.FileStorage}); err != nil {
 		return res, err
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, "BENCH", jetstream.ConsumerConfig{Durable: "g", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 16384})
+	cons, err := js.CreateOrUpdateConsumer(ctx, "BENCH", jetstream.ConsumerConfig{Durable: "g", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: max(16384, *consumers**batch)})
 	if err != nil {
 		return res, err
 	}
