@@ -24,9 +24,9 @@ const DefaultHeapRoom = 8 << 20
 // It changes a setting of the whole process, so it belongs to the
 // program, not to a library: call it once, in main. With GC off
 // (GOGC=off), a room of 0, or while an earlier call's room is kept, it
-// does nothing. While it runs it owns GOGC (a debug.SetGCPercent is
-// overwritten at the next collection). The returned function stops it
-// and puts GOGC back to what it was.
+// does nothing. While it runs it owns GOGC: a debug.SetGCPercent made
+// meanwhile may be overwritten at a later collection, and the returned
+// function, which stops it, puts back the GOGC from before the call.
 func KeepHeapRoom(room uint64) (stop func()) {
 	return gcroom.Start(room).Stop
 }

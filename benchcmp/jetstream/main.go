@@ -185,6 +185,9 @@ func runFastMQ(bin string) (result, error) {
 	}
 	// Always, 0 too: bench group's own default is 1.
 	c.Args = append(c.Args, "--member-procs", strconv.Itoa(*procs))
+	// Each member may hold its batch leased, as JetStream's consumer
+	// (MaxAckPending below) lets every consumer.
+	c.Args = append(c.Args, "--max-ack-pending", strconv.Itoa(max(16384, *batch)))
 	if *minSync != 0 { // negative: back to back even under --visible-before-sync
 		c.Args = append(c.Args, "--min-sync-interval", minSync.String())
 	}
@@ -233,7 +236,7 @@ func runJetStream() (result, error) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "BENCH", Subjects: []string{"bench"}, Storage: jetstream.FileStorage}); err != nil {
 		return res, err
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, "BENCH", jetstream.ConsumerConfig{Durable: "g", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: max(16384, *consumers**batch)})
+	cons, err := js.CreateOrUpdateConsumer(ctx, "BENCH", jetstream.ConsumerConfig{Durable: "g", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: max(16384, *consumers**batch*3/2)})
 	if err != nil {
 		return res, err
 	}

@@ -50,6 +50,9 @@ func dlqLsCmd() *cobra.Command {
 			if stream == "" || name == "" {
 				return errors.New("--stream and --group are required")
 			}
+			if limit <= 0 {
+				return fmt.Errorf("--limit %d: want at least 1", limit)
+			}
 			return a.run(cmd, "dlq-ls", func(ctx context.Context, n *fastmq.Node, sock socket.Config) error {
 				pubs, err := publishersOf(ctx, n, stream, only, a.wait)
 				if err != nil {
@@ -80,12 +83,14 @@ func dlqLsCmd() *cobra.Command {
 								case err == nil:
 									known = true
 								case !errors.As(err, &se) || se.Status != group.StatusUnknown:
+									tw.Flush() // the rows of the publishers before it
 									return fmt.Errorf("publisher %s: %w", p.Node, err)
 								}
 							}
 							break
 						}
 						if err != nil {
+							tw.Flush() // the rows of the publishers before it
 							return fmt.Errorf("publisher %s: %w", p.Node, err)
 						}
 						known = true

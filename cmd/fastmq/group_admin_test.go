@@ -228,6 +228,7 @@ func TestCLIGroupAdmin(t *testing.T) {
 	cli("ud", "dlq", "ls", "--stream", "jobs", "--group", "nosuchgroup").mustFail("no publisher of stream jobs knows group nosuchgroup")
 	cli("ur", "dlq", "replay", "--stream", "jobs", "--group", "nosuchgroup").mustFail("no publisher of stream jobs knows group nosuchgroup")
 	cli("up", "dlq", "ls", "--stream", "jobs", "--group", "nosuchgroup", "--publisher", "pub1").mustFail("publisher pub1 does not know group nosuchgroup of stream jobs")
+	cli("ul", "dlq", "ls", "--stream", "jobs", "--group", "workers", "--limit", "0").mustFail("--limit 0: want at least 1")
 	// A group with no dead letters lists none, and succeeds.
 	cli("o", "consume", "--stream", "jobs", "--group", "other", "--count", "1").mustSucceed()
 	if lines := cli("od", "dlq", "ls", "--stream", "jobs", "--group", "other").mustSucceed(); len(lines) != 1 || !strings.HasPrefix(lines[0], "PUBLISHER") {

@@ -19,7 +19,8 @@
 // becomes the live heap plus the headroom, or the runtime's own goal when
 // that is larger. A process with a large live heap keeps its GOGC; one
 // with a small heap spends at most the headroom in memory to collect far
-// less often. A memory limit (GOMEMLIMIT, debug.SetMemoryLimit) still
+// less often. The percent is capped (MaxPercent), and one Room runs at a
+// time. A memory limit (GOMEMLIMIT, debug.SetMemoryLimit) still
 // holds: the runtime collects sooner whenever the limit is near.
 //
 // It runs no goroutine of its own: the runtime's finalizer goroutine runs
@@ -72,7 +73,8 @@ type sentinel struct{ r *Room }
 // plus headroom bytes (within MaxPercent). It returns nil, and changes
 // nothing, when headroom is 0, garbage collection is off (GOGC=off), or
 // another Room runs. While a Room runs, it owns the GC percent: a
-// debug.SetGCPercent elsewhere is overwritten at the next collection.
+// debug.SetGCPercent elsewhere may be overwritten at a later collection,
+// and Stop puts back the percent from Start.
 func Start(headroom uint64) *Room {
 	if headroom == 0 || !active.CompareAndSwap(false, true) {
 		return nil

@@ -39,51 +39,58 @@ func gogc() int {
 	return int(s[0].Value.Uint64())
 }
 
-var sink []byte
-
-// collections allocates n bytes of garbage and returns how many
-// collections that took.
-func collections(n int) uint32 {
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	before := ms.NumGC
-	for range n / (64 << 10) {
-		sink = make([]byte, 64<<10)
-		// On one CPU the finalizer goroutine that tunes must get to
-		// run between collections, as it does beside a real workload.
-		runtime.Gosched()
-	}
-	sink = nil
-	runtime.ReadMemStats(&ms)
-	return ms.NumGC - before
+// heap reads the live heap and the heap goal the last collection left.
+func heap() (live, goal uint64) {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/goal:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64(), s[1].Value.Uint64()
 }
 
-// TestRoomCollectsLessOften checks the promise itself: with 32 MiB of
-// room a small heap allocating 512 MiB collects about 16 times, and
-// without it (GOGC 100, a live heap of a few MiB) a hundred or more.
-func TestRoomCollectsLessOften(t *testing.T) {
+// start starts a Room once the garbage of the tests before is
+// collected: the live heap a collection marks counts what was allocated
+// while it ran, and a test allocating hundreds of MiB leaves a figure far
+// above what is live. The Room stops when the test ends, whatever way.
+func start(t *testing.T, headroom uint64) *Room {
+	t.Helper()
+	runtime.GC()
+	runtime.GC()
+	r := Start(headroom)
+	if r == nil {
+		t.Fatal("Start returned nil with GC on (or another Room runs)")
+	}
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// TestRoomSetsTheHeapGoal checks the promise itself: with 32 MiB of
+// room the heap goal after a collection is the live heap plus 32 MiB
+// (within the eighth that tune lets pass), where without it the goal of
+// this small heap is the runtime's least, 4 MiB, or twice the live heap.
+// The goal is what decides how often the collector runs.
+func TestRoomSetsTheHeapGoal(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	runtime.GC()
-	without := collections(512 << 20)
-
-	r := Start(32 << 20)
-	if r == nil {
-		t.Fatal("Start returned nil with GC on")
+	live, goal := heap()
+	if goal > max(8<<20, 3*live) {
+		t.Fatalf("without a room: goal %d for a live heap of %d", goal, live)
 	}
-	defer r.Stop()
-	if got := gogc(); got != r.Percent() || got <= 100 {
-		t.Fatalf("after Start the runtime's percent is %d, the Room's %d: want them equal and above 100", got, r.Percent())
-	}
-	runtime.GC()
-	with := collections(512 << 20)
-	t.Logf("collections for 512 MiB of garbage: %d without room, %d with 32 MiB", without, with)
-	if without < 30 {
-		t.Fatalf("without room only %d collections: the test's heap is not small", without)
-	}
-	// 512 MiB / 32 MiB is 16: far fewer would mean a heap goal far
-	// above the promised headroom.
-	if with > 24 || with < 10 {
-		t.Fatalf("with 32 MiB of room %d collections, want 10 to 24 (512 MiB / 32 MiB, and slack)", with)
+	t.Logf("without a room: live %d, goal %d", live, goal)
+	r := start(t, 32<<20)
+	for i := 0; ; i++ {
+		// The finalizer that tunes runs after a collection, on the
+		// runtime's own time: bounded polling.
+		runtime.GC()
+		time.Sleep(2 * time.Millisecond)
+		runtime.GC()
+		live, goal = heap()
+		room := int64(goal) - int64(live)
+		if room >= 28<<20 && room <= 37<<20 {
+			t.Logf("with 32 MiB of room: live %d, goal %d, percent %d", live, goal, r.Percent())
+			return
+		}
+		if i == 100 {
+			t.Fatalf("with 32 MiB of room: live %d, goal %d (room %d MiB), percent %d: want a room of 28 to 37 MiB", live, goal, room>>20, r.Percent())
+		}
 	}
 }
 
@@ -91,8 +98,7 @@ func TestRoomCollectsLessOften(t *testing.T) {
 // headroom brings the percent back to the base after a collection.
 func TestRoomFollowsTheLiveHeap(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	r := Start(8 << 20)
-	defer r.Stop()
+	r := start(t, 8<<20)
 	if r.Percent() <= 100 {
 		t.Fatalf("small heap: percent %d, want above 100", r.Percent())
 	}
@@ -126,7 +132,7 @@ func waitPercent(t *testing.T, r *Room, want int) {
 
 func TestStopRestoresAndEnds(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(150))
-	r := Start(64 << 20)
+	r := start(t, 64<<20)
 	if gogc() <= 150 {
 		t.Fatalf("percent %d after Start, want above 150", gogc())
 	}
@@ -149,10 +155,7 @@ func TestStopRestoresAndEnds(t *testing.T) {
 
 func TestOneRoomAtATime(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	r := Start(32 << 20)
-	if r == nil {
-		t.Fatal("first Start returned nil")
-	}
+	r := start(t, 32<<20)
 	if r2 := Start(64 << 20); r2 != nil {
 		r2.Stop()
 		r.Stop()

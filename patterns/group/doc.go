@@ -90,7 +90,7 @@
 //     extends its lease every AckWait/16, batched, so that no record
 //     runs out unprocessed and its handler has at least 29/32 of
 //     AckWait from when it takes it. That holds for an AckWait of
-//     160 ms or more (the member looks every 5 ms at most), within
+//     160 ms or more (the member looks no more often than every 5 ms), within
 //     MaxLeaseFactor: InProgress extends a lease by AckWait, up to
 //     MaxLeaseFactor (10) AckWaits from the lease's start, and the
 //     buffer's extensions count towards that cap. The member times them
