@@ -59,10 +59,10 @@ func (m *Member) extendBuffered(now time.Time, age time.Duration) {
 			continue // handed out, or its link stopped (the publisher releases its leases)
 		}
 		kept = append(kept, c)
-		if c.at.Load() > old {
+		if c.at > old {
 			continue
 		}
-		c.at.Store(ns)
+		c.at = ns
 		if byLink == nil {
 			byLink = map[*link][]settleRec{}
 		}

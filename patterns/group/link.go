@@ -515,7 +515,7 @@ func (ln *link) messages(rep Reply, n int) ([]*chunk, error) {
 	chunks := make([]*chunk, 0, (count+msgChunk-1)/msgChunk)
 	for k := 0; k < count; k += msgChunk {
 		c := &chunk{rest: make([]Message, min(msgChunk, count-k))}
-		c.at.Store(now)
+		c.at = now
 		chunks = append(chunks, c)
 	}
 	i := 0

@@ -378,8 +378,9 @@ type chunk struct {
 	rest []Message // not handed out yet; guarded by the member's qmu once in out
 	// at is when the records' leases started as far as the member
 	// knows (Unix ns): when the reply came, or when keepLeases last
-	// extended them.
-	at atomic.Int64
+	// extended them. Set before the chunk enters inbuf, then read and
+	// written under the member's qmu (by keepLeases alone).
+	at int64
 }
 
 // next hands out the next buffered record, as Next does; without wait it
