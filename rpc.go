@@ -22,8 +22,9 @@ type HandleOptions struct {
 	// Advertise is the endpoint advertised, if not the bound one.
 	Advertise string
 	// Server tunes the server: Concurrency, QueueSize, CacheWindow,
-	// CacheSize, DrainGrace, Socket. Its Service, Handler, Listener,
-	// Endpoints, Discovery and Node fields are set by Handle.
+	// CacheSize, DrainGrace, NoLocalIPC, LocalIPCDir, Socket. Its
+	// Service, Handler, Listener, Endpoints, Discovery and Node fields
+	// are set by Handle.
 	Server rpc.ServerConfig
 }
 
@@ -71,6 +72,9 @@ func (n *Node) Handle(service string, handler rpc.Handler, opts HandleOptions) (
 	cfg.Service, cfg.Handler, cfg.Listener = service, handler, s
 	cfg.Endpoints, cfg.AdvertiseEndpoints = nil, []string{adv}
 	cfg.Discovery, cfg.Node = n.members, n.cfg.Name
+	// The unix socket for clients on this host goes on s: not when an
+	// Authenticator of the caller's might refuse unix peers.
+	cfg.NoLocalIPC = cfg.NoLocalIPC || opts.Server.Socket.Authenticator != nil
 	if cfg.Logger == nil {
 		cfg.Logger = n.cfg.Logger
 	}

@@ -239,6 +239,12 @@ func TestCurveMeshACL(t *testing.T) {
 	if err != nil || string(rep) != "CURVE" {
 		t.Fatalf("call over CURVE: %q, %v", rep, err)
 	}
+	// On one host, the call went over a's unix socket, a CURVE server too.
+	if cl, err := c.RPCClient("upper"); err != nil {
+		t.Fatal(err)
+	} else if ins := cl.Instances(); len(ins) != 1 || len(ins[0].Endpoints) != 1 || !strings.HasPrefix(ins[0].Endpoints[0], "ipc://") {
+		t.Fatalf("c reaches upper at %+v, want a's unix socket", ins)
+	}
 
 	// Serve and Dial: a served PULL is a CURVE server of the node's key,
 	// the dialling PUSH connects with it.

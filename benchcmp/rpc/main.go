@@ -2,7 +2,11 @@
 // (an embedded nats-server v2, responders in a queue group) and grpc-go
 // unary calls, on the same machine in the same run, with the same
 // workload: C concurrent callers, 2 server instances, S-byte requests
-// echoed back, all on loopback TCP. Each round runs every implementation
+// echoed back, all on one host. FastMQ runs twice: as it comes ("fastmq":
+// a client reaches an instance on its own host over the instance's unix
+// socket, see rpc.ServerConfig.NoLocalIPC) and over loopback TCP alone
+// ("fastmq-tcp", with NoLocalIPC), the transport NATS and gRPC use. Each
+// round runs every implementation
 // once, in an order that alternates between rounds; it prints each run's
 // calls/s, p50 and p99, then per peer the ratios FastMQ/peer for calls/s
 // and peer/FastMQ for p50 and p99 (so above 1 means FastMQ is better):
@@ -107,9 +111,14 @@ func must(err error) {
 
 func main() {
 	flag.Parse()
-	setups := map[string]func() impl{"fastmq": setupFastMQ, "nats": setupNATS, "grpc": setupGRPC}
+	setups := map[string]func() impl{
+		"fastmq":     func() impl { return setupFastMQ("fastmq", false) },
+		"fastmq-tcp": func() impl { return setupFastMQ("fastmq-tcp", true) },
+		"nats":       setupNATS,
+		"grpc":       setupGRPC,
+	}
 	var impls []impl
-	for _, name := range []string{"fastmq", "nats", "grpc"} {
+	for _, name := range []string{"fastmq", "fastmq-tcp", "nats", "grpc"} {
 		if *only == "" || *only == name {
 			impls = append(impls, setups[name]())
 		}
@@ -144,32 +153,38 @@ func main() {
 		for _, im := range order {
 			x := run(im, req, *calls)
 			res[im.name] = append(res[im.name], x)
-			fmt.Printf("round %d %-8s %10.0f calls/s  p50 %7.1fµs  p99 %8.1fµs  cpu %5.1fµs/call  %4.2f syscalls/call\n", r+1, im.name, x.rate, us(x.p50), us(x.p99), us(x.cpu), x.sys)
+			fmt.Printf("round %d %-10s %10.0f calls/s  p50 %7.1fµs  p99 %8.1fµs  cpu %5.1fµs/call  %4.2f syscalls/call\n", r+1, im.name, x.rate, us(x.p50), us(x.p99), us(x.cpu), x.sys)
 		}
 	}
 	fmt.Printf("\n%d callers, %d instances, %d-byte requests, %d calls per run, %d rounds\n", *callers, *instances, *size, *calls, *rounds)
-	f := res["fastmq"]
 	if *only != "" {
 		return
 	}
-	for _, peer := range impls[1:] {
-		p := res[peer.name]
-		var rate, p50, p99, cpu, sys []float64
-		for i := range f {
-			rate = append(rate, f[i].rate/p[i].rate)
-			p50 = append(p50, float64(p[i].p50)/float64(f[i].p50))
-			p99 = append(p99, float64(p[i].p99)/float64(f[i].p99))
-			cpu = append(cpu, float64(p[i].cpu)/float64(f[i].cpu))
-			if f[i].sys > 0 {
-				sys = append(sys, p[i].sys/f[i].sys)
-			}
+	for _, mine := range impls[:2] {
+		for _, peer := range impls[2:] {
+			compare(mine.name, res[mine.name], peer.name, res[peer.name])
 		}
-		fmt.Printf("fastmq vs %-6s calls/s ×%s   p50 ×%s   p99 ×%s   cpu/call ×%s", peer.name, stat(rate), stat(p50), stat(p99), stat(cpu))
-		if len(sys) > 0 {
-			fmt.Printf("   syscalls/call ×%s", stat(sys))
-		}
-		fmt.Println("   (>1: fastmq better)")
 	}
+}
+
+// compare prints the ratios of one FastMQ variant's results f to a peer's
+// p, round by round.
+func compare(mine string, f []result, peer string, p []result) {
+	var rate, p50, p99, cpu, sys []float64
+	for i := range f {
+		rate = append(rate, f[i].rate/p[i].rate)
+		p50 = append(p50, float64(p[i].p50)/float64(f[i].p50))
+		p99 = append(p99, float64(p[i].p99)/float64(f[i].p99))
+		cpu = append(cpu, float64(p[i].cpu)/float64(f[i].cpu))
+		if f[i].sys > 0 {
+			sys = append(sys, p[i].sys/f[i].sys)
+		}
+	}
+	fmt.Printf("%-10s vs %-4s calls/s ×%s   p50 ×%s   p99 ×%s   cpu/call ×%s", mine, peer, stat(rate), stat(p50), stat(p99), stat(cpu))
+	if len(sys) > 0 {
+		fmt.Printf("   syscalls/call ×%s", stat(sys))
+	}
+	fmt.Println("   (>1: fastmq better)")
 }
 
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
@@ -221,13 +236,15 @@ func run(im impl, req []byte, n int) result {
 
 func echo(ctx context.Context, req []byte) ([]byte, error) { return req, nil }
 
-func setupFastMQ() impl {
+// setupFastMQ starts the FastMQ servers and client; tcpOnly keeps the
+// servers off unix sockets.
+func setupFastMQ(name string, tcpOnly bool) impl {
 	mesh := discoverytest.NewMesh()
 	var srvs []*rpc.Server
 	for i := range *instances {
 		node, err := mesh.Join(fmt.Sprintf("s%d", i))
 		must(err)
-		s, err := rpc.NewServer(rpc.ServerConfig{Service: "echo", Handler: echo, Discovery: node})
+		s, err := rpc.NewServer(rpc.ServerConfig{Service: "echo", Handler: echo, Discovery: node, NoLocalIPC: tcpOnly})
 		must(err)
 		srvs = append(srvs, s)
 	}
@@ -239,7 +256,7 @@ func setupFastMQ() impl {
 	defer cancel()
 	must(c.WaitForInstances(ctx, *instances))
 	return impl{
-		name: "fastmq",
+		name: name,
 		call: func(ctx context.Context, req []byte) error {
 			_, err := c.Call(ctx, req, rpc.CallOptions{})
 			return err

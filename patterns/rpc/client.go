@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -440,6 +441,9 @@ func (c *Client) instancesLocked(all bool) []InstanceStats {
 				seen[d.Node] = true
 			}
 		}
+	}
+	for i := range out {
+		out[i].Endpoints = slices.Clone(out[i].Endpoints) // the caller's
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
 	return out

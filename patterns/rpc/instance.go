@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -47,6 +48,7 @@ type instance struct {
 // InstanceStats are a client's counters for one instance.
 type InstanceStats struct {
 	Node        string    `json:"node"`
+	Endpoints   []string  `json:"endpoints,omitempty"` // what the client connects to (an ipc endpoint alone for an instance on this host)
 	Outstanding int       `json:"outstanding"`
 	State       string    `json:"state"`     // "healthy", "ejected", "half-open"; in ClientStats also "draining" or "gone"
 	Calls       uint64    `json:"calls"`     // attempts sent to it
@@ -182,14 +184,21 @@ func (c *Client) newInstance(node string, eps []string) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, ep := range eps {
+	// One connection, over a unix socket when the instance is on this
+	// host (see ServerConfig.NoLocalIPC).
+	reach := discovery.Reachable(eps)
+	if len(reach) == 0 {
+		s.Close()
+		return nil, fmt.Errorf("rpc: none of %s's endpoints %q is reachable from this host", node, eps)
+	}
+	for _, ep := range reach {
 		if err := s.Connect(ep); err != nil {
 			s.Close()
 			return nil, err
 		}
 	}
 	inst := &instance{node: node, eps: slices.Clone(eps), sock: s}
-	inst.st.Node = node
+	inst.st.Node, inst.st.Endpoints = node, slices.Clone(reach)
 	inst.wg.Add(2)
 	go c.recvLoop(inst)
 	go c.eventLoop(inst)

@@ -74,6 +74,23 @@ type ServerConfig struct {
 	// AdvertiseEndpoints replaces the bound endpoints in the advertisement
 	// (for a bind on 0.0.0.0, say).
 	AdvertiseEndpoints []string
+	// NoLocalIPC keeps the server off unix sockets. By default a server
+	// advertised through Discovery also listens on a unix socket in
+	// LocalIPCDir (on its own socket, or on Listener) and advertises it
+	// after its other endpoints: clients on the same host reach it there
+	// instead of over tcp loopback, which takes less CPU and time a call
+	// (discovery.Reachable), and clients elsewhere ignore it. It is left
+	// out when Socket has an Authenticator (an address rule refuses unix
+	// peers; with a Listener, set NoLocalIPC yourself if its
+	// Authenticator would), when the directory is not private (see
+	// LocalIPCDir), and where unix sockets fail.
+	NoLocalIPC bool
+	// LocalIPCDir is the directory of the unix socket (see NoLocalIPC):
+	// default fastmq-<uid> in os.TempDir(), made with mode 0700. It must
+	// be owned by the process's user and closed to others, as a socket
+	// file there stands for the server: the server uses no unix socket
+	// otherwise. Sockets left in it by servers that died are removed.
+	LocalIPCDir string
 	// Node is this node's name, reported in errors' Instance field. Optional.
 	Node string
 
@@ -188,7 +205,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		}
 	}
 	if cfg.Discovery != nil {
-		if err := cfg.Discovery.Advertise(discovery.Service{Name: cfg.Service, Kind: socket.Router.String(), Endpoints: s.eps}); err != nil {
+		if err := s.advertise(); err != nil {
 			s.sock.Close()
 			return nil, fmt.Errorf("rpc: advertise %q: %w", cfg.Service, err)
 		}

@@ -1,0 +1,17 @@
+//go:build unix
+
+package rpc
+
+import (
+	"os"
+	"syscall"
+)
+
+// ownerOf returns the uid that owns the file st describes.
+func ownerOf(st os.FileInfo) (int, bool) {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(sys.Uid), true
+}
