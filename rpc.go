@@ -72,9 +72,6 @@ func (n *Node) Handle(service string, handler rpc.Handler, opts HandleOptions) (
 	cfg.Service, cfg.Handler, cfg.Listener = service, handler, s
 	cfg.Endpoints, cfg.AdvertiseEndpoints = nil, []string{adv}
 	cfg.Discovery, cfg.Node = n.members, n.cfg.Name
-	// The unix socket for clients on this host goes on s: not when an
-	// Authenticator of the caller's might refuse unix peers.
-	cfg.NoLocalIPC = cfg.NoLocalIPC || opts.Server.Socket.Authenticator != nil
 	if cfg.Logger == nil {
 		cfg.Logger = n.cfg.Logger
 	}

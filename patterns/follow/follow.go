@@ -138,14 +138,11 @@ func (f *Follower) Run(ctx context.Context) error {
 // apply brings the socket's connections to ev's node in line with ev.
 func (f *Follower) apply(ev discovery.Event) {
 	node := ev.Instance.Node
-	// What a socket here can reach: an instance on this host through its
-	// unix socket alone, if it has one (discovery.Reachable).
-	want := discovery.Reachable(ev.Instance.Service.Endpoints)
 	f.mu.Lock()
 	old := f.connected[node]
 	f.mu.Unlock()
 	for _, ep := range old {
-		if ev.Type == discovery.Removed || !slices.Contains(want, ep) {
+		if ev.Type == discovery.Removed || !slices.Contains(ev.Instance.Service.Endpoints, ep) {
 			if err := f.cfg.Socket.Disconnect(ep); err != nil && !errors.Is(err, socket.ErrClosed) {
 				f.log.Debug("disconnect", "endpoint", ep, "err", err)
 			}
@@ -153,7 +150,7 @@ func (f *Follower) apply(ev discovery.Event) {
 	}
 	var now []string
 	if ev.Type != discovery.Removed {
-		for _, ep := range want {
+		for _, ep := range ev.Instance.Service.Endpoints {
 			if !slices.Contains(old, ep) {
 				if err := f.cfg.Socket.Connect(ep); err != nil {
 					f.log.Warn("connect to discovered endpoint", "peer", node, "endpoint", ep, "err", err)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/fastmq/fastmq/internal/localipc"
 	"log/slog"
 	mrand "math/rand/v2"
 	"slices"
@@ -54,6 +55,19 @@ type ClientConfig struct {
 	// Linger means -1 here: a request queued for an instance that goes
 	// away is retried elsewhere, not flushed.
 	Socket socket.Config
+	// NoLocalIPC keeps the client on tcp. By default it reaches an
+	// instance on its own host over the unix socket twin of the
+	// instance's tcp endpoint, when the twin is in LocalIPCDir (see
+	// ServerConfig.NoLocalIPC): one connection, over the twin alone. A
+	// twin it cannot connect to, or whose handshake fails, is dropped for
+	// the tcp endpoints, with no request lost. Not with an Authenticator
+	// in Socket (an address rule refuses unix peers).
+	NoLocalIPC bool
+	// LocalIPCDir is where the client looks for twins; it must be the
+	// servers' ServerConfig.LocalIPCDir, and private (owned by this user,
+	// writable by nobody else), or the client uses tcp. Default:
+	// fastmq-<uid> in os.TempDir().
+	LocalIPCDir string
 	// Logger receives the client's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -100,16 +114,18 @@ type Client struct {
 	pmu     sync.Mutex
 	pending map[uint64]*pendingCall
 
-	mu         sync.Mutex // guards the fields below; never held across I/O
-	insts      map[string]*instance
-	retiring   map[*instance]struct{} // withdrawn or left, still answering outstanding attempts
-	failedAt   map[string]time.Time   // nodes gossip declared failed, for half-open on return
-	changed    chan struct{}          // closed and replaced when the instance set changes
-	departed   []departed             // instances gone lately, oldest first (Instances)
-	cands      []*instance            // pick's scratch
-	closed     bool
-	watchEnded bool
-	ejections  uint64
+	mu          sync.Mutex // guards the fields below; never held across I/O
+	insts       map[string]*instance
+	retiring    map[*instance]struct{} // withdrawn or left, still answering outstanding attempts
+	failedAt    map[string]time.Time   // nodes gossip declared failed, for half-open on return
+	localDir    string                 // where twins are looked for (LocalIPCDir)
+	localFailed map[string]struct{}    // twins that failed, not tried again
+	changed     chan struct{}          // closed and replaced when the instance set changes
+	departed    []departed             // instances gone lately, oldest first (Instances)
+	cands       []*instance            // pick's scratch
+	closed      bool
+	watchEnded  bool
+	ejections   uint64
 
 	calls, errs, retries, timeouts, failures atomic.Uint64
 	latency                                  histogramAtomic
@@ -211,14 +227,19 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
+	if cfg.LocalIPCDir == "" {
+		cfg.LocalIPCDir = localipc.DefaultDir()
+	}
 	c := &Client{
-		cfg:      cfg,
-		log:      lg.With("component", "rpc-client", "service", cfg.Service),
-		insts:    make(map[string]*instance),
-		retiring: make(map[*instance]struct{}),
-		failedAt: make(map[string]time.Time),
-		pending:  make(map[uint64]*pendingCall),
-		changed:  make(chan struct{}),
+		cfg:         cfg,
+		log:         lg.With("component", "rpc-client", "service", cfg.Service),
+		insts:       make(map[string]*instance),
+		retiring:    make(map[*instance]struct{}),
+		failedAt:    make(map[string]time.Time),
+		localDir:    cfg.LocalIPCDir,
+		localFailed: make(map[string]struct{}),
+		pending:     make(map[uint64]*pendingCall),
+		changed:     make(chan struct{}),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	events, err := cfg.Discovery.Watch(ctx, cfg.Service)

@@ -79,24 +79,27 @@
 //
 // # Instances on the same host
 //
-// A server advertised in the mesh listens on a unix socket as well, in a
-// directory only its user may write to (ServerConfig.NoLocalIPC,
-// LocalIPCDir), and advertises it after its tcp endpoint. A client that
-// sees that socket file (the instance runs on its host, or shares the
-// directory) connects to it alone; every other client ignores it and
-// uses tcp (discovery.Reachable; InstanceStats.Endpoints says which).
-// Security is the same on both: a CURVE server is one on its unix socket
-// too. On loopback a call over the unix socket takes less CPU (in
-// benchcmp/rpc, 16 callers on two cores: about a fifth) and so more calls
-// go through. A socket file left by a server that died is removed when
-// the next server starts in its directory.
+// A server advertised in the mesh also listens on the unix socket twin of
+// each tcp endpoint it advertises: tcp-HOST-PORT.sock in a directory only
+// its user may write to (ServerConfig.NoLocalIPC, LocalIPCDir; default
+// fastmq-<uid> in os.TempDir()). The twin is not advertised. A client
+// looks for the twin of an instance's endpoint in its own directory, and
+// when it is there (the instance runs on its host, as the same user)
+// connects to it alone; other clients use tcp. A twin the client cannot
+// connect to (left by a server that died) or whose handshake fails sends
+// it back to tcp, with no request lost. InstanceStats.Endpoints says
+// which endpoint an instance is reached at. Security is the same on both:
+// a CURVE server is one on its twin too. Neither side uses twins when its
+// socket has an Authenticator (an address rule refuses unix peers). On
+// loopback a call over the twin takes less CPU (in benchcmp/rpc, 16
+// callers on two cores: about a fifth) and so more calls go through.
 //
 // # Defaults
 //
 // Server: Concurrency 64, QueueSize 4 × Concurrency (beyond it requests
 // are refused with StatusOverloaded), CacheWindow 1 min, CacheSize 100 000
 // replies, DrainGrace 200 ms, endpoint tcp://127.0.0.1:0 and, when
-// advertised, a unix socket in fastmq-<uid> in os.TempDir(). Client: 3
+// advertised, its unix socket twin. Client: 3
 // retries, an attempt timeout of a third of the call's time (5 s without a
 // deadline), backoff random up to 5 ms × 2^retry capped at 100 ms,
 // EjectAfter 3, ProbeAfter 1 s.

@@ -3,7 +3,6 @@ package rpc
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -31,6 +30,7 @@ type instance struct {
 	sock *socket.Socket
 	wg   sync.WaitGroup // recvLoop and eventLoop
 
+	local       string        // the unix socket twin connected to instead of eps; "" for eps
 	rtt         time.Duration // gossip's estimate; 0 if unknown
 	ewma        time.Duration // smoothed latency of its replies
 	outstanding int           // attempts sent and not finished
@@ -180,16 +180,19 @@ func (c *Client) newInstance(node string, eps []string) (*instance, error) {
 	// Each caller waits for its reply: callers write their requests
 	// themselves, in batches, rather than wake a writer goroutine.
 	sc.SenderWrites = true
+	// One connection, to the unix socket twin of the instance's endpoint
+	// when it is on this host (see ClientConfig.NoLocalIPC).
+	reach := eps
+	local, of, ok := c.localFor(eps)
+	if ok {
+		reach = []string{local}
+		if sc.CurveServerKeyFor != nil {
+			sc.CurveServerKeyFor = keyForTwin(sc.CurveServerKeyFor, local, of)
+		}
+	}
 	s, err := socket.New(socket.Dealer, sc)
 	if err != nil {
 		return nil, err
-	}
-	// One connection, over a unix socket when the instance is on this
-	// host (see ServerConfig.NoLocalIPC).
-	reach := discovery.Reachable(eps)
-	if len(reach) == 0 {
-		s.Close()
-		return nil, fmt.Errorf("rpc: none of %s's endpoints %q is reachable from this host", node, eps)
 	}
 	for _, ep := range reach {
 		if err := s.Connect(ep); err != nil {
@@ -197,7 +200,7 @@ func (c *Client) newInstance(node string, eps []string) (*instance, error) {
 			return nil, err
 		}
 	}
-	inst := &instance{node: node, eps: slices.Clone(eps), sock: s}
+	inst := &instance{node: node, eps: slices.Clone(eps), sock: s, local: local}
 	inst.st.Node, inst.st.Endpoints = node, slices.Clone(reach)
 	inst.wg.Add(2)
 	go c.recvLoop(inst)
@@ -287,6 +290,8 @@ func (c *Client) eventLoop(inst *instance) {
 	defer inst.wg.Done()
 	for ev := range inst.sock.Events() {
 		switch ev.Type {
+		case socket.EventConnectRetried, socket.EventHandshakeFailed:
+			c.fallBack(inst, ev) // if on a twin
 		case socket.EventConnected:
 			c.mu.Lock()
 			inst.connected = true

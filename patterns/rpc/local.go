@@ -1,135 +1,130 @@
 package rpc
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"fmt"
-	"net"
-	"os"
-	"path/filepath"
-	"runtime"
-	"strings"
-	"syscall"
-	"time"
+	"slices"
 
 	"github.com/fastmq/fastmq/discovery"
+	"github.com/fastmq/fastmq/internal/localipc"
 	"github.com/fastmq/fastmq/socket"
 )
 
-// Same-host clients. A server advertised in the mesh also listens on a
-// unix socket (ServerConfig.NoLocalIPC), advertised after its other
-// endpoints; a client that sees the socket file connects there alone
-// (discovery.Reachable), others ignore it.
+// Same-host calls. A server advertised in the mesh also listens on the
+// unix socket twin of each tcp endpoint it advertises (internal/localipc),
+// which is not advertised; a client looks for the twin of an instance's
+// endpoints in its own directory and, when it is there, connects to it
+// alone. A twin it cannot connect to, or whose handshake fails, sends it
+// back to the tcp endpoints (fallBack).
 
-// localPrefix and localSuffix frame the name of a server's unix socket:
-// rpc-<24 hex digits>.sock, random, so that a file of that name stands
-// for one server only.
-const (
-	localPrefix = "rpc-"
-	localSuffix = ".sock"
-)
-
-// maxPrune bounds the leftover sockets a server start looks at.
-const maxPrune = 64
-
-// advertise advertises the service with s.eps, after adding the unix
-// socket for clients on this host when the configuration allows one. An
-// advertisement too large for the gossip tags with it goes out without.
+// advertise binds the twins the configuration allows, then advertises
+// the service with s.eps.
 func (s *Server) advertise() error {
-	local := ""
-	if !s.cfg.NoLocalIPC && s.cfg.Socket.Authenticator == nil {
-		ep, err := s.bindLocal()
-		if err != nil {
-			s.log.Warn("rpc server: no unix socket for clients on this host", "err", err)
-		} else {
-			local = ep
-			s.eps = append(s.eps, ep)
-		}
-	}
-	svc := discovery.Service{Name: s.cfg.Service, Kind: socket.Router.String(), Endpoints: s.eps}
-	err := s.cfg.Discovery.Advertise(svc)
-	if err != nil && local != "" && errors.Is(err, discovery.ErrTagsTooLarge) {
-		s.log.Warn("rpc server: the unix socket does not fit in the advertisement; clients on this host use the other endpoints", "err", err)
-		s.eps = s.eps[:len(s.eps)-1]
-		_ = s.sock.Unbind(local)
-		svc.Endpoints = s.eps
-		err = s.cfg.Discovery.Advertise(svc)
-	}
-	return err
+	s.listenLocal()
+	return s.cfg.Discovery.Advertise(discovery.Service{Name: s.cfg.Service, Kind: socket.Router.String(), Endpoints: s.eps})
 }
 
-// bindLocal binds the server's socket to a new unix socket in the local
-// directory and returns its endpoint.
-func (s *Server) bindLocal() (string, error) {
-	if runtime.GOOS == "windows" {
-		return "", errors.New("unix sockets are not used on windows")
-	}
-	dir, err := localDir(s.cfg.LocalIPCDir)
-	if err != nil {
-		return "", err
-	}
-	pruneLocal(dir)
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	ep := "ipc://" + filepath.Join(dir, localPrefix+hex.EncodeToString(b[:])+localSuffix)
-	if _, err := s.sock.Bind(ep); err != nil {
-		return "", err
-	}
-	return ep, nil
-}
-
-// localDir returns the directory for unix sockets, dir or the default,
-// made if missing, after checking that only this process's user may
-// create files in it: whoever can put a socket file of the name a server
-// advertised stands in for that server.
-func localDir(dir string) (string, error) {
-	if dir == "" {
-		dir = filepath.Join(os.TempDir(), fmt.Sprintf("fastmq-%d", os.Getuid()))
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return "", err
-	}
-	st, err := os.Lstat(dir)
-	if err != nil {
-		return "", err
-	}
-	if !st.IsDir() {
-		return "", fmt.Errorf("%s is not a directory", dir)
-	}
-	if st.Mode().Perm()&0o022 != 0 {
-		return "", fmt.Errorf("%s is writable by others (mode %v)", dir, st.Mode().Perm())
-	}
-	if uid, ok := ownerOf(st); ok && uid != os.Getuid() {
-		return "", fmt.Errorf("%s belongs to uid %d, not to this process's %d", dir, uid, os.Getuid())
-	}
-	return dir, nil
-}
-
-// pruneLocal removes the sockets in dir that servers left when they died
-// (nobody listens on them), looking at maxPrune at most.
-func pruneLocal(dir string) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
+// listenLocal binds the server's socket to the unix socket twin of each
+// advertised tcp endpoint, unless the configuration says otherwise. A
+// twin that cannot be made is only logged: tcp serves everyone.
+func (s *Server) listenLocal() {
+	switch {
+	case s.cfg.NoLocalIPC || !localipc.Supported():
+		return
+	case s.cfg.Socket.Authenticator != nil:
+		s.log.Debug("rpc server: no unix socket twins: the socket has an Authenticator, which may refuse unix peers")
 		return
 	}
-	n := 0
-	for _, e := range ents {
-		name := e.Name()
-		if e.Type() != os.ModeSocket || !strings.HasPrefix(name, localPrefix) || !strings.HasSuffix(name, localSuffix) {
+	dir := s.cfg.LocalIPCDir
+	if dir == "" {
+		dir = localipc.DefaultDir()
+	}
+	if err := localipc.Prepare(dir); err != nil {
+		s.log.Warn("rpc server: no unix socket twins for clients on this host", "err", err)
+		return
+	}
+	for _, ep := range s.eps {
+		p, ok := localipc.Path(dir, ep)
+		if !ok {
 			continue
 		}
-		if n++; n > maxPrune {
+		// Bind removes a twin left by a server that died; one that
+		// listens (another server of this endpoint, in another network
+		// namespace) fails it.
+		if _, err := s.sock.Bind("ipc://" + p); err != nil {
+			s.log.Warn("rpc server: no unix socket twin", "endpoint", ep, "err", err)
+			continue
+		}
+		s.local = append(s.local, "ipc://"+p)
+	}
+}
+
+// LocalEndpoints returns the unix socket twins of the advertised
+// endpoints the server listens on (see ServerConfig.NoLocalIPC). The
+// caller owns the slice.
+func (s *Server) LocalEndpoints() []string { return slices.Clone(s.local) }
+
+// localFor returns the twin of eps a new instance connects to alone, and
+// the endpoint it stands for, if the configuration allows one and it is
+// in the directory.
+func (c *Client) localFor(eps []string) (twin, of string, ok bool) {
+	if c.cfg.NoLocalIPC || c.cfg.Socket.Authenticator != nil {
+		return "", "", false
+	}
+	twin, of, ok = localipc.Find(c.localDir, eps)
+	if !ok {
+		return "", "", false
+	}
+	c.mu.Lock()
+	_, failed := c.localFailed[twin]
+	c.mu.Unlock()
+	return twin, of, !failed
+}
+
+// keyForTwin makes a CurveServerKeyFor that gives twin the key of the
+// endpoint of stands for (a node's keys are looked up by the endpoints
+// it advertises, and twins are not advertised).
+func keyForTwin(keyFor func(string) (socket.CurveKey, error), twin, of string) func(string) (socket.CurveKey, error) {
+	return func(ep string) (socket.CurveKey, error) {
+		if ep == twin {
+			ep = of
+		}
+		return keyFor(ep)
+	}
+}
+
+// maxLocalFailed bounds the twins a client remembers as failed.
+const maxLocalFailed = 1024
+
+// fallBack moves inst from its twin to its tcp endpoints, after ev said
+// the twin failed: a connection refused (a twin left by a server that
+// died), a handshake that failed (a security setting that refuses unix
+// peers). Requests wait in the DEALER while it has no connection, so none
+// is lost. The twin is not tried again by this client. Called by inst's
+// eventLoop.
+func (c *Client) fallBack(inst *instance, ev socket.Event) {
+	c.mu.Lock()
+	if inst.local == "" || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	local := inst.local
+	inst.local = ""
+	if len(c.localFailed) >= maxLocalFailed {
+		clear(c.localFailed)
+	}
+	c.localFailed[local] = struct{}{}
+	inst.st.Endpoints = slices.Clone(inst.eps)
+	c.mu.Unlock()
+	c.log.Info("rpc client: unix socket twin failed; using tcp", "peer", inst.node, "endpoint", local, "event", ev.Type.String(), "err", ev.Err)
+	if err := inst.sock.Disconnect(local); err != nil && !errors.Is(err, socket.ErrClosed) {
+		c.log.Debug("disconnect twin", "endpoint", local, "err", err)
+	}
+	for _, ep := range inst.eps {
+		if err := inst.sock.Connect(ep); err != nil {
+			if !errors.Is(err, socket.ErrClosed) {
+				c.log.Warn("connect to instance", "peer", inst.node, "endpoint", ep, "err", err)
+			}
 			return
-		}
-		p := filepath.Join(dir, name)
-		c, err := net.DialTimeout("unix", p, 100*time.Millisecond)
-		if err == nil {
-			c.Close()
-			continue
-		}
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			_ = os.Remove(p)
 		}
 	}
 }

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/fastmq/fastmq/discovery"
+	"github.com/fastmq/fastmq/internal/localipc"
+	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/patterns/rpc"
 	"github.com/fastmq/fastmq/socket"
 )
@@ -28,7 +28,8 @@ func ipcDir(t *testing.T) string {
 	return dir
 }
 
-// callOK makes one call and checks its reply.
+// callOK makes one call without an idempotency key (never retried) and
+// checks its reply.
 func callOK(t *testing.T, c *rpc.Client, want string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -39,153 +40,159 @@ func callOK(t *testing.T, c *rpc.Client, want string) {
 	}
 }
 
-// TestRPCLocalIPC checks that a server advertised in the mesh also
-// listens on a unix socket in its directory, that a client on the same
-// host connects there alone, and that the socket file goes with the
-// server.
+// reachedAt returns the endpoints the client's one instance is reached at.
+func reachedAt(t *testing.T, c *rpc.Client) []string {
+	t.Helper()
+	ins := c.Instances()
+	if len(ins) != 1 {
+		t.Fatalf("client knows %d instances, want 1", len(ins))
+	}
+	return ins[0].Endpoints
+}
+
+// TestRPCLocalIPC checks that a server advertised in the mesh listens on
+// the unix socket twin of its tcp endpoint without advertising it, that a
+// client with the same directory connects to the twin alone, and that
+// the twin goes with the server.
 func TestRPCLocalIPC(t *testing.T) {
 	mesh := newMesh(t)
 	dir := ipcDir(t)
 	srv := serve(t, mesh, "a", echo("a"), func(c *rpc.ServerConfig) { c.LocalIPCDir = dir })
 	eps := srv.Endpoints()
-	if len(eps) != 2 || !strings.HasPrefix(eps[0], "tcp://") || !strings.HasPrefix(eps[1], "ipc://"+dir+"/") {
-		t.Fatalf("Endpoints = %q, want the tcp endpoint, then a unix socket in %s", eps, dir)
+	if len(eps) != 1 || !strings.HasPrefix(eps[0], "tcp://") {
+		t.Fatalf("advertised %q, want the tcp endpoint alone", eps)
 	}
-	c := client(t, mesh, 1, nil)
+	twin, ok := localipc.Path(dir, eps[0])
+	if !ok || !slices.Equal(srv.LocalEndpoints(), []string{"ipc://" + twin}) {
+		t.Fatalf("LocalEndpoints = %q, want the twin of %s in %s", srv.LocalEndpoints(), eps[0], dir)
+	}
+	c := client(t, mesh, 1, func(c *rpc.ClientConfig) { c.LocalIPCDir = dir })
 	callOK(t, c, "a:x")
-	ins := c.Instances()
-	if len(ins) != 1 || !slices.Equal(ins[0].Endpoints, eps[1:]) {
-		t.Fatalf("the client connects to %v, want the unix socket %q alone", ins, eps[1])
+	if got := reachedAt(t, c); !slices.Equal(got, []string{"ipc://" + twin}) {
+		t.Fatalf("the client reaches the instance at %q, want its twin %q alone", got, twin)
 	}
-	if st := srv.Stats(); st.Handled != 1 {
-		t.Fatalf("server handled %d, want 1", st.Handled)
-	}
-	path := strings.TrimPrefix(eps[1], "ipc://")
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("socket file: %v", err)
-	}
+	t.Run("other directory", func(t *testing.T) { // uses tcp
+		far := client(t, mesh, 1, func(c *rpc.ClientConfig) { c.LocalIPCDir = ipcDir(t) })
+		callOK(t, far, "a:x")
+		if got := reachedAt(t, far); !slices.Equal(got, eps) {
+			t.Fatalf("a client with another directory reaches the instance at %q, want %q", got, eps)
+		}
+	})
 	srv.Close()
-	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("socket file after Close: %v, want it gone", err)
+	if _, err := os.Stat(twin); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("twin after Close: %v, want it gone", err)
 	}
 }
 
-// TestRPCLocalIPCElsewhere checks that a client that does not see an
-// instance's unix socket (the instance is on another host) connects to
-// its other endpoints.
-func TestRPCLocalIPCElsewhere(t *testing.T) {
-	mesh := newMesh(t)
-	router, err := socket.New(socket.Router, socket.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tcp, err := router.Bind("tcp://127.0.0.1:0")
-	if err != nil {
-		router.Close()
-		t.Fatal(err)
-	}
-	srv, err := rpc.NewServer(rpc.ServerConfig{Service: "svc", Handler: echo("far"), Listener: router, AdvertiseEndpoints: []string{tcp}})
-	if err != nil {
-		router.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	// The socket of the instance, as it would be on its own host.
-	far := "ipc://" + filepath.Join(ipcDir(t), "rpc-000000000000000000000000.sock")
-	node := join(t, mesh, "far")
-	if err := node.Advertise(discovery.Service{Name: "svc", Kind: "ROUTER", Endpoints: []string{tcp, far}}); err != nil {
-		t.Fatal(err)
-	}
-	c := client(t, mesh, 1, nil)
-	callOK(t, c, "far:x")
-	if ins := c.Instances(); len(ins) != 1 || !slices.Equal(ins[0].Endpoints, []string{tcp}) {
-		t.Fatalf("the client connects to %v, want %q alone", ins, tcp)
+// TestRPCLocalIPCFallsBack checks that a twin the client cannot use sends
+// it to the tcp endpoint, with no call lost: a twin left by a server that
+// died (connection refused), and one whose peer fails the handshake.
+func TestRPCLocalIPCFallsBack(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fake func(t *testing.T, path string)
+	}{
+		{"dead twin", func(t *testing.T, path string) {
+			l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.SetUnlinkOnClose(false) // left behind, as by SIGKILL
+			l.Close()
+		}},
+		{"no ZMTP peer", func(t *testing.T, path string) {
+			l, err := net.Listen("unix", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for {
+					c, err := l.Accept()
+					if err != nil {
+						return
+					}
+					c.Write([]byte("HTTP/1.0 400 nonsense\r\n\r\n"))
+					c.Close()
+				}
+			}()
+			t.Cleanup(func() { l.Close(); <-done })
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mesh := newMesh(t)
+			dir := ipcDir(t)
+			srv := serve(t, mesh, "a", echo("a"), func(c *rpc.ServerConfig) { c.NoLocalIPC = true })
+			twin, ok := localipc.Path(dir, srv.Endpoints()[0])
+			if !ok {
+				t.Fatal("no twin path")
+			}
+			tc.fake(t, twin)
+			c := client(t, mesh, 1, func(c *rpc.ClientConfig) { c.LocalIPCDir = dir })
+			callOK(t, c, "a:x") // sent while the DEALER tried the twin
+			testutil.WaitFor(t, "the client on tcp", 0, func() bool {
+				return slices.Equal(reachedAt(t, c), srv.Endpoints())
+			})
+			if st := c.Stats(); st.Failures != 0 || st.Retries != 0 {
+				t.Fatalf("client stats %+v: the fallback cost a failed attempt", st)
+			}
+		})
 	}
 }
 
-// TestRPCNoLocalIPC checks when a server does without the unix socket:
-// when told to, when its socket has an Authenticator (an address rule
-// would refuse unix peers), when its directory is open to others or is
-// not a directory. Each still serves over tcp.
+// TestRPCNoLocalIPC checks when no twin is made or used: when the server
+// or the client says so, when the server's or the client's socket has an
+// Authenticator (an address rule would refuse unix peers), and when the
+// directory is open to others or is no directory. Calls go over tcp.
 func TestRPCNoLocalIPC(t *testing.T) {
 	open := ipcDir(t)
 	if err := os.Chmod(open, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(ipcDir(t), "file")
+	file := ipcDir(t) + "/file"
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	anyone := socket.AuthFunc(func(socket.AuthRequest) error { return nil })
 	for _, tc := range []struct {
 		name string
-		mod  func(*rpc.ServerConfig)
+		srv  func(*rpc.ServerConfig)
+		cli  func(*rpc.ClientConfig)
+		twin bool // the server makes its twin (in dir) all the same
 	}{
-		{"NoLocalIPC", func(c *rpc.ServerConfig) { c.NoLocalIPC = true }},
-		{"Authenticator", func(c *rpc.ServerConfig) {
-			c.Socket.Authenticator = socket.AuthFunc(func(socket.AuthRequest) error { return nil })
-		}},
-		{"dir writable by others", func(c *rpc.ServerConfig) { c.LocalIPCDir = open }},
-		{"dir is a file", func(c *rpc.ServerConfig) { c.LocalIPCDir = file }},
+		{name: "server NoLocalIPC", srv: func(c *rpc.ServerConfig) { c.NoLocalIPC = true }},
+		{name: "server Authenticator", srv: func(c *rpc.ServerConfig) { c.Socket.Authenticator = anyone }},
+		{name: "client NoLocalIPC", cli: func(c *rpc.ClientConfig) { c.NoLocalIPC = true }, twin: true},
+		{name: "client Authenticator", cli: func(c *rpc.ClientConfig) { c.Socket.Authenticator = anyone }, twin: true},
+		{name: "dir writable by others", srv: func(c *rpc.ServerConfig) { c.LocalIPCDir = open }, cli: func(c *rpc.ClientConfig) { c.LocalIPCDir = open }},
+		{name: "dir is a file", srv: func(c *rpc.ServerConfig) { c.LocalIPCDir = file }, cli: func(c *rpc.ClientConfig) { c.LocalIPCDir = file }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mesh := newMesh(t)
-			srv := serve(t, mesh, "a", echo("a"), tc.mod)
-			if eps := srv.Endpoints(); len(eps) != 1 || !strings.HasPrefix(eps[0], "tcp://") {
-				t.Fatalf("Endpoints = %q, want the tcp endpoint alone", eps)
+			dir := ipcDir(t)
+			srv := serve(t, mesh, "a", echo("a"), func(c *rpc.ServerConfig) {
+				c.LocalIPCDir = dir
+				if tc.srv != nil {
+					tc.srv(c)
+				}
+			})
+			if got := len(srv.LocalEndpoints()); got != 0 != tc.twin {
+				t.Fatalf("server twins %q, want twin %v", srv.LocalEndpoints(), tc.twin)
 			}
-			c := client(t, mesh, 1, nil)
+			c := client(t, mesh, 1, func(c *rpc.ClientConfig) {
+				c.LocalIPCDir = dir
+				if tc.cli != nil {
+					tc.cli(c)
+				}
+			})
 			callOK(t, c, "a:x")
+			if got := reachedAt(t, c); !slices.Equal(got, srv.Endpoints()) {
+				t.Fatalf("the client reaches the instance at %q, want tcp %q", got, srv.Endpoints())
+			}
 		})
 	}
 	if ents, _ := os.ReadDir(open); len(ents) != 0 {
 		t.Fatalf("the open directory got %d files", len(ents))
-	}
-}
-
-// TestRPCLocalIPCPrunesLeftovers checks that a server start removes the
-// unix sockets servers left in the directory when they died, and only
-// those: a live server's socket and files of other names stay.
-func TestRPCLocalIPCPrunesLeftovers(t *testing.T) {
-	dir := ipcDir(t)
-	// A socket nobody listens on any more, left as a killed server leaves it.
-	dead := filepath.Join(dir, "rpc-111111111111111111111111.sock")
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: dead, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.SetUnlinkOnClose(false)
-	l.Close()
-	other := filepath.Join(dir, "other.sock")
-	lo, err := net.ListenUnix("unix", &net.UnixAddr{Name: other, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lo.SetUnlinkOnClose(false)
-	lo.Close()
-	live := filepath.Join(dir, "rpc-222222222222222222222222.sock")
-	ll, err := net.Listen("unix", live)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ll.Close()
-	go func() { // answer the liveness check
-		for {
-			c, err := ll.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-
-	mesh := newMesh(t)
-	serve(t, mesh, "a", echo("a"), func(c *rpc.ServerConfig) { c.LocalIPCDir = dir })
-	if _, err := os.Stat(dead); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the dead server's socket: %v, want it removed", err)
-	}
-	for _, p := range []string{live, other} {
-		if _, err := os.Stat(p); err != nil {
-			t.Errorf("%s: %v, want it kept", filepath.Base(p), err)
-		}
 	}
 }

@@ -75,21 +75,22 @@ type ServerConfig struct {
 	// (for a bind on 0.0.0.0, say).
 	AdvertiseEndpoints []string
 	// NoLocalIPC keeps the server off unix sockets. By default a server
-	// advertised through Discovery also listens on a unix socket in
-	// LocalIPCDir (on its own socket, or on Listener) and advertises it
-	// after its other endpoints: clients on the same host reach it there
-	// instead of over tcp loopback, which takes less CPU and time a call
-	// (discovery.Reachable), and clients elsewhere ignore it. It is left
-	// out when Socket has an Authenticator (an address rule refuses unix
+	// advertised through Discovery also listens, for clients on its own
+	// host, on the unix socket twin of each tcp endpoint it advertises
+	// (on its own socket, or on Listener): tcp-HOST-PORT.sock in
+	// LocalIPCDir, not advertised. A client of the same user on the same
+	// host finds it there and uses it instead of tcp loopback, which
+	// takes less CPU and time a call (ClientConfig.NoLocalIPC). No twin is
+	// made when Socket has an Authenticator (an address rule refuses unix
 	// peers; with a Listener, set NoLocalIPC yourself if its
-	// Authenticator would), when the directory is not private (see
-	// LocalIPCDir), and where unix sockets fail.
+	// Authenticator would), when the directory is not private, or where
+	// the path would be too long for a unix socket.
 	NoLocalIPC bool
-	// LocalIPCDir is the directory of the unix socket (see NoLocalIPC):
-	// default fastmq-<uid> in os.TempDir(), made with mode 0700. It must
-	// be owned by the process's user and closed to others, as a socket
-	// file there stands for the server: the server uses no unix socket
-	// otherwise. Sockets left in it by servers that died are removed.
+	// LocalIPCDir is the directory of the twins (see NoLocalIPC); clients
+	// look in theirs, so the two must agree. Default: fastmq-<uid> in
+	// os.TempDir(), made with mode 0700. It must be owned by the
+	// process's user and writable by nobody else: whoever may create a
+	// file there could stand in for a server.
 	LocalIPCDir string
 	// Node is this node's name, reported in errors' Instance field. Optional.
 	Node string
@@ -126,6 +127,8 @@ type Server struct {
 	log  *slog.Logger
 	sock *socket.Socket
 	eps  []string
+	// local are the unix socket twins bound (listenLocal).
+	local []string
 
 	ctx    context.Context // ends on Close; handlers' parent
 	cancel context.CancelFunc
