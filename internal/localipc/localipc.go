@@ -2,13 +2,15 @@
 // twin on the same host, so that clients on that host can reach it without
 // tcp loopback.
 //
-// The twin of tcp://HOST:PORT is the socket file tcp-HOST-PORT.sock in a
-// directory (DefaultDir unless configured). Nothing about it is advertised:
+// The twin of tcp://HOST:PORT is the socket file tcp-HOST-PORT-nNET.sock
+// in a directory (DefaultDir unless configured), where NET names the
+// network namespace (Linux; elsewhere the name has no -nNET): a twin
+// stands for an address in one network. Nothing about it is advertised:
 // a client that learns an instance's tcp endpoint looks for the twin in
 // its own directory (Find), which only a process of the same user on the
 // same host can have made, and uses it when it is there. Two live
-// listeners cannot hold one HOST:PORT on a host, so a twin stands for one
-// listener; a twin left by a process that died is replaced when the
+// listeners cannot hold one HOST:PORT in a network, so a twin stands for
+// one listener; a twin left by a process that died is replaced when the
 // endpoint is bound again, and a client that cannot connect to a twin
 // goes back to tcp.
 //
@@ -26,6 +28,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 )
 
 // maxPath bounds a socket path: sun_path holds 108 bytes on Linux and 104
@@ -58,12 +61,29 @@ func Path(dir, ep string) (string, bool) {
 	if err != nil || host == "" || port == "" || port == "0" || port == "*" {
 		return "", false
 	}
-	p := filepath.Join(dir, "tcp-"+nameSafe.Replace(host)+"-"+port+".sock")
+	p := filepath.Join(dir, "tcp-"+nameSafe.Replace(host)+"-"+port+netSuffix()+".sock")
 	if len(p) > maxPath || !filepath.IsAbs(p) {
 		return "", false
 	}
 	return p, true
 }
+
+// netSuffix names the process's network namespace where there are such
+// ("-n" and the namespace's inode number on Linux, "" elsewhere): a twin
+// stands for an endpoint in one network, and processes in two namespaces
+// that share a directory may each have a listener at one address.
+var netSuffix = sync.OnceValue(func() string {
+	l, err := os.Readlink("/proc/self/ns/net") // "net:[4026531840]"
+	if err != nil {
+		return ""
+	}
+	id, ok := strings.CutPrefix(l, "net:[")
+	id, ok2 := strings.CutSuffix(id, "]")
+	if !ok || !ok2 || id == "" {
+		return ""
+	}
+	return "-n" + id
+})
 
 // Prepare makes dir with mode 0700 if it is missing and checks that it
 // is private (see Private).

@@ -80,7 +80,8 @@
 // # Instances on the same host
 //
 // A server advertised in the mesh also listens on the unix socket twin of
-// each tcp endpoint it advertises: tcp-HOST-PORT.sock in a directory only
+// each tcp endpoint it advertises: tcp-HOST-PORT-nNET.sock (NET: the
+// network namespace) in a directory only
 // its user may write to (ServerConfig.NoLocalIPC, LocalIPCDir; default
 // fastmq-<uid> in os.TempDir()). The twin is not advertised. A client
 // looks for the twin of an instance's endpoint in its own directory, and

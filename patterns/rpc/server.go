@@ -77,7 +77,7 @@ type ServerConfig struct {
 	// NoLocalIPC keeps the server off unix sockets. By default a server
 	// advertised through Discovery also listens, for clients on its own
 	// host, on the unix socket twin of each tcp endpoint it advertises
-	// (on its own socket, or on Listener): tcp-HOST-PORT.sock in
+	// (on its own socket, or on Listener): tcp-HOST-PORT-nNET.sock in
 	// LocalIPCDir, not advertised. A client of the same user on the same
 	// host finds it there and uses it instead of tcp loopback, which
 	// takes less CPU and time a call (ClientConfig.NoLocalIPC). No twin is
