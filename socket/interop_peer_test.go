@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/socket"
 )
 
@@ -183,12 +184,7 @@ func (p *pyPeer) release() {
 // paths are limited to about 100 bytes, and t.TempDir paths can be longer).
 func shortIPC(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "fmq")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return "ipc://" + filepath.Join(dir, "s.sock")
+	return "ipc://" + filepath.Join(testutil.ShortDir(t), "s.sock")
 }
 
 func newSock(t *testing.T, kind socket.Kind, cfg socket.Config) *socket.Socket {

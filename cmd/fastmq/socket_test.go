@@ -208,12 +208,7 @@ func wantOut(t *testing.T, what string, got []string, want ...string) {
 // ipcEP returns an ipc endpoint in a short temporary directory.
 func ipcEP(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "fmqcli")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return "ipc://" + filepath.Join(dir, "s.sock")
+	return "ipc://" + filepath.Join(testutil.ShortDir(t), "s.sock")
 }
 
 func TestCLIPushPull(t *testing.T) {

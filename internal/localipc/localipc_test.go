@@ -6,19 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// shortDir returns a new private directory with a short path (unix
-// socket paths are short: not under t.TempDir).
-func shortDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "fqipc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
+	"github.com/fastmq/fastmq/internal/testutil"
+)
 
 func TestPath(t *testing.T) {
 	for _, c := range []struct {
@@ -53,7 +43,7 @@ func TestPath(t *testing.T) {
 
 // TestPrivate checks what counts as a private directory.
 func TestPrivate(t *testing.T) {
-	dir := shortDir(t)
+	dir := testutil.ShortDir(t)
 	if err := Private(dir); err != nil {
 		t.Fatalf("a 0700 directory of ours: %v", err)
 	}
@@ -104,7 +94,7 @@ func TestPrivate(t *testing.T) {
 // TestFind checks that Find returns a twin only when its socket file is
 // there, is a socket and no link, in a private directory.
 func TestFind(t *testing.T) {
-	dir := shortDir(t)
+	dir := testutil.ShortDir(t)
 	a, b := "tcp://127.0.0.1:1001", "tcp://127.0.0.1:1002"
 	pa, _ := Path(dir, a)
 	pb, _ := Path(dir, b)

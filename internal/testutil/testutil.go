@@ -4,6 +4,7 @@
 package testutil
 
 import (
+	"os"
 	"testing"
 	"time"
 )
@@ -27,4 +28,17 @@ func WaitFor(t testing.TB, what string, timeout time.Duration, cond func() bool)
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// ShortDir returns a new directory with a short path, removed at cleanup:
+// unix socket paths are limited to about 100 bytes, and t.TempDir paths
+// can be longer.
+func ShortDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "fmq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }

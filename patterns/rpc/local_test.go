@@ -16,18 +16,6 @@ import (
 	"github.com/fastmq/fastmq/socket"
 )
 
-// ipcDir returns a new private directory for unix sockets, with a short
-// path (unix socket paths are short: not under t.TempDir).
-func ipcDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "fqrpc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
 // callOK makes one call without an idempotency key (never retried) and
 // checks its reply.
 func callOK(t *testing.T, c *rpc.Client, want string) {
@@ -56,7 +44,7 @@ func reachedAt(t *testing.T, c *rpc.Client) []string {
 // the twin goes with the server.
 func TestRPCLocalIPC(t *testing.T) {
 	mesh := newMesh(t)
-	dir := ipcDir(t)
+	dir := testutil.ShortDir(t)
 	srv := serve(t, mesh, "a", echo("a"), func(c *rpc.ServerConfig) { c.LocalIPCDir = dir })
 	eps := srv.Endpoints()
 	if len(eps) != 1 || !strings.HasPrefix(eps[0], "tcp://") {
@@ -72,7 +60,7 @@ func TestRPCLocalIPC(t *testing.T) {
 		t.Fatalf("the client reaches the instance at %q, want its twin %q alone", got, twin)
 	}
 	t.Run("other directory", func(t *testing.T) { // uses tcp
-		far := client(t, mesh, 1, func(c *rpc.ClientConfig) { c.LocalIPCDir = ipcDir(t) })
+		far := client(t, mesh, 1, func(c *rpc.ClientConfig) { c.LocalIPCDir = testutil.ShortDir(t) })
 		callOK(t, far, "a:x")
 		if got := reachedAt(t, far); !slices.Equal(got, eps) {
 			t.Fatalf("a client with another directory reaches the instance at %q, want %q", got, eps)
@@ -122,7 +110,7 @@ func TestRPCLocalIPCFallsBack(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mesh := newMesh(t)
-			dir := ipcDir(t)
+			dir := testutil.ShortDir(t)
 			srv := serve(t, mesh, "a", echo("a"), func(c *rpc.ServerConfig) { c.NoLocalIPC = true })
 			twin, ok := localipc.Path(dir, srv.Endpoints()[0])
 			if !ok {
@@ -146,11 +134,11 @@ func TestRPCLocalIPCFallsBack(t *testing.T) {
 // Authenticator (an address rule would refuse unix peers), and when the
 // directory is open to others or is no directory. Calls go over tcp.
 func TestRPCNoLocalIPC(t *testing.T) {
-	open := ipcDir(t)
+	open := testutil.ShortDir(t)
 	if err := os.Chmod(open, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	file := ipcDir(t) + "/file"
+	file := testutil.ShortDir(t) + "/file"
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +158,7 @@ func TestRPCNoLocalIPC(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mesh := newMesh(t)
-			dir := ipcDir(t)
+			dir := testutil.ShortDir(t)
 			srv := serve(t, mesh, "a", echo("a"), func(c *rpc.ServerConfig) {
 				c.LocalIPCDir = dir
 				if tc.srv != nil {
