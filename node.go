@@ -83,6 +83,17 @@ type Config struct {
 	// consumer group acknowledged them) and the report of groups far
 	// behind; see InterestConfig.
 	Interest InterestConfig
+	// NoLocalIPC keeps the node's RPC on tcp. By default the servers it
+	// handles (Handle) also listen on the unix socket twins of their tcp
+	// endpoints, and its calls (Call) to instances on this host go over
+	// them: see rpc.ServerConfig.NoLocalIPC. HandleOptions.Server may also
+	// set it for one server.
+	NoLocalIPC bool
+	// LocalIPCDir is the directory of those twins, for both (default
+	// fastmq-<uid> in the temp directory); it must be private to the
+	// node's user. HandleOptions.Server.LocalIPCDir overrides it for one
+	// server, and clients then do not find that server's twins.
+	LocalIPCDir string
 	// Socket configures the spool server's and consumers' sockets. With
 	// a node key (CurveKey, CurveKeyFile) it must set no PLAIN or CURVE
 	// fields: the node sets them.

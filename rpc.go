@@ -72,6 +72,10 @@ func (n *Node) Handle(service string, handler rpc.Handler, opts HandleOptions) (
 	cfg.Service, cfg.Handler, cfg.Listener = service, handler, s
 	cfg.Endpoints, cfg.AdvertiseEndpoints = nil, []string{adv}
 	cfg.Discovery, cfg.Node = n.members, n.cfg.Name
+	cfg.NoLocalIPC = cfg.NoLocalIPC || n.cfg.NoLocalIPC
+	if cfg.LocalIPCDir == "" {
+		cfg.LocalIPCDir = n.cfg.LocalIPCDir
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = n.cfg.Logger
 	}
@@ -231,7 +235,8 @@ func (n *Node) rpcClient(service string) (*rpc.Client, error) {
 	if sc.Logger == nil {
 		sc.Logger = n.cfg.Logger
 	}
-	c, err := rpc.NewClient(rpc.ClientConfig{Service: service, Discovery: n.members, Socket: sc, Logger: n.cfg.Logger})
+	c, err := rpc.NewClient(rpc.ClientConfig{Service: service, Discovery: n.members, Socket: sc, Logger: n.cfg.Logger,
+		NoLocalIPC: n.cfg.NoLocalIPC, LocalIPCDir: n.cfg.LocalIPCDir})
 	if err != nil {
 		if errors.Is(err, rpc.ErrClosed) {
 			return nil, ErrClosed

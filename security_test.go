@@ -149,9 +149,11 @@ func TestCurveMeshACL(t *testing.T) {
 		{Client: bpub.Z85(), Streams: []string{"*"}},
 		{Client: cpub.Z85(), Streams: []string{"logs-*"}},
 	}}
+	ipcDir := testutil.ShortDir(t)
 	mk := func(name string, sec socket.CurveKey, seed *fastmq.Node) *fastmq.Node {
 		return secureNode(t, name, func(c *fastmq.Config) {
 			c.Key, c.CurveKey, c.ACL = gossipKey, sec, acl
+			c.LocalIPCDir = ipcDir
 			if seed != nil {
 				c.Seeds = []string{seed.GossipAddr()}
 			}
@@ -242,8 +244,8 @@ func TestCurveMeshACL(t *testing.T) {
 	// On one host, the call went over a's unix socket, a CURVE server too.
 	if cl, err := c.RPCClient("upper"); err != nil {
 		t.Fatal(err)
-	} else if ins := cl.Instances(); len(ins) != 1 || len(ins[0].Endpoints) != 1 || !strings.HasPrefix(ins[0].Endpoints[0], "ipc://") {
-		t.Fatalf("c reaches upper at %+v, want a's unix socket", ins)
+	} else if ins := cl.Instances(); len(ins) != 1 || len(ins[0].Endpoints) != 1 || !strings.HasPrefix(ins[0].Endpoints[0], "ipc://"+ipcDir+"/") {
+		t.Fatalf("c reaches upper at %+v, want a's unix socket in %s", ins, ipcDir)
 	}
 
 	// Serve and Dial: a served PULL is a CURVE server of the node's key,

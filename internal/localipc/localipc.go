@@ -26,7 +26,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -36,36 +36,80 @@ import (
 const maxPath = 103
 
 // DefaultDir is the directory of twins when none is configured:
-// fastmq-<uid> in os.TempDir().
+// fastmq-<uid> in os.TempDir(), uid the effective one.
 func DefaultDir() string {
-	return filepath.Join(os.TempDir(), fmt.Sprintf("fastmq-%d", os.Getuid()))
+	return filepath.Join(os.TempDir(), fmt.Sprintf("fastmq-%d", os.Geteuid()))
 }
 
-// Supported reports whether twins are used on this system (not on
-// Windows, whose unix sockets this package does not vouch for).
-func Supported() bool { return runtime.GOOS != "windows" }
+// Supported reports whether twins are used on this system: on unix
+// systems (see supported).
+func Supported() bool { return supported }
 
 // nameSafe maps the characters of a host that do not belong in a file
 // name (IPv6 colons, zone marks, separators) to '_'.
 var nameSafe = strings.NewReplacer(":", "_", "%", "_", "/", "_", "\\", "_")
 
 // Path returns the twin's path in dir for ep, and false when ep is no
-// tcp endpoint with a host and a port, or the path would be too long for
-// a unix socket.
+// tcp endpoint with a host and a port from 1 to 65535, or the path would
+// be too long for a unix socket. A wildcard host (0.0.0.0, ::, *) is
+// named "any": such a listener takes connections to every address of the
+// host (see Find).
 func Path(dir, ep string) (string, bool) {
 	rest, ok := strings.CutPrefix(ep, "tcp://")
 	if !ok {
 		return "", false
 	}
-	host, port, err := net.SplitHostPort(rest)
-	if err != nil || host == "" || port == "" || port == "0" || port == "*" {
+	host, portStr, err := net.SplitHostPort(rest)
+	port, perr := strconv.Atoi(portStr)
+	if err != nil || perr != nil || port < 1 || port > 65535 || host == "" || host == "." || host == ".." {
 		return "", false
 	}
-	p := filepath.Join(dir, "tcp-"+nameSafe.Replace(host)+"-"+port+netSuffix()+".sock")
-	if len(p) > maxPath || !filepath.IsAbs(p) {
+	if wildcard(host) {
+		host = "any"
+	}
+	return pathOf(dir, nameSafe.Replace(host), port)
+}
+
+// pathOf names the twin of host (made safe) and port in dir.
+func pathOf(dir, host string, port int) (string, bool) {
+	if !filepath.IsAbs(dir) {
+		return "", false
+	}
+	p := filepath.Join(dir, "tcp-"+host+"-"+strconv.Itoa(port)+netSuffix()+".sock")
+	// Nothing in the name may lead out of dir.
+	if len(p) > maxPath || filepath.Dir(p) != filepath.Clean(dir) {
 		return "", false
 	}
 	return p, true
+}
+
+// wildcard reports a listen-anywhere host: 0.0.0.0, ::, or *.
+func wildcard(h string) bool {
+	ip := net.ParseIP(h)
+	return h == "*" || (ip != nil && ip.IsUnspecified())
+}
+
+// localHost reports whether h is an address of this host in this
+// network namespace (loopback included), where a listener on every
+// address takes connections.
+func localHost(h string) bool {
+	ip := net.ParseIP(h)
+	if ip == nil {
+		return false
+	}
+	if ip.IsLoopback() {
+		return true
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // netSuffix names the process's network namespace where there are such
@@ -111,16 +155,19 @@ func Private(dir string) error {
 	if st.Mode().Perm()&0o022 != 0 {
 		return fmt.Errorf("localipc: %s is writable by others (mode %v)", dir, st.Mode().Perm())
 	}
-	if uid, ok := ownerOf(st); ok && uid != os.Getuid() {
-		return fmt.Errorf("localipc: %s belongs to uid %d, not to this process's %d", dir, uid, os.Getuid())
+	if uid, ok := ownerOf(st); ok && uid != os.Geteuid() {
+		return fmt.Errorf("localipc: %s belongs to uid %d, not to this process's %d", dir, uid, os.Geteuid())
 	}
 	return nil
 }
 
 // Find returns the ipc endpoint of the twin of one of eps in dir, and
 // the endpoint of eps it stands for: the first whose socket file is there
-// (a socket, not a symbolic link). ok is false when there is none or dir
-// is not private.
+// (a socket, not a symbolic link). The twin of an endpoint whose host is
+// an address of this host is also that of a listener on every address
+// at its port (gossip gives such a listener's endpoint the address the
+// node gossips from). ok is false when there is none or dir is not
+// private.
 func Find(dir string, eps []string) (twin, of string, ok bool) {
 	if !Supported() || Private(dir) != nil {
 		return "", "", false
@@ -130,9 +177,23 @@ func Find(dir string, eps []string) (twin, of string, ok bool) {
 		if !ok {
 			continue
 		}
-		if st, err := os.Lstat(p); err == nil && st.Mode().Type() == fs.ModeSocket {
+		if isSocket(p) {
+			return "ipc://" + p, ep, true
+		}
+		host, port, _ := net.SplitHostPort(strings.TrimPrefix(ep, "tcp://"))
+		if wildcard(host) || !localHost(host) {
+			continue
+		}
+		n, _ := strconv.Atoi(port)
+		if p, ok := pathOf(dir, "any", n); ok && isSocket(p) {
 			return "ipc://" + p, ep, true
 		}
 	}
 	return "", "", false
+}
+
+// isSocket reports whether p is a socket file (not a link to one).
+func isSocket(p string) bool {
+	st, err := os.Lstat(p)
+	return err == nil && st.Mode().Type() == fs.ModeSocket
 }

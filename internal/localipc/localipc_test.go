@@ -19,6 +19,14 @@ func TestPath(t *testing.T) {
 		{"tcp://[::1]:80", "tcp-__1-80.sock", true},
 		{"tcp://[fe80::1%eth0]:80", "tcp-fe80__1_eth0-80.sock", true},
 		{"tcp://node-a.example:9000", "tcp-node-a.example-9000.sock", true},
+		{"tcp://0.0.0.0:7", "tcp-any-7.sock", true},
+		{"tcp://[::]:7", "tcp-any-7.sock", true},
+		{"tcp://*:7", "tcp-any-7.sock", true},
+		{"tcp://127.0.0.1:007", "tcp-127.0.0.1-7.sock", true},
+		{"tcp://127.0.0.1:1/../../x/y", "", false},
+		{"tcp://..:5", "", false},
+		{"tcp://127.0.0.1:65536", "", false},
+		{"tcp://127.0.0.1:-1", "", false},
 		{"tcp://127.0.0.1:0", "", false},
 		{"tcp://127.0.0.1:*", "", false},
 		{"tcp://127.0.0.1", "", false},
@@ -43,6 +51,9 @@ func TestPath(t *testing.T) {
 
 // TestPrivate checks what counts as a private directory.
 func TestPrivate(t *testing.T) {
+	if !Supported() {
+		t.Skip("no twins on this system")
+	}
 	dir := testutil.ShortDir(t)
 	if err := Private(dir); err != nil {
 		t.Fatalf("a 0700 directory of ours: %v", err)
@@ -94,6 +105,9 @@ func TestPrivate(t *testing.T) {
 // TestFind checks that Find returns a twin only when its socket file is
 // there, is a socket and no link, in a private directory.
 func TestFind(t *testing.T) {
+	if !Supported() {
+		t.Skip("no twins on this system")
+	}
 	dir := testutil.ShortDir(t)
 	a, b := "tcp://127.0.0.1:1001", "tcp://127.0.0.1:1002"
 	pa, _ := Path(dir, a)
@@ -122,6 +136,19 @@ func TestFind(t *testing.T) {
 	}
 	if ep, _, ok := Find(dir, []string{a}); ok {
 		t.Fatalf("Find of a link = %q", ep)
+	}
+	// A listener on every address stands for each address of the host.
+	any, _ := Path(dir, "tcp://0.0.0.0:1003")
+	la, err := net.Listen("unix", any)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Close()
+	if ep, of, ok := Find(dir, []string{"tcp://127.0.0.1:1003"}); !ok || ep != "ipc://"+any || of != "tcp://127.0.0.1:1003" {
+		t.Fatalf("Find of a loopback endpoint with a twin on every address = %q, %q, %v; want %s", ep, of, ok, any)
+	}
+	if ep, _, ok := Find(dir, []string{"tcp://192.0.2.1:1003"}); ok { // TEST-NET-1: no address of ours
+		t.Fatalf("Find of another host's endpoint = %q, want none", ep)
 	}
 	// Nor is anything in a directory others may write to.
 	if err := os.Chmod(dir, 0o777); err != nil {

@@ -15,3 +15,6 @@ func ownerOf(st os.FileInfo) (int, bool) {
 	}
 	return int(sys.Uid), true
 }
+
+// supported: twins are used on unix systems.
+const supported = true

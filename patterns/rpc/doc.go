@@ -86,9 +86,15 @@
 // fastmq-<uid> in os.TempDir()). The twin is not advertised. A client
 // looks for the twin of an instance's endpoint in its own directory, and
 // when it is there (the instance runs on its host, as the same user)
-// connects to it alone; other clients use tcp. A twin the client cannot
-// connect to (left by a server that died) or whose handshake fails sends
-// it back to tcp, with no request lost. InstanceStats.Endpoints says
+// connects to it alone; other clients use tcp. A server that listens on
+// every address (0.0.0.0) has the twin tcp-any-PORT-nNET.sock, which
+// stands for each address of the host (gossip gives its endpoint the
+// address it gossips from). A twin the client cannot connect to (left by
+// a server that died) or whose handshake fails sends it back to tcp,
+// with no request lost; after a handshake failure the client does not
+// try that twin again, while a missing or refused one is looked for
+// again by the instances it makes later (a server restarted at the same
+// endpoint). InstanceStats.Endpoints says
 // which endpoint an instance is reached at. Security is the same on both:
 // a CURVE server is one on its twin too. Neither side uses twins when its
 // socket has an Authenticator (an address rule refuses unix peers). On

@@ -96,23 +96,34 @@ func keyForTwin(keyFor func(string) (socket.CurveKey, error), twin, of string) f
 const maxLocalFailed = 1024
 
 // fallBack moves inst from its twin to its tcp endpoints, after ev said
-// the twin failed: a connection refused (a twin left by a server that
-// died), a handshake that failed (a security setting that refuses unix
-// peers). Requests wait in the DEALER while it has no connection, so none
-// is lost. The twin is not tried again by this client. Called by inst's
-// eventLoop.
+// the twin failed: a connection refused or a missing file (a twin left
+// by a server that died, or gone with it), a handshake that failed (a
+// security setting that refuses unix peers, or a peer that is not
+// ours). Requests wait in the DEALER while it has no connection, so none
+// is lost. A twin whose handshake failed is not tried again by this
+// client; one that was only missing or refused is looked for again by
+// the instances made later (a server restarted at the same endpoint).
+// Called by inst's eventLoop, with the events in their order.
 func (c *Client) fallBack(inst *instance, ev socket.Event) {
 	c.mu.Lock()
-	if inst.local == "" || c.closed {
+	if inst.local == "" || ev.Endpoint != inst.local || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	if inst.sock.Stats().Peers > 0 {
+		// Connected since (the dialer retried before this event was
+		// read): the twin works.
 		c.mu.Unlock()
 		return
 	}
 	local := inst.local
 	inst.local = ""
-	if len(c.localFailed) >= maxLocalFailed {
-		clear(c.localFailed)
+	if ev.Type == socket.EventHandshakeFailed {
+		if len(c.localFailed) >= maxLocalFailed {
+			clear(c.localFailed)
+		}
+		c.localFailed[local] = struct{}{}
 	}
-	c.localFailed[local] = struct{}{}
 	inst.st.Endpoints = slices.Clone(inst.eps)
 	c.mu.Unlock()
 	c.log.Info("rpc client: unix socket twin failed; using tcp", "peer", inst.node, "endpoint", local, "event", ev.Type.String(), "err", ev.Err)
@@ -120,11 +131,8 @@ func (c *Client) fallBack(inst *instance, ev socket.Event) {
 		c.log.Debug("disconnect twin", "endpoint", local, "err", err)
 	}
 	for _, ep := range inst.eps {
-		if err := inst.sock.Connect(ep); err != nil {
-			if !errors.Is(err, socket.ErrClosed) {
-				c.log.Warn("connect to instance", "peer", inst.node, "endpoint", ep, "err", err)
-			}
-			return
+		if err := inst.sock.Connect(ep); err != nil && !errors.Is(err, socket.ErrClosed) {
+			c.log.Warn("connect to instance", "peer", inst.node, "endpoint", ep, "err", err)
 		}
 	}
 }
