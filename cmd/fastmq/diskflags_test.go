@@ -23,6 +23,18 @@ func parseNodeFlags(t *testing.T, args ...string) (fastmq.Config, error) {
 	return f.config()
 }
 
+// TestNoLocalIPCFlag: --no-local-ipc keeps the node's RPC on tcp.
+func TestNoLocalIPCFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{{nil, false}, {[]string{"--no-local-ipc"}, true}} {
+		if cfg, err := parseNodeFlags(t, c.args...); err != nil || cfg.NoLocalIPC != c.want {
+			t.Errorf("%q: NoLocalIPC %v, %v; want %v", c.args, cfg.NoLocalIPC, err, c.want)
+		}
+	}
+}
+
 // TestDiskGuardFlags: the --disk-* flags make the node's DiskGuard, and
 // bad values are refused naming the flag.
 func TestDiskGuardFlags(t *testing.T) {
