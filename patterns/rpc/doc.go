@@ -94,12 +94,15 @@
 // with no request lost; after a handshake failure the client does not
 // try that twin again, while a missing or refused one is looked for
 // again by the instances it makes later (a server restarted at the same
-// endpoint). InstanceStats.Endpoints says
-// which endpoint an instance is reached at. Security is the same on both:
-// a CURVE server is one on its twin too. Neither side uses twins when its
-// socket has an Authenticator (an address rule refuses unix peers). On
-// loopback a call over the twin takes less CPU (in benchcmp/rpc, 16
-// callers on two cores: about a fifth) and so more calls go through.
+// endpoint). InstanceStats.Endpoints says which endpoint an instance is
+// reached at. Security is the same on both: a CURVE server is one on its
+// twin too. Neither side uses twins when its socket has an Authenticator
+// (an address rule refuses unix peers). Limits by source address (socket
+// Config.MaxConnsPerSource, the PLAIN failure lockout) do not apply on
+// twins, whose peers have no address: only processes of the server's
+// own user, on its host, reach them. On loopback a call over the twin
+// takes less CPU (in benchcmp/rpc, 16 callers on two cores: about a
+// fifth) and so more calls go through.
 //
 // # Defaults
 //
