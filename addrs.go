@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"strings"
+
+	"github.com/fastmq/fastmq/discovery"
 )
 
 // resolveNetwork fills in the gossip address and the spool endpoints a
@@ -44,7 +46,7 @@ func resolveNetwork(cfg *Config) error {
 		switch {
 		case host == "" || isLoopback(host):
 			host = "127.0.0.1"
-		case isUnspecified(host):
+		case discovery.IsWildcard(host):
 			host = "0.0.0.0"
 		}
 		cfg.SpoolEndpoints = []string{"tcp://" + net.JoinHostPort(host, "0")}
@@ -95,9 +97,4 @@ func hostOf(addr string) string {
 func isLoopback(host string) bool {
 	ip := net.ParseIP(host)
 	return host == "localhost" || (ip != nil && ip.IsLoopback())
-}
-
-func isUnspecified(host string) bool {
-	ip := net.ParseIP(host)
-	return host == "*" || (ip != nil && ip.IsUnspecified())
 }

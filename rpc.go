@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/fastmq/fastmq/discovery"
 	"github.com/fastmq/fastmq/patterns/rpc"
 	"github.com/fastmq/fastmq/socket"
 )
@@ -55,7 +56,7 @@ func (n *Node) Handle(service string, handler rpc.Handler, opts HandleOptions) (
 	}
 	if adv == "" {
 		adv = bound
-		if host := hostOf(strings.TrimPrefix(bound, "tcp://")); strings.HasPrefix(bound, "tcp://") && isUnspecified(host) {
+		if host := hostOf(strings.TrimPrefix(bound, "tcp://")); strings.HasPrefix(bound, "tcp://") && discovery.IsWildcard(host) {
 			_, port, _ := net.SplitHostPort(strings.TrimPrefix(bound, "tcp://"))
 			adv = "tcp://" + net.JoinHostPort(hostOf(strings.TrimPrefix(n.spoolEP, "tcp://")), port)
 		}

@@ -116,7 +116,7 @@ func compactEndpoint(ep, host string) string {
 		// address: others expand ":port" with the host they gossip with.
 		// Without a host of our own there is nothing to expand ":port"
 		// with on the other side: keep the endpoint as it is.
-		if host != "" && (isWildcard(h) || h == host) {
+		if host != "" && (IsWildcard(h) || h == host) {
 			return ":" + p
 		}
 	}
@@ -151,14 +151,16 @@ func expandEndpoint(ep, host string) string {
 	}
 	// A wildcard host that reached the tags another way is no address to
 	// dial either: it too means the node's own.
-	if h, p, err := net.SplitHostPort(ep); err == nil && host != "" && isWildcard(h) {
+	if h, p, err := net.SplitHostPort(ep); err == nil && host != "" && IsWildcard(h) {
 		return "tcp://" + net.JoinHostPort(host, p)
 	}
 	return "tcp://" + ep
 }
 
-// isWildcard reports a bind-anywhere host: 0.0.0.0, ::, or *.
-func isWildcard(h string) bool {
+// IsWildcard reports whether h is a bind-anywhere host: 0.0.0.0, ::, or
+// *. Gossip gives an endpoint with such a host the address its node
+// gossips from.
+func IsWildcard(h string) bool {
 	ip := net.ParseIP(h)
 	return h == "*" || (ip != nil && ip.IsUnspecified())
 }

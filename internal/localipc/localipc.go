@@ -29,6 +29,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/fastmq/fastmq/discovery"
 )
 
 // maxPath bounds a socket path: sun_path holds 108 bytes on Linux and 104
@@ -64,7 +66,7 @@ func Path(dir, ep string) (string, bool) {
 	if err != nil || perr != nil || port < 1 || port > 65535 || host == "" || host == "." || host == ".." {
 		return "", false
 	}
-	if wildcard(host) {
+	if discovery.IsWildcard(host) {
 		host = "any"
 	}
 	return pathOf(dir, nameSafe.Replace(host), port)
@@ -81,12 +83,6 @@ func pathOf(dir, host string, port int) (string, bool) {
 		return "", false
 	}
 	return p, true
-}
-
-// wildcard reports a listen-anywhere host: 0.0.0.0, ::, or *.
-func wildcard(h string) bool {
-	ip := net.ParseIP(h)
-	return h == "*" || (ip != nil && ip.IsUnspecified())
 }
 
 // localHost reports whether h is an address of this host in this
@@ -181,11 +177,9 @@ func Find(dir string, eps []string) (twin, of string, ok bool) {
 			return "ipc://" + p, ep, true
 		}
 		host, port, _ := net.SplitHostPort(strings.TrimPrefix(ep, "tcp://"))
-		if wildcard(host) || !localHost(host) {
-			continue
-		}
 		n, _ := strconv.Atoi(port)
-		if p, ok := pathOf(dir, "any", n); ok && isSocket(p) {
+		// The file first: listing the interfaces costs more.
+		if p, ok := pathOf(dir, "any", n); ok && !discovery.IsWildcard(host) && isSocket(p) && localHost(host) {
 			return "ipc://" + p, ep, true
 		}
 	}

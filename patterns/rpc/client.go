@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/fastmq/fastmq/internal/localipc"
 	"log/slog"
 	mrand "math/rand/v2"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fastmq/fastmq/discovery"
+	"github.com/fastmq/fastmq/internal/localipc"
 	"github.com/fastmq/fastmq/socket"
 )
 
@@ -118,7 +118,6 @@ type Client struct {
 	insts       map[string]*instance
 	retiring    map[*instance]struct{} // withdrawn or left, still answering outstanding attempts
 	failedAt    map[string]time.Time   // nodes gossip declared failed, for half-open on return
-	localDir    string                 // where twins are looked for (LocalIPCDir)
 	localFailed map[string]struct{}    // twins that failed, not tried again
 	changed     chan struct{}          // closed and replaced when the instance set changes
 	departed    []departed             // instances gone lately, oldest first (Instances)
@@ -236,7 +235,6 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		insts:       make(map[string]*instance),
 		retiring:    make(map[*instance]struct{}),
 		failedAt:    make(map[string]time.Time),
-		localDir:    cfg.LocalIPCDir,
 		localFailed: make(map[string]struct{}),
 		pending:     make(map[uint64]*pendingCall),
 		changed:     make(chan struct{}),

@@ -70,7 +70,7 @@ func (c *Client) localFor(eps []string) (twin, of string, ok bool) {
 	if c.cfg.NoLocalIPC || c.cfg.Socket.Authenticator != nil {
 		return "", "", false
 	}
-	twin, of, ok = localipc.Find(c.localDir, eps)
+	twin, of, ok = localipc.Find(c.cfg.LocalIPCDir, eps)
 	if !ok {
 		return "", "", false
 	}
@@ -105,14 +105,13 @@ const maxLocalFailed = 1024
 // the instances made later (a server restarted at the same endpoint).
 // Called by inst's eventLoop, with the events in their order.
 func (c *Client) fallBack(inst *instance, ev socket.Event) {
-	c.mu.Lock()
-	if inst.local == "" || ev.Endpoint != inst.local || c.closed {
-		c.mu.Unlock()
-		return
-	}
 	if inst.sock.Stats().Peers > 0 {
 		// Connected since (the dialer retried before this event was
 		// read): the twin works.
+		return
+	}
+	c.mu.Lock()
+	if inst.local == "" || ev.Endpoint != inst.local || c.closed {
 		c.mu.Unlock()
 		return
 	}
