@@ -3,9 +3,11 @@ package spool
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 )
 
 func benchRecords(n, size int) []Record {
@@ -227,4 +229,60 @@ func BenchmarkAppendDedup(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 		})
 	}
+}
+
+// BenchmarkAckLatency appends single 100-byte records at a steady 10 K a
+// second (group commit, fsyncs back to back, as a node's streams) and
+// reports the time from AppendAsync to its Ack.Wait returning, p50 and p99
+// in µs: the latency a publisher sees when the disk is not the limit.
+// Each iteration is one record, so ns/op is the pacing (100 µs).
+func BenchmarkAckLatency(b *testing.B) {
+	l, err := Open(Config{Dir: b.TempDir(), GroupInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	value := benchRecords(1, 100)[0].Value
+	type sent struct {
+		a  *Ack
+		at time.Time
+	}
+	acks := make(chan sent, 1024)
+	lat := make([]time.Duration, 0, b.N)
+	done := make(chan error, 1)
+	go func() {
+		for s := range acks {
+			if _, err := s.a.Wait(ctx); err != nil {
+				done <- err
+				for range acks {
+				}
+				return
+			}
+			lat = append(lat, time.Since(s.at))
+		}
+		done <- nil
+	}()
+	const interval = 100 * time.Microsecond
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+			time.Sleep(d)
+		}
+		at := time.Now()
+		a, err := l.AppendAsync(ctx, Record{Value: value, Time: at})
+		if err != nil {
+			b.Fatal(err)
+		}
+		acks <- sent{a, at}
+	}
+	close(acks)
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }
