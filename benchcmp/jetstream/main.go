@@ -9,7 +9,9 @@
 //
 // Each round runs both, in an order that alternates between rounds, and
 // prints acked records/s (and, with --rate, append-to-delivery p50 and
-// p99); at the end the ratio FastMQ/JetStream for the rate (and
+// p99) with the shares of the machine's CPU time the hypervisor stole and
+// I/O waits took meanwhile (what makes a round noisy on a virtual
+// machine); at the end the ratio FastMQ/JetStream for the rate (and
 // JetStream/FastMQ for p99, so above 1 means FastMQ is better): the
 // median over the rounds, with min and max, and the load average.
 //
@@ -123,6 +125,7 @@ func main() {
 		for _, im := range order {
 			var x result
 			var err error
+			c0 := readCPU()
 			if im == "fastmq" {
 				x, err = runFastMQ(bin)
 			} else {
@@ -134,7 +137,7 @@ func main() {
 			if *rate > 0 {
 				fmt.Printf("  p50 %6.0f µs  p99 %7.0f µs", x.P50us, x.P99us)
 			}
-			fmt.Println()
+			fmt.Println(cpuDuring(c0, readCPU()))
 		}
 	}
 	fmt.Printf("load average at end: %s\n", loadavg())
@@ -165,6 +168,50 @@ func median(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// cpuTimes is the machine's CPU time (/proc/stat's first line, in
+// clock ticks): all of it, and the parts spent idle, waiting for I/O and
+// stolen by the hypervisor.
+type cpuTimes struct{ total, idle, iowait, steal uint64 }
+
+// readCPU reads /proc/stat's cpu line; zero where there is none.
+func readCPU() cpuTimes {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTimes{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return cpuTimes{}
+	}
+	var t cpuTimes
+	for i, s := range f[1:] {
+		v, _ := strconv.ParseUint(s, 10, 64)
+		t.total += v
+		switch i {
+		case 3:
+			t.idle = v
+		case 4:
+			t.iowait = v
+		case 7:
+			t.steal = v
+		}
+	}
+	return t
+}
+
+// cpuDuring says how the machine's CPU time went between a and b: the
+// share the hypervisor stole and the share spent waiting for I/O, the two
+// that make a round noisy on a virtual machine.
+func cpuDuring(a, b cpuTimes) string {
+	d := float64(b.total - a.total)
+	if d <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("  (steal %.1f %%, iowait %.1f %%, idle %.0f %%)",
+		100*float64(b.steal-a.steal)/d, 100*float64(b.iowait-a.iowait)/d, 100*float64(b.idle-a.idle)/d)
 }
 
 func loadavg() string {

@@ -14,7 +14,9 @@
 // process CPU time each call cost (every implementation runs in this one
 // process, one at a time), a figure a busy machine disturbs less than
 // calls/s, and the system calls that move data (reads and writes of every
-// kind, from /proc/self/io) each call cost.
+// kind, from /proc/self/io) each call cost, and the shares of the
+// machine's CPU time the hypervisor stole and I/O waits took during the
+// run (what makes a round noisy on a virtual machine).
 //
 // It is a separate module so that NATS and gRPC stay out of FastMQ's go.mod.
 package main
@@ -151,9 +153,11 @@ func main() {
 			slices.Reverse(order)
 		}
 		for _, im := range order {
+			c0 := readCPU()
 			x := run(im, req, *calls)
+			noise := cpuDuring(c0, readCPU())
 			res[im.name] = append(res[im.name], x)
-			fmt.Printf("round %d %-10s %10.0f calls/s  p50 %7.1fµs  p99 %8.1fµs  cpu %5.1fµs/call  %4.2f syscalls/call\n", r+1, im.name, x.rate, us(x.p50), us(x.p99), us(x.cpu), x.sys)
+			fmt.Printf("round %d %-10s %10.0f calls/s  p50 %7.1fµs  p99 %8.1fµs  cpu %5.1fµs/call  %4.2f syscalls/call%s\n", r+1, im.name, x.rate, us(x.p50), us(x.p99), us(x.cpu), x.sys, noise)
 		}
 	}
 	fmt.Printf("\n%d callers, %d instances, %d-byte requests, %d calls per run, %d rounds\n", *callers, *instances, *size, *calls, *rounds)
@@ -365,4 +369,47 @@ func setupGRPC() impl {
 			}
 		},
 	}
+}
+
+// cpuTimes is the machine's CPU time (/proc/stat's first line, in
+// clock ticks): all of it, and the parts spent idle, waiting for I/O and
+// stolen by the hypervisor.
+type cpuTimes struct{ total, idle, iowait, steal uint64 }
+
+// readCPU reads /proc/stat's cpu line; zero where there is none.
+func readCPU() cpuTimes {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTimes{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return cpuTimes{}
+	}
+	var t cpuTimes
+	for i, s := range f[1:] {
+		v, _ := strconv.ParseUint(s, 10, 64)
+		t.total += v
+		switch i {
+		case 3:
+			t.idle = v
+		case 4:
+			t.iowait = v
+		case 7:
+			t.steal = v
+		}
+	}
+	return t
+}
+
+// cpuDuring says how the machine's CPU time went between a and b: the
+// share the hypervisor stole and the share spent waiting for I/O.
+func cpuDuring(a, b cpuTimes) string {
+	d := float64(b.total - a.total)
+	if d <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("  (steal %.1f %%, iowait %.1f %%, idle %.0f %%)",
+		100*float64(b.steal-a.steal)/d, 100*float64(b.iowait-a.iowait)/d, 100*float64(b.idle-a.idle)/d)
 }
