@@ -65,29 +65,34 @@ func (l *Log) syncer() {
 			}
 		}
 	}
+	// drain takes the groups already written, without waiting.
+	drain := func() {
+		for {
+			select {
+			case p, ok := <-l.syncCh:
+				if !take(p, ok) {
+					return
+				}
+			default:
+				return
+			}
+		}
+	}
 	for open {
 		batch, records, force = batch[:0], 0, false
 		if p, ok := <-l.syncCh; !take(p, ok) {
 			return
 		}
-		// Take whatever else is already written.
-	more:
-		for {
-			select {
-			case p, ok := <-l.syncCh:
-				if !take(p, ok) {
-					break more
-				}
-			default:
-				break more
-			}
-		}
+		drain() // whatever else is already written
 		if l.cfg.Sync == SyncGroup && l.cfg.GroupInterval > 0 && !force && open && records < l.cfg.GroupRecords {
 			gather(l.cfg.GroupInterval)
 		}
 		if l.cfg.Sync == SyncGroup && l.cfg.MinSyncInterval > 0 && !force && open && records < l.cfg.GroupRecords {
-			if d := time.Until(lastSync.Add(l.cfg.MinSyncInterval)); d > 0 {
+			if d := time.Until(lastSync.Add(l.cfg.MinSyncInterval)); d >= exactWait {
 				gather(d)
+			} else if d > 0 {
+				sleepExact(d)
+				drain()
 			}
 		}
 		doSync := force || l.cfg.Sync != SyncNone
@@ -107,6 +112,14 @@ func (l *Log) syncer() {
 		runtime.Gosched()
 	}
 }
+
+// exactWait: the syncer waits out a MinSyncInterval shorter than this in
+// the kernel (sleepExact) instead of on a runtime timer, which on an
+// otherwise idle process fires up to a millisecond late (the runtime's
+// network poller, which sleeps for it, counts in milliseconds and rounds
+// up): 500 µs became more than 1 ms. A Sync or a full group that comes
+// during such a wait waits for its end.
+const exactWait = 2 * time.Millisecond
 
 // slowFsync: fsyncs that take longer are logged.
 const slowFsync = 500 * time.Millisecond

@@ -39,7 +39,10 @@ type Config struct {
 	// of small appends costs: a disk that throttles operations (a cloud
 	// volume's IOPS limit) stalls every fsync when it is exceeded, which
 	// costs more than the wait. The price is acknowledgement latency: an
-	// append waits up to this long more for its fsync.
+	// append waits up to this long more for its fsync. On Linux a wait
+	// under 2 ms is slept in the kernel, to the microsecond (a runtime
+	// timer on an idle process fires up to a millisecond late); a Sync
+	// that comes during it waits for its end.
 	MinSyncInterval time.Duration
 	// VisibleBeforeSync makes each written group visible to readers of this
 	// Log (ReadRaw, Reader, Wait; through them pull servers and consumer

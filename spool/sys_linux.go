@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"time"
 )
 
 // startWatch starts the inotify watch that wakes Wait on a read-only Log.
@@ -32,4 +33,12 @@ func (l *Log) startWatch() error {
 		}
 	}()
 	return nil
+}
+
+// sleepExact sleeps for d in the kernel (nanosleep, to the microsecond),
+// not on a runtime timer: the syncer's short pacing waits (exactWait).
+func sleepExact(d time.Duration) {
+	ts := syscall.NsecToTimespec(int64(d))
+	for syscall.Nanosleep(&ts, &ts) == syscall.EINTR {
+	}
 }

@@ -25,3 +25,6 @@ func (l *Log) startWatch() error {
 	}()
 	return nil
 }
+
+// sleepExact sleeps for d; where the runtime gives no better, on a timer.
+func sleepExact(d time.Duration) { time.Sleep(d) }
