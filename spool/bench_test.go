@@ -279,6 +279,8 @@ func benchAckLatency(b *testing.B, minSync time.Duration) {
 		at := time.Now()
 		a, err := l.AppendAsync(ctx, Record{Value: value, Time: at})
 		if err != nil {
+			close(acks)
+			<-done
 			b.Fatal(err)
 		}
 		acks <- sent{a, at}

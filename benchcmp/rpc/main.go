@@ -388,7 +388,7 @@ func readCPU() cpuTimes {
 		return cpuTimes{}
 	}
 	var t cpuTimes
-	for i, s := range f[1:] {
+	for i, s := range f[1:9] { // user to steal; guest time is in user already
 		v, _ := strconv.ParseUint(s, 10, 64)
 		t.total += v
 		switch i {
