@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"testing"
 	"time"
@@ -33,6 +35,13 @@ func twoPublishers(t *testing.T, dir string, n int) ([]*fastmq.Node, string) {
 			cfg.Seeds = []string{gossip}
 		}
 		node, err := fastmq.New(cfg)
+		// The free port found may be taken by another test before gossip
+		// binds it: take another, a few times.
+		for try := 0; i == 0 && err != nil && (errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")) && try < 5; try++ {
+			gossip = freePort(t)
+			cfg.GossipAddr = gossip
+			node, err = fastmq.New(cfg)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
