@@ -201,6 +201,8 @@ func (l *Log) commit(batch []*pendingWrite, doSync bool) {
 		}
 		l.ddMu.Unlock()
 		l.signalCheckpoint()
+	} else {
+		l.dropWritten() // never to be published
 	}
 	for _, pw := range batch {
 		e := pw.err
@@ -235,6 +237,7 @@ func (l *Log) publish(batch []*pendingWrite) {
 			changed = l.publishLocked(pw) || changed
 		}
 	}
+	l.unnoteLocked(batch)
 	if changed {
 		l.wakeLocked()
 	}

@@ -189,12 +189,19 @@ type Log struct {
 
 	// The index readers see. The syncer (publish) and, for a read-only Log,
 	// refresh change it; the writer appends new segments (createSegment).
-	mu      sync.RWMutex // guards the fields below
-	segs    []*segment
-	next    uint64 // offset after the last published record
-	cumMax  int64  // largest record time published
-	notify  chan struct{}
-	closed  bool
+	mu     sync.RWMutex // guards the fields below
+	segs   []*segment
+	next   uint64 // offset after the last published record
+	cumMax int64  // largest record time published
+	notify chan struct{}
+	closed bool
+
+	// Groups written and not yet published, for Readers that
+	// ReadWritten (written.go): in write order, wend the end of the last
+	// one, wnotify closed when one is noted.
+	early   []*pendingWrite
+	wend    uint64
+	wnotify chan struct{}
 	closeCh chan struct{}
 
 	floor  atomic.Uint64 // SetFloor; read by retention
@@ -263,7 +270,7 @@ func open(cfg Config, ro bool) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{cfg: cfg, readOnly: ro, notify: make(chan struct{}), closeCh: make(chan struct{}),
+	l := &Log{cfg: cfg, readOnly: ro, notify: make(chan struct{}), wnotify: make(chan struct{}), closeCh: make(chan struct{}),
 		log: cfg.Logger.With("component", "spool", "dir", cfg.Dir)}
 	l.floor.Store(math.MaxUint64)
 	if ro {

@@ -23,6 +23,8 @@ type Reader struct {
 	once   sync.Once
 	reuse  bool   // ReuseBuffer: read into buf, kept across reads
 	buf    []byte // the read buffer, with reuse
+	// written: ReadWritten, read up to WrittenOffset
+	written bool
 }
 
 // NewReader returns a Reader whose first record is the one at offset from
@@ -87,7 +89,13 @@ func (r *Reader) Next(ctx context.Context) (Record, error) {
 		if r.reuse {
 			buf = r.buf
 		}
-		data, _, err := r.l.readRaw(buf, r.next, readChunk)
+		var data []byte
+		var err error
+		if r.written {
+			data, _, err = r.l.readWritten(buf, r.next, readChunk)
+		} else {
+			data, _, err = r.l.readRaw(buf, r.next, readChunk)
+		}
 		if err != nil {
 			return Record{}, err
 		}
@@ -95,7 +103,11 @@ func (r *Reader) Next(ctx context.Context) (Record, error) {
 			r.buf = data[:0]
 		}
 		if len(data) == 0 {
-			if err := r.l.wait(ctx, r.next, r.stop); err != nil {
+			wait := r.l.wait
+			if r.written {
+				wait = r.l.waitWritten
+			}
+			if err := wait(ctx, r.next, r.stop); err != nil {
 				return Record{}, err
 			}
 			continue

@@ -209,6 +209,8 @@ func (l *Log) writer() {
 			pw.err = err
 		} else if l.cfg.VisibleBeforeSync {
 			l.publishEarly(pw)
+		} else {
+			l.noteWritten(pw)
 		}
 		for _, r := range group {
 			r.encodedDone()
