@@ -135,6 +135,8 @@ func (n *Node) groupHost() (*groupHost, error) {
 		Members: n.members,
 		Watch:   n.members,
 		Logger:  n.cfg.Logger,
+
+		LeaseAfterSync: n.cfg.GroupLeaseAfterSync,
 	})
 	if err != nil {
 		return nil, err

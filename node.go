@@ -75,6 +75,14 @@ type Config struct {
 	// is cut back to the epoch's end, so that it delivers the new records
 	// appended at the lost offsets (see package group).
 	Spool spool.Config
+	// GroupLeaseAfterSync makes the node's consumer groups lease a
+	// record only once it is durable. By default they lease it as soon
+	// as it is written to the stream's file, before its fsync, as a
+	// broker delivers from its page cache (publishes are still
+	// acknowledged once durable; only an OS crash can take records a
+	// member received, and the group follows the stream's new epoch):
+	// see group.ServerConfig.LeaseAfterSync.
+	GroupLeaseAfterSync bool
 	// DiskGuard limits what the node's spools may take of the disk (see
 	// DiskGuard). The zero value refuses appends while the file system
 	// under DataDir has less than 5 % free.

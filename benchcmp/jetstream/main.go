@@ -58,7 +58,8 @@ var (
 	fastmq    = flag.String("fastmq", "", "the fastmq binary (default: built from ../.. into a temporary directory)")
 	only      = flag.String("only", "", "run only jetstream or fastmq")
 	procs     = flag.Int("consumer-procs", 1, "each consumer (member) process's GOMAXPROCS, for both (bench group --member-procs); 0: the runtime's default")
-	early     = flag.Bool("visible-before-sync", false, "fastmq: serve records before their fdatasync (bench group --visible-before-sync), as JetStream does")
+	early     = flag.Bool("visible-before-sync", false, "fastmq: serve records to every reader before their fdatasync (bench group --visible-before-sync)")
+	afterSync = flag.Bool("lease-after-sync", false, "fastmq: lease records only once durable (bench group --lease-after-sync); by default they are leased once written, before their fdatasync, as JetStream delivers")
 	minSync   = flag.Duration("min-sync-interval", 0, "fastmq: least time between two of the stream's fdatasyncs (bench group --min-sync-interval; 0: its default, negative: back to back); JetStream's file store syncs every 2 minutes by default")
 	role      = flag.String("role", "", "internal: consumer")
 	url       = flag.String("url", "", "internal: the NATS server's URL")
@@ -229,6 +230,9 @@ func runFastMQ(bin string) (result, error) {
 		"--members", strconv.Itoa(*consumers), "--rate", strconv.Itoa(*rate), "--buffer", strconv.Itoa(*batch))
 	if *early {
 		c.Args = append(c.Args, "--visible-before-sync")
+	}
+	if *afterSync {
+		c.Args = append(c.Args, "--lease-after-sync")
 	}
 	// Always, 0 too: bench group's own default is 1.
 	c.Args = append(c.Args, "--member-procs", strconv.Itoa(*procs))

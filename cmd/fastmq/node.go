@@ -39,6 +39,7 @@ type nodeFlags struct {
 	dedupWin  time.Duration
 	interest  bool
 	early     bool
+	leaseSync bool
 	noIPC     bool
 	minSync   time.Duration
 	diskMax   int64
@@ -73,6 +74,7 @@ func (f *nodeFlags) register(cmd *cobra.Command, nameFlag, defaultName string) {
 	fl.Int64Var(&f.retBytes, "retention-bytes", 0, "keep each stream's spool under this many bytes, oldest segments first (0: no limit)")
 	fl.DurationVar(&f.dedupWin, "dedup-window", 0, "how long a record's message id (fastmq-msg-id) is remembered to refuse a duplicate append (0: 2m; negative: ids are not looked at)")
 	fl.BoolVar(&f.interest, "interest-retention", false, "keep records until every consumer group of the stream acknowledged them (capped by --retention-age and --retention-bytes)")
+	fl.BoolVar(&f.leaseSync, "group-lease-after-sync", false, "consumer groups lease a record only once it is durable (by default once written, before its fsync: publishes are still acknowledged once durable, and only an OS crash can take records a member received)")
 	fl.BoolVar(&f.early, "deliver-before-sync", false, "serve records to pull consumers once written, before their fsync (publishes are still acknowledged once durable; an OS crash can lose records consumers saw, which they learn through a new epoch, as consumer groups do)")
 	fl.BoolVar(&f.noIPC, "no-local-ipc", false, "keep RPC (serve, call) on tcp: by default a served service also listens on the unix socket twin of its tcp endpoint, and calls to instances on this host go over their twins")
 	fl.DurationVar(&f.minSync, "min-sync-interval", 0, "least time between the starts of two of a stream's fsyncs (0: back to back, or 2ms with --deliver-before-sync; negative: back to back even then); caps the fsyncs per second a steady stream costs, at the price of publish acknowledgement latency: with --deliver-before-sync, consumers do not wait for it")
@@ -145,21 +147,22 @@ func (f *nodeFlags) config() (fastmq.Config, error) {
 		spoolEPs = []string{f.spoolBind}
 	}
 	cfg = fastmq.Config{
-		Name:            f.name,
-		DataDir:         f.data,
-		GossipAddr:      f.gossip,
-		AdvertiseAddr:   f.gossipAdv,
-		Seeds:           f.join,
-		RetryJoin:       true,
-		Key:             key,
-		GossipPlaintext: f.plaintext,
-		SpoolEndpoints:  spoolEPs,
-		SpoolAdvertise:  f.advertise,
-		Spool:           spool.Config{Sync: sp, Codec: codec, RetentionAge: f.retAge, RetentionBytes: f.retBytes, DedupWindow: f.dedupWin, VisibleBeforeSync: f.early, MinSyncInterval: f.minSync},
-		Interest:        fastmq.InterestConfig{Retain: f.interest},
-		DiskGuard:       guard,
-		NoLocalIPC:      f.noIPC,
-		Logger:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+		Name:                f.name,
+		DataDir:             f.data,
+		GossipAddr:          f.gossip,
+		AdvertiseAddr:       f.gossipAdv,
+		Seeds:               f.join,
+		RetryJoin:           true,
+		Key:                 key,
+		GossipPlaintext:     f.plaintext,
+		SpoolEndpoints:      spoolEPs,
+		SpoolAdvertise:      f.advertise,
+		Spool:               spool.Config{Sync: sp, Codec: codec, RetentionAge: f.retAge, RetentionBytes: f.retBytes, DedupWindow: f.dedupWin, VisibleBeforeSync: f.early, MinSyncInterval: f.minSync},
+		Interest:            fastmq.InterestConfig{Retain: f.interest},
+		GroupLeaseAfterSync: f.leaseSync,
+		DiskGuard:           guard,
+		NoLocalIPC:          f.noIPC,
+		Logger:              slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 	}
 	if err := f.sec.apply(&cfg); err != nil {
 		return fastmq.Config{}, err

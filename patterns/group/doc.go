@@ -69,11 +69,19 @@
 // crash (pending at the last write, or leased after it); they come back at
 // once with their delivery counts.
 //
-// A group follows its stream's epochs. On a stream served before its
-// fdatasync (spool.Config.VisibleBeforeSync), a group can lease and
-// acknowledge records that an OS crash then takes from the stream, which
-// reopens at its durable end in a new epoch; new records take the lost
-// offsets. A group state loaded from disk is cut back to the end of the
+// A record is leased as soon as the publisher has written it to the
+// stream's file, before its fdatasync (spool.Reader.ReadWritten), as a
+// broker delivers what is in its page cache, so that a stalled fdatasync
+// does not hold up delivery; ServerConfig.LeaseAfterSync (a node's
+// --group-lease-after-sync) waits for it. Its publisher is acknowledged
+// only once it is durable either way, and a process crash loses nothing:
+// the OS keeps what was written.
+//
+// A group follows its stream's epochs. Because it leases records before
+// their fdatasync (or the stream serves them so,
+// spool.Config.VisibleBeforeSync), a group can lease and acknowledge
+// records that an OS crash then takes from the stream, which reopens at
+// its durable end in a new epoch; new records take the lost offsets. A group state loaded from disk is cut back to the end of the
 // epoch its snapshot names (and to the end of the log), so the group
 // delivers those new records rather than taking them for the lost ones it
 // had settled; Floors reports the cut floor. The lost records are not

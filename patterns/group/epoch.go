@@ -2,9 +2,11 @@ package group
 
 import "github.com/fastmq/fastmq/spool"
 
-// A group's state follows its stream's epochs. A stream opened with
-// spool.Config.VisibleBeforeSync serves records before their fdatasync,
-// so a group can lease and acknowledge records (and write that to its
+// A group's state follows its stream's epochs. A group leases records
+// once written, before their fdatasync (unless
+// ServerConfig.LeaseAfterSync), and a stream opened with
+// spool.Config.VisibleBeforeSync serves them so to every reader, so a
+// group can lease and acknowledge records (and write that to its
 // own journal, which has its own fdatasync) that an OS crash then takes
 // from the stream. The stream reopens at its durable end with a new epoch
 // (see the spool package doc), and new records take the lost offsets. A
@@ -21,7 +23,7 @@ import "github.com/fastmq/fastmq/spool"
 // epoch; it returns where it cut and true if it did. Called with the
 // server's mutex held, before the group serves anything.
 func followEpoch(g *state, l *spool.Log) (uint64, bool) {
-	end, cut := l.NextOffset(), false
+	end, cut := l.WrittenOffset(), false
 	if g.epochKnown {
 		if e, ok := l.EpochEnd(g.epoch); ok && e < end {
 			end = e
@@ -65,7 +67,7 @@ func (g *state) truncate(end uint64) {
 // floorInEpoch is a snapshot's floor as of the log: cut back to where the
 // snapshot's epoch ended (see followEpoch), for Floors.
 func floorInEpoch(f *fileState, l *spool.Log) uint64 {
-	floor := min(f.Floor, l.NextOffset())
+	floor := min(f.Floor, l.WrittenOffset())
 	if f.LogEpoch != nil {
 		if e, ok := l.EpochEnd(*f.LogEpoch); ok {
 			floor = min(floor, e)

@@ -37,6 +37,9 @@ type publisher struct {
 	logs   map[string]*spool.Log
 	srv    *pull.Server
 	groups *group.Server
+	// spoolCfg is the template of the streams' spools (Dir is set per
+	// stream).
+	spoolCfg spool.Config
 }
 
 func newPublisher(t testing.TB, dir string) *publisher {
@@ -50,7 +53,9 @@ func (p *publisher) open(stream string) (*spool.Log, error) {
 	if l := p.logs[stream]; l != nil {
 		return l, nil
 	}
-	l, err := spool.Open(spool.Config{Dir: filepath.Join(p.dir, "streams", stream)})
+	cfg := p.spoolCfg
+	cfg.Dir = filepath.Join(p.dir, "streams", stream)
+	l, err := spool.Open(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -108,7 +108,7 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 	if g.avail > 0 && n > 0 {
 		ls.redeliveries()
 	}
-	if ls.room() && g.next < l.NextOffset() {
+	if ls.room() && g.next < s.end(l) {
 		ls.fresh()
 	}
 	if ls.cnt > 0 {
@@ -223,11 +223,11 @@ func (ls *lease) fresh() {
 		}
 		g.next = oldest
 	}
-	rd, err := g.reader(l)
+	rd, err := g.reader(l, !ls.s.cfg.LeaseAfterSync)
 	if err != nil {
 		return
 	}
-	end := l.NextOffset()
+	end := ls.s.end(l)
 	for ls.room() && rd.Offset() < end {
 		// Below end the record is there: Next does not wait, and with
 		// a context that has ended it never could (under the server's
@@ -333,8 +333,8 @@ func notBefore(hs []spool.Header) (time.Time, bool) {
 // fetches so that reading on costs no new seek. It reuses its read
 // buffer: leaseLocked copies what it keeps of a record (into the reply,
 // a key string) before it reads the next.
-func (g *state) reader(l *spool.Log) (*spool.Reader, error) {
-	if g.rd != nil && (g.rdLog != l || g.rd.Offset() != g.next) {
+func (g *state) reader(l *spool.Log, written bool) (*spool.Reader, error) {
+	if g.rd != nil && (g.rdLog != l || g.rd.Offset() != g.next || g.rdWritten != written) {
 		g.rd.Close()
 		g.rd = nil
 	}
@@ -344,7 +344,10 @@ func (g *state) reader(l *spool.Log) (*spool.Reader, error) {
 			return nil, err
 		}
 		rd.ReuseBuffer()
-		g.rd, g.rdLog = rd, l
+		if written {
+			rd.ReadWritten()
+		}
+		g.rd, g.rdLog, g.rdWritten = rd, l, written
 	}
 	return g.rd, nil
 }
@@ -391,7 +394,8 @@ func readOne(l *spool.Log, o uint64) (spool.Record, error) {
 		return spool.Record{}, err
 	}
 	defer rd.Close()
-	if o >= l.NextOffset() {
+	rd.ReadWritten() // a record the group read (leased before its fsync, by default)
+	if o >= l.WrittenOffset() {
 		return spool.Record{}, errors.New("beyond the end of the log")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -490,7 +494,7 @@ func (s *Server) watchLocked(stream string, l *spool.Log) {
 // watch wakes the parked fetches of a stream's groups as the stream grows.
 func (s *Server) watch(stream string, l *spool.Log) {
 	defer s.wg.Done()
-	seen := l.NextOffset()
+	seen := s.end(l)
 	for {
 		s.mu.Lock()
 		for _, g := range s.groups {
@@ -499,13 +503,17 @@ func (s *Server) watch(stream string, l *spool.Log) {
 			}
 		}
 		s.unlockAndSend()
-		if err := l.Wait(s.ctx, seen); err != nil {
+		wait := l.WaitWritten
+		if s.cfg.LeaseAfterSync {
+			wait = l.Wait
+		}
+		if err := wait(s.ctx, seen); err != nil {
 			s.mu.Lock()
 			delete(s.watching, stream)
 			s.mu.Unlock()
 			return
 		}
-		seen = l.NextOffset()
+		seen = s.end(l)
 	}
 }
 

@@ -32,7 +32,7 @@ func (s *Server) seekLocked(g *state, l *spool.Log, req Request) uint64 {
 
 // seekTarget resolves a start position on l, within what l holds.
 func seekTarget(l *spool.Log, start uint8, value uint64) uint64 {
-	oldest, next := l.OldestOffset(), l.NextOffset()
+	oldest, next := l.OldestOffset(), l.WrittenOffset()
 	switch start {
 	case StartLatest:
 		return next

@@ -93,6 +93,16 @@ type ServerConfig struct {
 	Watch ServiceWatcher
 	// MaxWait caps a fetch's wait. Default 30 s.
 	MaxWait time.Duration
+	// LeaseAfterSync leases a stream's records only once they are
+	// durable (after the publisher's fdatasync). By default the server
+	// leases them as soon as they are written to the stream's file
+	// (spool.Reader.ReadWritten), as a broker delivers what is in its page
+	// cache: a stalled fdatasync does not hold up delivery. Publishers are
+	// acknowledged once durable either way, and a process crash loses
+	// nothing; only an OS crash can take records a member received, whose
+	// publish was never acknowledged. The stream then reopens in a new
+	// epoch and the group's state follows it (see the package doc).
+	LeaseAfterSync bool
 	// LazyCommit is how long a lazy settle (FlagLazy: Run's acks and
 	// naks, which no caller waits for) may wait for the group commit
 	// that writes it, so that one fdatasync takes those of many
@@ -104,6 +114,15 @@ type ServerConfig struct {
 	LazyCommit time.Duration
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
+}
+
+// end is the end of what the server may lease from l: its written end,
+// or with LeaseAfterSync its durable end.
+func (s *Server) end(l *spool.Log) uint64 {
+	if s.cfg.LeaseAfterSync {
+		return l.NextOffset()
+	}
+	return l.WrittenOffset()
 }
 
 // Server owns the state of every consumer group of a publisher's streams
@@ -342,7 +361,7 @@ func (s *Server) groupLocked(req Request, l *spool.Log) (*state, error) {
 		start := l.OldestOffset()
 		switch req.Start {
 		case StartLatest:
-			start = l.NextOffset()
+			start = l.WrittenOffset()
 		case StartOffset:
 			start = max(req.StartValue, start)
 		case StartTime:

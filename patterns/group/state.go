@@ -139,16 +139,17 @@ type state struct {
 	dirty   bool
 	// The journal (see journal.go): the generation of the last
 	// snapshot, and what changed since the last commit.
-	gen      uint64
-	needSnap bool     // the next commit writes a snapshot
-	written  settings // the settings of the last snapshot
-	jNext    uint64   // the cursor at the last commit
-	jDone    spanSet  // settled since the last commit
-	jDeliv   spanSet  // offsets whose delivery count changed since
-	cnt      Counters
-	parked   []*parkedFetch
-	rd       *spool.Reader // at next, kept between fetches
-	rdLog    *spool.Log
+	gen       uint64
+	needSnap  bool     // the next commit writes a snapshot
+	written   settings // the settings of the last snapshot
+	jNext     uint64   // the cursor at the last commit
+	jDone     spanSet  // settled since the last commit
+	jDeliv    spanSet  // offsets whose delivery count changed since
+	cnt       Counters
+	parked    []*parkedFetch
+	rd        *spool.Reader // at next, kept between fetches
+	rdLog     *spool.Log
+	rdWritten bool // rd reads up to the written end (spool.Reader.ReadWritten)
 	// epoch is the log's epoch the state's offsets belong to (see
 	// epoch.go); epochKnown is false for a snapshot written before
 	// snapshots held it.

@@ -16,7 +16,7 @@ type GroupStats struct {
 	Group     string
 	Floor     uint64 // every record below is acknowledged or dead-lettered
 	Next      uint64 // the cursor: the first record never leased
-	High      uint64 // the stream's next offset (High-Next: records never delivered)
+	High      uint64 // the stream's written end, spool.Log.WrittenOffset (High-Next: records never delivered)
 	Pending   int    // records in flight or waiting for redelivery
 	Available int    // of those, records waiting for redelivery
 	InFlight  int    // of those, records leased to a member
@@ -84,7 +84,7 @@ func (g *state) stats(l *spool.Log) GroupStats {
 		Pending: len(g.pend) + g.inRuns, Available: g.avail, InFlight: len(g.pend) + g.inRuns - g.avail, Members: len(g.held),
 		AckWait: g.set.AckWait, MaxDeliver: g.set.MaxDeliver, Ordered: g.set.Ordered}
 	if l != nil {
-		st.High = l.NextOffset()
+		st.High = l.WrittenOffset()
 		if st.High > g.next {
 			st.Lag = st.High - g.next
 		}
