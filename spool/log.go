@@ -189,20 +189,22 @@ type Log struct {
 
 	// The index readers see. The syncer (publish) and, for a read-only Log,
 	// refresh change it; the writer appends new segments (createSegment).
-	mu     sync.RWMutex // guards the fields below
-	segs   []*segment
-	next   uint64 // offset after the last published record
-	cumMax int64  // largest record time published
-	notify chan struct{}
-	closed bool
+	mu      sync.RWMutex // guards the fields below
+	segs    []*segment
+	next    uint64 // offset after the last published record
+	cumMax  int64  // largest record time published
+	notify  chan struct{}
+	closed  bool
+	closeCh chan struct{}
 
 	// Groups written and not yet published, for Readers that
 	// ReadWritten (written.go): in write order, wend the end of the last
-	// one, wnotify closed when one is noted.
+	// one, wnotify closed when one is noted while wwait says someone
+	// waits for it (set under mu, shared or not).
 	early   []*pendingWrite
 	wend    uint64
 	wnotify chan struct{}
-	closeCh chan struct{}
+	wwait   atomic.Bool
 
 	floor  atomic.Uint64 // SetFloor; read by retention
 	forced atomic.Uint64 // records retention's caps removed below Config.RetentionFloor

@@ -31,8 +31,12 @@ func (l *Log) noteWritten(pw *pendingWrite) {
 	l.mu.Lock()
 	l.early = append(l.early, pw)
 	l.wend = end
-	close(l.wnotify)
-	l.wnotify = make(chan struct{})
+	if l.wwait.Swap(false) {
+		// Someone waits (waitWritten set it under l.mu, so it is seen
+		// here): a new channel only then, not for every group.
+		close(l.wnotify)
+		l.wnotify = make(chan struct{})
+	}
 	l.mu.Unlock()
 }
 
@@ -50,14 +54,16 @@ func (pw *pendingWrite) end() (uint64, bool) {
 // just published (l.mu held). Groups are published in the order they
 // were noted.
 func (l *Log) unnoteLocked(batch []*pendingWrite) {
+	k := 0
 	for _, pw := range batch {
-		if len(l.early) > 0 && l.early[0] == pw {
-			l.early[0] = nil
-			l.early = l.early[1:]
+		if k < len(l.early) && l.early[k] == pw {
+			k++
 		}
 	}
-	if len(l.early) == 0 {
-		l.early = l.early[:0:0]
+	if k > 0 { // in place: the list keeps its one array
+		n := copy(l.early, l.early[k:])
+		clear(l.early[n:])
+		l.early = l.early[:n]
 	}
 }
 
@@ -119,6 +125,7 @@ func (l *Log) waitWritten(ctx context.Context, offset uint64, stop <-chan struct
 			return nil
 		}
 		ch, pub := l.wnotify, l.notify
+		l.wwait.Store(true) // under l.mu: the next noteWritten sees it
 		l.mu.RUnlock()
 		select {
 		case <-ch:
