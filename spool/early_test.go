@@ -145,31 +145,7 @@ func TestVisibleBeforeSyncCrash(t *testing.T) {
 	if err := l.checkpoint(false); err != nil { // as the checkpointer could any moment
 		t.Fatal(err)
 	}
-	mb, err := os.ReadFile(filepath.Join(dir, metaFileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	seg, err := os.ReadFile(filepath.Join(dir, segName(0)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	image := func(data []byte) string {
-		d := t.TempDir()
-		if err := os.WriteFile(filepath.Join(d, segName(0)), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(d, metaFileName), mb, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
-	// kill -9: the page cache, and so every written record, survives.
-	killed := image(seg)
-	// Power loss: the disk lost the records that were never fsynced.
-	bs := batchesOf(t, seg)
-	lostSeg := append([]byte(nil), seg...)
-	clear(lostSeg[bs[100].pos:])
-	powered := image(lostSeg)
+	killed, powered := crashImages(t, dir, 100)
 	g.open()
 	for _, a := range acks {
 		<-a.Done()
@@ -201,4 +177,34 @@ func TestVisibleBeforeSyncCrash(t *testing.T) {
 	if len(c.lost) != 1 || c.lost[0] != [2]uint64{1000, 1050} || len(c.got) != 1070 || c.got[1050] != "new-0" {
 		t.Fatalf("consumer lost %v, received %d records", c.lost, len(c.got))
 	}
+}
+
+// crashImages copies the one-segment log in dir (its meta.json as it is
+// now) twice, as a crash would leave it: killed as after kill -9 (the page
+// cache, and so every written record, survives), powered as after a power
+// loss that took everything from batch lostBatch on (never fsynced).
+func crashImages(t *testing.T, dir string, lostBatch int) (killed, powered string) {
+	t.Helper()
+	mb, err := os.ReadFile(filepath.Join(dir, metaFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg, err := os.ReadFile(filepath.Join(dir, segName(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := func(data []byte) string {
+		d := t.TempDir()
+		if err := os.WriteFile(filepath.Join(d, segName(0)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, metaFileName), mb, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	bs := batchesOf(t, seg)
+	lostSeg := append([]byte(nil), seg...)
+	clear(lostSeg[bs[lostBatch].pos:])
+	return image(seg), image(lostSeg)
 }

@@ -81,13 +81,20 @@ func (l *Log) readRaw(buf []byte, from uint64, maxBytes int) ([]byte, uint64, er
 		return nil, from, l.damageLocked()
 	}
 	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].end > from })
-	s := l.segs[i]
-	j := sort.Search(len(s.batches), func(j int) bool { return s.batches[j].end() > from })
-	start := s.batches[j].pos
-	end := start + int64(s.batches[j].size)
+	return readBatches(buf, l.segs[i], l.segs[i].batches, from, maxBytes)
+}
+
+// readBatches reads from s the batches of bs (indexed batches of s) from
+// the one that holds from: at least that one, then up to maxBytes. It
+// reads into buf when its capacity suffices, else into a new slice, and
+// returns the offset after the last record read.
+func readBatches(buf []byte, s *segment, bs []batchIdx, from uint64, maxBytes int) ([]byte, uint64, error) {
+	j := sort.Search(len(bs), func(j int) bool { return bs[j].end() > from })
+	start := bs[j].pos
+	end := start + int64(bs[j].size)
 	k := j + 1
-	for k < len(s.batches) && end+int64(s.batches[k].size)-start <= int64(maxBytes) {
-		end += int64(s.batches[k].size)
+	for k < len(bs) && end+int64(bs[k].size)-start <= int64(maxBytes) {
+		end += int64(bs[k].size)
 		k++
 	}
 	var data []byte
@@ -99,7 +106,7 @@ func (l *Log) readRaw(buf []byte, from uint64, maxBytes int) ([]byte, uint64, er
 	if _, err := s.f.ReadAt(data, start); err != nil {
 		return nil, from, fmt.Errorf("spool: read segment %s: %w", s.name, err)
 	}
-	return data, s.batches[k-1].end(), nil
+	return data, bs[k-1].end(), nil
 }
 
 // SeekTime returns the first offset whose record time is at or after t

@@ -2,8 +2,6 @@ package spool
 
 import (
 	"context"
-	"fmt"
-	"sort"
 )
 
 // Reading what is written before it is durable. The writer hands every
@@ -156,24 +154,7 @@ func (l *Log) readWritten(buf []byte, from uint64, maxBytes int) ([]byte, uint64
 			if len(bs) == 0 || bs[len(bs)-1].end() <= from {
 				continue
 			}
-			j := sort.Search(len(bs), func(j int) bool { return bs[j].end() > from })
-			start := bs[j].pos
-			end := start + int64(bs[j].size)
-			k := j + 1
-			for k < len(bs) && end+int64(bs[k].size)-start <= int64(maxBytes) {
-				end += int64(bs[k].size)
-				k++
-			}
-			var data []byte
-			if n := int(end - start); n <= cap(buf) {
-				data = buf[:n]
-			} else {
-				data = make([]byte, n)
-			}
-			if _, err := c.seg.f.ReadAt(data, start); err != nil {
-				return nil, from, fmt.Errorf("spool: read segment %s: %w", c.seg.name, err)
-			}
-			return data, bs[k-1].end(), nil
+			return readBatches(buf, c.seg, bs, from, maxBytes)
 		}
 	}
 	// Not reached: the noted groups cover [next, wend) without a gap.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -233,29 +231,7 @@ func TestReadWrittenCrash(t *testing.T) {
 		t.Fatalf("read %q", recs[49].Value)
 	}
 	epoch, _ := l.Epoch()
-	mb, err := os.ReadFile(filepath.Join(dir, metaFileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	seg, err := os.ReadFile(filepath.Join(dir, segName(0)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	image := func(data []byte) string {
-		d := t.TempDir()
-		if err := os.WriteFile(filepath.Join(d, segName(0)), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(d, metaFileName), mb, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
-	killed := image(seg)
-	bs := batchesOf(t, seg)
-	lostSeg := append([]byte(nil), seg...)
-	clear(lostSeg[bs[100].pos:])
-	powered := image(lostSeg)
+	killed, powered := crashImages(t, dir, 100)
 	g.open()
 	for _, a := range acks {
 		<-a.Done()
