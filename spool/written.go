@@ -66,7 +66,7 @@ func (l *Log) unnoteLocked(batch []*pendingWrite) {
 }
 
 // dropWritten forgets every noted group: a write or fsync failed, so none
-// of them will be published (syncer, Close).
+// of them will be published (syncer).
 func (l *Log) dropWritten() {
 	l.mu.Lock()
 	if len(l.early) > 0 {
