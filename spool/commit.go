@@ -3,6 +3,7 @@ package spool
 import (
 	"os"
 	"runtime"
+	"sync"
 	"time"
 )
 
@@ -25,6 +26,82 @@ type pendingWrite struct {
 	dd *pwDedup // deduplication events for the durable view (dedupfile.go); nil for none
 }
 
+// syncQueue hands written groups from the writer to the syncer. The writer
+// does not wait for the syncer's fsync: records written while an fsync
+// stalls (tens to hundreds of milliseconds on some disks) stay readable
+// through ReadWritten, and appends keep being written behind it. It waits
+// only once maxUnsyncedGroups groups are written and not yet committed
+// (their record values are dropped once written, so what a queued group
+// holds is small; the kernel throttles the dirty pages themselves).
+type syncQueue struct {
+	mu      sync.Mutex
+	q       []*pendingWrite // written, not yet taken by the syncer
+	pending int             // groups put and not yet committed
+	closed  bool            // the writer has exited
+	more    chan struct{}   // (1) the writer put a group or exited
+	room    chan struct{}   // (1) the syncer committed groups
+}
+
+// maxUnsyncedGroups bounds the groups written and not yet committed: at
+// 10 K single-record appends/s, 1.6 s of stalled fsync.
+const maxUnsyncedGroups = 1 << 14
+
+func (q *syncQueue) init() {
+	q.more = make(chan struct{}, 1)
+	q.room = make(chan struct{}, 1)
+}
+
+// put queues a written group for the syncer (writer), first waiting while
+// maxUnsyncedGroups are pending.
+func (q *syncQueue) put(pw *pendingWrite) {
+	q.mu.Lock()
+	for q.pending >= maxUnsyncedGroups {
+		q.mu.Unlock()
+		<-q.room
+		q.mu.Lock()
+	}
+	q.q = append(q.q, pw)
+	q.pending++
+	q.mu.Unlock()
+	signal(q.more)
+}
+
+// close says the writer has exited: nothing more comes (writer).
+func (q *syncQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	signal(q.more)
+}
+
+// take appends every queued group to batch (syncer). It reports false
+// once the writer has exited and nothing more can come.
+func (q *syncQueue) take(batch []*pendingWrite) ([]*pendingWrite, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	batch = append(batch, q.q...)
+	clear(q.q)
+	q.q = q.q[:0]
+	return batch, !q.closed
+}
+
+// done releases n committed groups' places (syncer).
+func (q *syncQueue) done(n int) {
+	q.mu.Lock()
+	q.pending -= n
+	q.mu.Unlock()
+	signal(q.room)
+}
+
+// signal wakes the one goroutine waiting on c, if any; a wake-up given
+// while none waits is kept for the next wait.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
 // syncer fsyncs written groups according to the policy, publishes them to
 // readers and acknowledges the appends. One fsync covers every group written
 // by the time it starts; under SyncGroup it waits up to GroupInterval for
@@ -38,52 +115,38 @@ func (l *Log) syncer() {
 	var force bool
 	var lastSync time.Time // start of the last group fsync, for MinSyncInterval
 	open := true
-	// take adds a received group to the batch; false once the writer has exited.
-	take := func(p *pendingWrite, ok bool) bool {
-		if !ok {
-			open = false
-			return false
+	// drain takes the groups already written, without waiting; open turns
+	// false once the writer has exited.
+	drain := func() {
+		n := len(batch)
+		batch, open = l.sq.take(batch)
+		for _, p := range batch[n:] {
+			records += int(p.records)
+			force = force || p.force
 		}
-		batch = append(batch, p)
-		records += int(p.records)
-		force = force || p.force
-		return true
 	}
 	// gather takes the groups written within d, until GroupRecords
 	// records wait, a group forces the fsync or the writer exits.
 	gather := func(d time.Duration) {
 		timer.Reset(d)
 		defer timer.Stop()
-		for records < l.cfg.GroupRecords && !force {
+		for records < l.cfg.GroupRecords && !force && open {
 			select {
-			case p, ok := <-l.syncCh:
-				if !take(p, ok) {
-					return
-				}
+			case <-l.sq.more:
+				drain()
 			case <-timer.C:
-				return
-			}
-		}
-	}
-	// drain takes the groups already written, without waiting.
-	drain := func() {
-		for {
-			select {
-			case p, ok := <-l.syncCh:
-				if !take(p, ok) {
-					return
-				}
-			default:
 				return
 			}
 		}
 	}
 	for open {
 		batch, records, force = batch[:0], 0, false
-		if p, ok := <-l.syncCh; !take(p, ok) {
-			return
+		for drain(); len(batch) == 0; drain() { // wait for the first group
+			if !open {
+				return
+			}
+			<-l.sq.more
 		}
-		drain() // whatever else is already written
 		if l.cfg.Sync == SyncGroup && l.cfg.GroupInterval > 0 && !force && open && records < l.cfg.GroupRecords {
 			gather(l.cfg.GroupInterval)
 		}
@@ -100,6 +163,8 @@ func (l *Log) syncer() {
 			lastSync = time.Now()
 		}
 		l.commit(batch, doSync)
+		l.sq.done(len(batch))
+		clear(batch) // the committed groups are garbage now
 		// Let the goroutines the commit readied (callers of Append and
 		// Ack.Wait, readers waiting for records) run before the next
 		// fsync: the runtime queues them on this goroutine's P, and takes

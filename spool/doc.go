@@ -124,7 +124,7 @@
 //	writer                        write.go: assigns offsets, encodes and
 //	   |   <--> preallocator      compresses a group, one pwrite, rolls
 //	   |        (prealloc.go)     segments; zero-fills a small step ahead
-//	   | syncCh: written groups
+//	   | sync queue: written groups; the writer does not wait for an fsync
 //	   v
 //	syncer                        commit.go: group commit, fdatasync per policy
 //	   |

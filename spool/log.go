@@ -223,11 +223,11 @@ type Log struct {
 	// Lifecycle of the write path (write.go, commit.go, retention.go).
 	closeMu   sync.RWMutex // guards closing; held shared while enqueueing
 	closing   bool
-	reqCh     chan *Ack          // Append -> writer
-	syncCh    chan *pendingWrite // writer -> syncer
-	retainCh  chan struct{}      // writer -> retainer, after a roll
-	stopCh    chan struct{}      // closed by Close: stops the retainer
-	wg        sync.WaitGroup     // writer, syncer, retainer, read-only watch
+	reqCh     chan *Ack      // Append -> writer
+	sq        syncQueue      // writer -> syncer (commit.go)
+	retainCh  chan struct{}  // writer -> retainer, after a roll
+	stopCh    chan struct{}  // closed by Close: stops the retainer
+	wg        sync.WaitGroup // writer, syncer, retainer, read-only watch
 	failMu    sync.Mutex
 	failErr   error // the first write or fsync failure: nothing is acknowledged after it
 	closeOnce sync.Once
@@ -340,7 +340,7 @@ func open(cfg Config, ro bool) (*Log, error) {
 	l.wnext = l.next
 	l.acked = l.next
 	l.reqCh = make(chan *Ack, 256)
-	l.syncCh = make(chan *pendingWrite, 64)
+	l.sq.init()
 	l.retainCh = make(chan struct{}, 1)
 	l.stopCh = make(chan struct{})
 	l.ckptCh = make(chan struct{}, 1)

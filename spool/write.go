@@ -175,7 +175,7 @@ func (l *Log) Sync() error {
 // writes them and hands them to the syncer.
 func (l *Log) writer() {
 	defer l.wg.Done()
-	defer close(l.syncCh)
+	defer l.sq.close()
 	group := make([]*Ack, 0, 256)
 	for {
 		req, ok := <-l.reqCh
@@ -214,9 +214,10 @@ func (l *Log) writer() {
 		}
 		for _, r := range group {
 			r.encodedDone()
+			r.recs = nil // written: the queued group holds no record values
 			pw.force = pw.force || r.force
 		}
-		l.syncCh <- pw
+		l.sq.put(pw)
 	}
 }
 

@@ -250,3 +250,99 @@ func TestReadWrittenCrash(t *testing.T) {
 		t.Fatalf("the epoch the reader read in ended at %d (%v), want 1000", end, ok)
 	}
 }
+
+// TestWriterRunsAheadOfStalledFsync: while an fsync stalls, the writer
+// keeps writing appends (one group each: each is written before the next
+// comes) far beyond the 65 groups an fsync used to hold back, so
+// ReadWritten readers get them at once; none is acknowledged until the
+// fsync ends, then all are, in order.
+func TestWriterRunsAheadOfStalledFsync(t *testing.T) {
+	l := openT(t, Config{Dir: t.TempDir(), Sync: SyncGroup, GroupInterval: -1})
+	g := newSyncGate(t, l)
+	g.holdNext()
+	first := appendAsyncValues(t, l, "a", 1)
+	<-g.entered
+
+	const n = 2000
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	acks := make([]*Ack, n)
+	for i := range acks {
+		a, err := l.AppendAsync(ctx, Record{Value: fmt.Appendf(nil, "b-%d", i)})
+		if err != nil {
+			t.Fatalf("append %d while the fsync is held: %v", i, err)
+		}
+		acks[i] = a
+		if err := l.WaitWritten(ctx, uint64(i+1)); err != nil {
+			t.Fatalf("append %d not written while the fsync is held: %v", i, err)
+		}
+	}
+	if w := l.WrittenOffset(); w != n+1 {
+		t.Fatalf("WrittenOffset %d, want %d", w, n+1)
+	}
+	recs := readWrittenN(t, l, 1, n)
+	for i, r := range recs {
+		if want := fmt.Sprintf("b-%d", i); r.Offset != uint64(i+1) || string(r.Value) != want {
+			t.Fatalf("record %d: offset %d %q, want %q", i, r.Offset, r.Value, want)
+		}
+	}
+	for i, a := range append(first, acks...) {
+		select {
+		case <-a.Done():
+			t.Fatalf("append %d acknowledged while the fsync is held", i)
+		default:
+		}
+	}
+	if next := l.NextOffset(); next != 0 {
+		t.Fatalf("NextOffset %d while the fsync is held, want 0", next)
+	}
+	g.open()
+	for i, a := range append(first, acks...) {
+		off, err := a.Wait(ctx)
+		if err != nil || off != uint64(i) {
+			t.Fatalf("append %d: offset %d, %v", i, off, err)
+		}
+	}
+}
+
+// TestSyncQueueBound: the writer's put waits once maxUnsyncedGroups groups
+// are pending, until the syncer commits some; take hands over every queued
+// group in order and says when the writer has exited.
+func TestSyncQueueBound(t *testing.T) {
+	var q syncQueue
+	q.init()
+	for i := range maxUnsyncedGroups {
+		q.put(&pendingWrite{records: int32(i)})
+	}
+	put := make(chan struct{})
+	go func() {
+		q.put(&pendingWrite{records: -1})
+		q.close()
+		close(put)
+	}()
+	select {
+	case <-put:
+		t.Fatal("put did not wait with maxUnsyncedGroups groups pending")
+	case <-time.After(50 * time.Millisecond):
+	}
+	batch, open := q.take(nil)
+	if len(batch) != maxUnsyncedGroups || !open {
+		t.Fatalf("took %d groups (open %v), want %d", len(batch), open, maxUnsyncedGroups)
+	}
+	for i, pw := range batch {
+		if pw.records != int32(i) {
+			t.Fatalf("group %d out of order: %d", i, pw.records)
+		}
+	}
+	select {
+	case <-put:
+		t.Fatal("put went on before the syncer committed anything")
+	case <-time.After(50 * time.Millisecond):
+	}
+	q.done(1)
+	<-put
+	batch, open = q.take(batch[:0])
+	if len(batch) != 1 || batch[0].records != -1 || open {
+		t.Fatalf("after close: took %d groups (open %v), want the last one and closed", len(batch), open)
+	}
+}
