@@ -40,6 +40,10 @@ type GroupOptions struct {
 	JSON        bool
 	CPUProfile  string // the publisher's; member i writes CPUProfile.member<i>
 	MemProfile  string // the publisher's allocation profile; member i writes MemProfile.member<i>
+	// LatencyFile, with a Rate, gets every delivered record as a CSV
+	// line: round, member, offset, and the Unix ns of its append, its
+	// acknowledgement (durable) and its delivery to the handler.
+	LatencyFile string
 	// VisibleBeforeSync serves records before their fdatasync
 	// (spool.Config.VisibleBeforeSync).
 	VisibleBeforeSync bool
@@ -125,11 +129,32 @@ func Group(ctx context.Context, out io.Writer, o GroupOptions) error {
 	}
 	defer stop()
 	defer memProfile(o.MemProfile)
-	var res []GroupResult
-	for range max(o.Rounds, 1) {
-		r, err := groupRun(ctx, o)
+	var lat *bufio.Writer
+	if o.LatencyFile != "" {
+		f, err := os.Create(o.LatencyFile)
 		if err != nil {
 			return err
+		}
+		defer f.Close()
+		lat = bufio.NewWriter(f)
+		fmt.Fprintln(lat, "round,member,offset,append_ns,durable_ns,delivered_ns")
+	}
+	var res []GroupResult
+	for round := range max(o.Rounds, 1) {
+		var dump func(member int, off uint64, appended, durable, delivered int64)
+		if lat != nil {
+			dump = func(member int, off uint64, appended, durable, delivered int64) {
+				fmt.Fprintf(lat, "%d,%d,%d,%d,%d,%d\n", round, member, off, appended, durable, delivered)
+			}
+		}
+		r, err := groupRun(ctx, o, dump)
+		if err != nil {
+			return err
+		}
+		if lat != nil {
+			if err := lat.Flush(); err != nil {
+				return err
+			}
 		}
 		res = append(res, r)
 		if o.JSON {
@@ -161,7 +186,8 @@ func Group(ctx context.Context, out io.Writer, o GroupOptions) error {
 }
 
 // groupRun runs one round in a fresh spool.
-func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
+// dump, if not nil, gets every delivered record's figures.
+func groupRun(ctx context.Context, o GroupOptions, dump func(member int, off uint64, appended, durable, delivered int64)) (GroupResult, error) {
 	res := GroupResult{Impl: "fastmq", Count: o.Count, Size: o.Size, Members: o.Members, MemberProcs: o.MemberProcs, Rate: o.Rate}
 	dir, err := os.MkdirTemp("", "fastmq-bench-group-")
 	if err != nil {
@@ -297,7 +323,7 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 	res.PubBytes = float64(ms1.TotalAlloc-ms0.TotalAlloc) / float64(o.Count)
 	var mallocs, bytes uint64
 	var lat, toDelivered []int64
-	for _, c := range children {
+	for ci, c := range children {
 		c.stdin.Close()
 		rep, ok := <-c.out
 		if !ok {
@@ -310,6 +336,9 @@ func groupRun(ctx context.Context, o GroupOptions) (GroupResult, error) {
 		for i, off := range rep.Offsets {
 			if off < uint64(len(durable)) && !durable[off].IsZero() && i < len(rep.AtNs) {
 				toDelivered = append(toDelivered, rep.AtNs[i]-durable[off].UnixNano())
+				if dump != nil && i < len(rep.LatNs) {
+					dump(ci, off, rep.AtNs[i]-rep.LatNs[i], durable[off].UnixNano(), rep.AtNs[i])
+				}
 			}
 		}
 	}
