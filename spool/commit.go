@@ -81,7 +81,7 @@ func (q *syncQueue) take(batch []*pendingWrite) ([]*pendingWrite, bool) {
 	defer q.mu.Unlock()
 	batch = append(batch, q.q...)
 	clear(q.q)
-	q.q = q.q[:0]
+	q.q = shrink(q.q[:0])
 	return batch, !q.closed
 }
 
@@ -91,6 +91,15 @@ func (q *syncQueue) done(n int) {
 	q.pending -= n
 	q.mu.Unlock()
 	signal(q.room)
+}
+
+// shrink drops an empty queue's array if a stall grew it large: a node
+// has many streams, and a stall's backlog is rare.
+func shrink(q []*pendingWrite) []*pendingWrite {
+	if cap(q) > 1024 {
+		return nil
+	}
+	return q
 }
 
 // signal wakes the one goroutine waiting on c, if any; a wake-up given
@@ -165,6 +174,7 @@ func (l *Log) syncer() {
 		l.commit(batch, doSync)
 		l.sq.done(len(batch))
 		clear(batch) // the committed groups are garbage now
+		batch = shrink(batch)
 		// Let the goroutines the commit readied (callers of Append and
 		// Ack.Wait, readers waiting for records) run before the next
 		// fsync: the runtime queues them on this goroutine's P, and takes
