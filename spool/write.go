@@ -83,7 +83,9 @@ func (l *Log) Append(ctx context.Context, recs ...Record) (uint64, error) {
 }
 
 // AppendAsync queues records like Append but returns as soon as they are
-// queued (it blocks only while the queue is full, or until ctx ends). The
+// queued (it blocks only while the queue is full, or until ctx ends: 256
+// appends wait for the writer, which keeps writing while an fsync runs and
+// itself waits only once 16384 written groups wait for theirs). The
 // returned Ack completes when Append would have returned. The caller must
 // not modify recs until then. It lets one goroutine keep several appends in
 // flight, so that writing the next group overlaps the fsync of the last one.
