@@ -204,6 +204,9 @@ const slowFsync = 500 * time.Millisecond
 func (l *Log) commit(batch []*pendingWrite, doSync bool) {
 	var err error
 	if doSync {
+		if l.beforeSync != nil {
+			l.beforeSync()
+		}
 		// After a failed write or fsync nothing more is acknowledged: the
 		// groups written before the failure was known were never synced.
 		err = l.failure()
@@ -219,9 +222,6 @@ func (l *Log) commit(batch []*pendingWrite, doSync bool) {
 		}
 		l.pre.observe(bytes)
 		l.fsyncs.carried(bytes, l.pre.takeZeros())
-		if l.beforeSync != nil {
-			l.beforeSync()
-		}
 		t0 := time.Now()
 		defer func() {
 			if d := time.Since(t0); d > slowFsync && err == nil {

@@ -211,7 +211,7 @@ type Log struct {
 
 	fsyncs fsyncStats // observed by the syncer
 
-	beforeSync func() // tests only: the syncer calls it before a group fsync
+	beforeSync func() // tests only: the syncer calls it before a group fsync (or the failure it stands for)
 
 	// Identity, epochs and recovery checkpoint (meta.go, checkpoint.go).
 	metaMu sync.Mutex     // guards meta and metaFI; serialises writes of meta.json

@@ -27,6 +27,12 @@ func (l *Log) noteWritten(pw *pendingWrite) {
 		return // nothing written (every record a duplicate)
 	}
 	l.mu.Lock()
+	if l.failure() != nil {
+		// The syncer failed (and may have dropped the noted groups)
+		// since this group was written: it will never be published.
+		l.mu.Unlock()
+		return
+	}
 	l.early = append(l.early, pw)
 	l.wend = end
 	if l.wwait.Swap(false) {

@@ -1,9 +1,13 @@
 package spool
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -344,5 +348,109 @@ func TestSyncQueueBound(t *testing.T) {
 	batch, open = q.take(batch[:0])
 	if len(batch) != 1 || batch[0].records != -1 || open {
 		t.Fatalf("after close: took %d groups (open %v), want the last one and closed", len(batch), open)
+	}
+}
+
+// segmentGate is a log handler that, once armed, holds the writer in the
+// log call that reports a new segment: between the writer's check for a
+// failure and its write of the group that rolled.
+type segmentGate struct {
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (h *segmentGate) Enabled(context.Context, slog.Level) bool { return true }
+func (h *segmentGate) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *segmentGate) WithGroup(string) slog.Handler            { return h }
+func (h *segmentGate) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "segment created" && h.armed.CompareAndSwap(true, false) {
+		h.entered <- struct{}{}
+		<-h.release
+	}
+	return nil
+}
+
+// TestNoteAfterFailure: a group the writer finishes after the syncer
+// failed (and dropped the groups noted for ReadWritten readers) is not
+// noted: WrittenOffset stays at NextOffset, and no reader gets records
+// that will never be acknowledged, while that group waits for its commit.
+func TestNoteAfterFailure(t *testing.T) {
+	h := &segmentGate{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	var releaseOnce sync.Once
+	releaseWriter := func() { releaseOnce.Do(func() { close(h.release) }) }
+	t.Cleanup(releaseWriter)
+	l := openT(t, Config{Dir: t.TempDir(), Sync: SyncEach, SegmentBytes: 4 << 10, Logger: slog.New(h)})
+
+	// The syncer's first commit waits for sync1, its second signals
+	// entered2 and waits for sync2.
+	sync1, entered2, sync2 := make(chan struct{}), make(chan struct{}, 1), make(chan struct{})
+	var syncOnce1, syncOnce2 sync.Once
+	open1 := func() { syncOnce1.Do(func() { close(sync1) }) }
+	open2 := func() { syncOnce2.Do(func() { close(sync2) }) }
+	t.Cleanup(open2)
+	t.Cleanup(open1)
+	var commits atomic.Int32
+	entered1 := make(chan struct{}, 1)
+	l.beforeSync = func() {
+		switch commits.Add(1) {
+		case 1:
+			entered1 <- struct{}{}
+			<-sync1
+		case 2:
+			entered2 <- struct{}{}
+			<-sync2
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	value := bytes.Repeat([]byte("x"), 3000) // one record fills a segment
+	a1, err := l.AppendAsync(ctx, Record{Value: value})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-entered1 // record 0, in the first segment, waits for its fsync
+	if w := l.WrittenOffset(); w != 1 {
+		t.Fatalf("WrittenOffset %d with record 0 written, want 1", w)
+	}
+	h.armed.Store(true)
+	a2, err := l.AppendAsync(ctx, Record{Value: value})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-h.entered // the writer has checked for a failure and rolled to a new segment
+
+	l.mu.RLock()
+	f := l.segs[0].f
+	l.mu.RUnlock()
+	f.Close() // record 0's fdatasync fails
+	open1()
+	if _, err := a1.Wait(ctx); err == nil {
+		t.Fatal("record 0 acknowledged after its fsync failed")
+	}
+	releaseWriter() // the writer writes record 1 and hands it to the syncer
+	select {
+	case <-entered2:
+	case <-ctx.Done():
+		t.Fatal("the syncer never took record 1")
+	}
+	if w, n := l.WrittenOffset(), l.NextOffset(); w != n {
+		t.Fatalf("WrittenOffset %d, NextOffset %d: a group written after the failure was noted", w, n)
+	}
+	rd, err := l.NewReader(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	rd.ReadWritten()
+	rctx, rcancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer rcancel()
+	if r, err := rd.Next(rctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("read offset %d (%v) of a failed log", r.Offset, err)
+	}
+	open2()
+	if _, err := a2.Wait(ctx); err == nil {
+		t.Fatal("record 1 acknowledged after the failure")
 	}
 }
