@@ -142,11 +142,16 @@
 //   - A record is visible to readers of the writing Log only once it is
 //     acknowledged: the syncer publishes a group after its fsync and just
 //     before it acknowledges it. (A read-only Log reads the files, so it may
-//     see records written but not yet acknowledged; see Readers.) The one
-//     exception is [Config.VisibleBeforeSync]: the writer publishes each
-//     group right after its pwrite, and the syncer only acknowledges it.
-//     The recovery checkpoint and the deduplication state it covers follow
-//     the acknowledged end, never the published one.
+//     see records written but not yet acknowledged; see Readers.) There
+//     are two exceptions. Under [Config.VisibleBeforeSync] the writer
+//     publishes each group right after its pwrite, and the syncer only
+//     acknowledges it. And a Reader that asked for it ([Reader.ReadWritten])
+//     reads the groups the writer noted after their pwrite (written.go),
+//     up to [Log.WrittenOffset], while every other reader still waits for
+//     the publish; a failure drops the noted groups, and a group written
+//     after one is never noted. The recovery checkpoint and the
+//     deduplication state it covers follow the acknowledged end, never the
+//     published or written one.
 //   - Nothing is acknowledged as durable after a failed write or fsync: the
 //     first failure is kept, every group an fsync was still to cover fails
 //     with it, and every later Append fails until the Log is reopened and

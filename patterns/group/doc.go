@@ -81,11 +81,15 @@
 // their fdatasync (or the stream serves them so,
 // spool.Config.VisibleBeforeSync), a group can lease and acknowledge
 // records that an OS crash then takes from the stream, which reopens at
-// its durable end in a new epoch; new records take the lost offsets. A group state loaded from disk is cut back to the end of the
-// epoch its snapshot names (and to the end of the log), so the group
-// delivers those new records rather than taking them for the lost ones it
-// had settled; Floors reports the cut floor. The lost records are not
-// delivered again: they are gone.
+// its durable end in a new epoch; new records take the lost offsets. A
+// group state loaded from disk is cut back to the end of the epoch its
+// snapshot names (and to the end of the log), so the group delivers those
+// new records rather than taking them for the lost ones it had settled;
+// Floors reports the cut floor. The lost records are not delivered again:
+// they are gone. A failed fdatasync in a running process is the same
+// case, without a crash: the stream fails every append of the groups it
+// covered, yet members may already hold those records; the stream
+// accepts nothing more until it is reopened, in a new epoch.
 //
 // # Semantics and defaults
 //

@@ -14,7 +14,7 @@ import (
 // it on are delivered anew, first deliveries. The parked fetches stay
 // and are served from the new cursor. It returns the new cursor.
 func (s *Server) seekLocked(g *state, l *spool.Log, req Request) uint64 {
-	target := seekTarget(l, req.Start, req.StartValue)
+	target := s.seekTarget(l, req.Start, req.StartValue)
 	dropped := len(g.pend) + g.inRuns
 	g.pend = make(map[uint64]*pending)
 	g.runs, g.inRuns = nil, 0
@@ -30,9 +30,10 @@ func (s *Server) seekLocked(g *state, l *spool.Log, req Request) uint64 {
 	return target
 }
 
-// seekTarget resolves a start position on l, within what l holds.
-func seekTarget(l *spool.Log, start uint8, value uint64) uint64 {
-	oldest, next := l.OldestOffset(), l.WrittenOffset()
+// seekTarget resolves a start position on l, within what l holds and
+// the server may lease.
+func (s *Server) seekTarget(l *spool.Log, start uint8, value uint64) uint64 {
+	oldest, next := l.OldestOffset(), s.end(l)
 	switch start {
 	case StartLatest:
 		return next

@@ -298,7 +298,7 @@ func (s *Server) Handle(env [][]byte, frames [][]byte) {
 		s.fetchLocked(g, l, env, req)
 		return // unlocked by fetchLocked
 	case OpInfo:
-		st := g.stats(l)
+		st := g.stats(l, s.end)
 		s.mu.Unlock()
 		s.completeStats(&st, l)
 		b, _ := json.Marshal(st)
@@ -361,7 +361,7 @@ func (s *Server) groupLocked(req Request, l *spool.Log) (*state, error) {
 		start := l.OldestOffset()
 		switch req.Start {
 		case StartLatest:
-			start = l.WrittenOffset()
+			start = s.end(l)
 		case StartOffset:
 			start = max(req.StartValue, start)
 		case StartTime:

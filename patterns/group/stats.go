@@ -16,7 +16,7 @@ type GroupStats struct {
 	Group     string
 	Floor     uint64 // every record below is acknowledged or dead-lettered
 	Next      uint64 // the cursor: the first record never leased
-	High      uint64 // the stream's written end, spool.Log.WrittenOffset (High-Next: records never delivered)
+	High      uint64 // the end of what may be leased: the stream's written end, or its durable end under LeaseAfterSync (High-Next: records never delivered)
 	Pending   int    // records in flight or waiting for redelivery
 	Available int    // of those, records waiting for redelivery
 	InFlight  int    // of those, records leased to a member
@@ -49,7 +49,7 @@ func (s *Server) Stats() map[string]GroupStats {
 	items := make([]item, 0, len(s.groups))
 	for _, g := range s.groups {
 		l, _ := s.cfg.Lookup(g.stream)
-		items = append(items, item{g.stats(l), l})
+		items = append(items, item{g.stats(l, s.end), l})
 	}
 	s.mu.Unlock()
 	// The reads for the lag times happen outside the lock: a fetch or an
@@ -78,13 +78,14 @@ func (s *Server) List() []GroupStats {
 	return out
 }
 
-// stats is g's state; s.mu held. completeStats adds what needs reads.
-func (g *state) stats(l *spool.Log) GroupStats {
+// stats is g's state, with end the end of what may be leased from l;
+// s.mu held. completeStats adds what needs reads.
+func (g *state) stats(l *spool.Log, end func(*spool.Log) uint64) GroupStats {
 	st := GroupStats{Counters: g.cnt, Stream: g.stream, Group: g.group, Floor: g.floor, Next: g.next,
 		Pending: len(g.pend) + g.inRuns, Available: g.avail, InFlight: len(g.pend) + g.inRuns - g.avail, Members: len(g.held),
 		AckWait: g.set.AckWait, MaxDeliver: g.set.MaxDeliver, Ordered: g.set.Ordered}
 	if l != nil {
-		st.High = l.WrittenOffset()
+		st.High = end(l)
 		if st.High > g.next {
 			st.Lag = st.High - g.next
 		}

@@ -16,7 +16,7 @@ import (
 // as it is written: the member has it while its append is still
 // unacknowledged and the stream's durable end has not reached it. With
 // LeaseAfterSync the member gets it only after the append is
-// acknowledged.
+// acknowledged. The group's stats count what it may lease (High).
 func TestLeasedOnceWritten(t *testing.T) {
 	for _, afterSync := range []bool{false, true} {
 		t.Run(fmt.Sprintf("LeaseAfterSync=%v", afterSync), func(t *testing.T) {
@@ -35,6 +35,17 @@ func TestLeasedOnceWritten(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			msg, err := m.Next(ctx)
+			// High, the end of what the group may lease: the written
+			// end, or the durable end with LeaseAfterSync.
+			want := uint64(1)
+			if afterSync {
+				want = 0
+			}
+			if st, ok := p.groups.Stats()["s/g"]; !ok {
+				t.Fatal("no stats for s/g")
+			} else if st.High != want {
+				t.Fatalf("High %d while the fdatasync waits, want %d", st.High, want)
+			}
 			if afterSync {
 				if !errors.Is(err, context.DeadlineExceeded) {
 					t.Fatalf("leased before durable with LeaseAfterSync: %v", err)
