@@ -66,7 +66,9 @@ type Config struct {
 	// stream. A zero Spool.GroupInterval means adaptive group commit here
 	// (spool's negative interval): every fsync takes the records written
 	// during the previous one, which keeps latency at one fsync at low rates
-	// and still batches under load. Spool.VisibleBeforeSync serves every
+	// and still batches under load. A zero Spool.MinSyncInterval means
+	// StreamSyncInterval here (negative: fsyncs back to back).
+	// Spool.VisibleBeforeSync serves every
 	// stream's records to consumers once written, before their fsync
 	// (publishes are still acknowledged once durable, and the fsyncs are
 	// then 2 ms apart unless Spool.MinSyncInterval says otherwise; see

@@ -7,9 +7,27 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"time"
 
 	"github.com/fastmq/fastmq/spool"
 )
+
+// StreamSyncInterval is the least time between the starts of two of a
+// node's stream's fdatasyncs, unless Config.Spool.MinSyncInterval says
+// otherwise (spool.Config.MinSyncInterval; under Spool.VisibleBeforeSync
+// the spool's EarlySyncInterval). Back to back, a stream of small
+// appends at a steady rate costs an fdatasync every 0.15-0.3 ms, which is
+// more I/O operations a second than a virtual or cloud disk gives (on a
+// 2-core VM, over about 2500 a second froze the whole VM for 10 ms in
+// every 100), and consumer groups, which lease records once written,
+// do not wait for them. Paced at 500 µs, at 10 K records/s: append to
+// group delivery p99 0.55-0.94 ms against 1.75-2.25 ms back to back, and
+// the publish acknowledgement's p99 1.6-2.0 ms against 4.6-6.2 ms, for a
+// p50 of 0.58 ms against 0.25 ms. It caps a publisher that waits for
+// each acknowledgement before the next at about 1700 publishes a second
+// per stream, against 5500-6300 back to back (PublishAsync, or several
+// publishers, batch into the same fdatasync).
+const StreamSyncInterval = 500 * time.Microsecond
 
 // ErrBadStreamName reports a stream name that cannot be used.
 var ErrBadStreamName = errors.New("fastmq: bad stream name")
@@ -59,6 +77,9 @@ func (n *Node) Stream(name string) (*spool.Log, error) {
 	scfg.Dir = filepath.Join(n.cfg.DataDir, "streams", name)
 	if scfg.GroupInterval == 0 {
 		scfg.GroupInterval = -1
+	}
+	if scfg.MinSyncInterval == 0 && !scfg.VisibleBeforeSync {
+		scfg.MinSyncInterval = StreamSyncInterval
 	}
 	if scfg.Logger == nil {
 		scfg.Logger = n.cfg.Logger

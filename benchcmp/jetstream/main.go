@@ -60,7 +60,7 @@ var (
 	procs     = flag.Int("consumer-procs", 1, "each consumer (member) process's GOMAXPROCS, for both (bench group --member-procs); 0: the runtime's default")
 	early     = flag.Bool("visible-before-sync", false, "fastmq: serve records to every reader before their fdatasync (bench group --visible-before-sync)")
 	afterSync = flag.Bool("lease-after-sync", false, "fastmq: lease records only once durable (bench group --lease-after-sync); by default they are leased once written, before their fdatasync, as JetStream delivers")
-	minSync   = flag.Duration("min-sync-interval", 0, "fastmq: least time between two of the stream's fdatasyncs (bench group --min-sync-interval; 0: its default, negative: back to back); JetStream's file store syncs every 2 minutes by default")
+	minSync   = flag.Duration("min-sync-interval", 0, "fastmq: least time between two of the stream's fdatasyncs (bench group --min-sync-interval; 0: its default, a node's 500µs; negative: back to back); JetStream's file store syncs every 2 minutes by default")
 	role      = flag.String("role", "", "internal: consumer")
 	url       = flag.String("url", "", "internal: the NATS server's URL")
 )

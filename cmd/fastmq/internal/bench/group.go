@@ -52,8 +52,9 @@ type GroupOptions struct {
 	// --group-lease-after-sync).
 	LeaseAfterSync bool
 	// MinSyncInterval paces the stream's fdatasyncs
-	// (spool.Config.MinSyncInterval; 0: back to back, as a node's
-	// streams, or 2 ms under VisibleBeforeSync; negative: back to back).
+	// (spool.Config.MinSyncInterval; 0: as a node's streams,
+	// fastmq.StreamSyncInterval, or 2 ms under VisibleBeforeSync;
+	// negative: back to back).
 	MinSyncInterval time.Duration
 
 	// Member mode (a child of the publisher's run).
@@ -194,7 +195,7 @@ func groupRun(ctx context.Context, o GroupOptions, dump func(member int, off uin
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	l, err := spool.Open(spool.Config{Dir: filepath.Join(dir, "stream"), GroupInterval: -1, VisibleBeforeSync: o.VisibleBeforeSync, MinSyncInterval: o.MinSyncInterval})
+	l, err := spool.Open(spool.Config{Dir: filepath.Join(dir, "stream"), GroupInterval: -1, VisibleBeforeSync: o.VisibleBeforeSync, MinSyncInterval: nodeSyncInterval(o.MinSyncInterval, o.VisibleBeforeSync)})
 	if err != nil {
 		return res, err
 	}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fastmq/fastmq"
 	"github.com/fastmq/fastmq/internal/ctxutil"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/spool"
@@ -19,6 +20,7 @@ import (
 // prints the figures to out. With rate > 0 it appends rate records per
 // second and prints latency percentiles.
 func Pull(ctx context.Context, out io.Writer, count, size, rate int, scfg spool.Config) error {
+	scfg.MinSyncInterval = nodeSyncInterval(scfg.MinSyncInterval, scfg.VisibleBeforeSync)
 	dir, err := os.MkdirTemp("", "fastmq-bench-pull-")
 	if err != nil {
 		return err
@@ -226,4 +228,14 @@ func produce(ctx context.Context, l *spool.Log, value []byte, count, rate int, d
 		}
 	}
 	return nil
+}
+
+// nodeSyncInterval is the MinSyncInterval a node's stream would use when
+// configured with set: a zero one is fastmq.StreamSyncInterval, except
+// under VisibleBeforeSync, where the spool makes it EarlySyncInterval.
+func nodeSyncInterval(set time.Duration, visibleBeforeSync bool) time.Duration {
+	if set == 0 && !visibleBeforeSync {
+		return fastmq.StreamSyncInterval
+	}
+	return set
 }
