@@ -86,17 +86,9 @@ func TestPreallocZerosPerFsync(t *testing.T) {
 	}
 }
 
-// TestMinSyncInterval: group fsyncs start at least MinSyncInterval apart
-// however fast the appends come, so their count is bounded by the time the
-// appends took.
-func TestMinSyncInterval(t *testing.T) {
-	const interval = 5 * time.Millisecond
-	checkSyncPacing(t, Config{Dir: t.TempDir(), GroupInterval: -1, MinSyncInterval: interval}, interval)
-}
-
 // TestEarlySyncInterval: under VisibleBeforeSync, MinSyncInterval 0 means
-// EarlySyncInterval, a negative one means none, and a set one stays; the
-// fsyncs of a Log with VisibleBeforeSync alone are paced.
+// EarlySyncInterval, a negative one means none, and a set one stays
+// (TestEarlySyncPacing checks the fsyncs of such a Log).
 func TestEarlySyncInterval(t *testing.T) {
 	for _, c := range []struct {
 		early bool
@@ -113,48 +105,5 @@ func TestEarlySyncInterval(t *testing.T) {
 		if err != nil || cfg.MinSyncInterval != c.want {
 			t.Errorf("VisibleBeforeSync %v, MinSyncInterval %v: got %v (%v), want %v", c.early, c.set, cfg.MinSyncInterval, err, c.want)
 		}
-	}
-	checkSyncPacing(t, Config{Dir: t.TempDir(), GroupInterval: -1, VisibleBeforeSync: true}, EarlySyncInterval)
-}
-
-// checkSyncPacing appends to a Log opened with cfg, a few appends in
-// flight at a time, and requires its fsyncs to have started at least
-// interval apart.
-func checkSyncPacing(t *testing.T, cfg Config, interval time.Duration) {
-	t.Helper()
-	l, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	ctx := context.Background()
-	const n, window = 200, 4
-	start := time.Now()
-	acks := make([]*Ack, 0, window)
-	for i := 0; i < n; i++ {
-		if len(acks) == window {
-			if _, err := acks[0].Wait(ctx); err != nil {
-				t.Fatal(err)
-			}
-			acks = acks[1:]
-		}
-		a, err := l.AppendAsync(ctx, Record{Value: []byte("x")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		acks = append(acks, a)
-	}
-	for _, a := range acks {
-		if _, err := a.Wait(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	took := time.Since(start)
-	st := l.FsyncStats()
-	if limit := uint64(took/interval) + 2; st.Count > limit {
-		t.Fatalf("%d fsyncs in %v: more than one per %v (%d)", st.Count, took, interval, limit)
-	}
-	if st.Count < 2 {
-		t.Fatalf("%d fsyncs for %d appends with %d in flight", st.Count, n, window)
 	}
 }
