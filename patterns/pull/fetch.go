@@ -103,6 +103,26 @@ func (c *Consumer) fetch(ctx context.Context, f *fetcher) {
 		c.mu.Unlock()
 	}()
 	lg := c.log.With("peer", f.ps.name, "endpoint", f.endpoint)
+	pc, hangUp, err := c.dialPublisher(f, lg)
+	if err != nil {
+		c.stop(ctx, lg, f.ps, c.position(f.ps), err)
+		return
+	}
+	defer hangUp()
+	pos, err := c.startPosition(ctx, pc, f.ps, f.unlisted)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.stop(ctx, lg, f.ps, c.position(f.ps), err)
+		}
+		return
+	}
+	r := &fetchRun{c: c, f: f, pc: pc, lg: lg, pos: pos}
+	r.run(ctx)
+}
+
+// dialPublisher makes the DEALER socket of a fetcher and connects it to
+// the publisher. hangUp closes the socket and waits for its event watcher.
+func (c *Consumer) dialPublisher(f *fetcher, lg *slog.Logger) (pc *pullConn, hangUp func(), err error) {
 	scfg := c.cfg.Socket
 	if scfg.Logger == nil {
 		scfg.Logger = c.cfg.Logger
@@ -112,170 +132,206 @@ func (c *Consumer) fetch(ctx context.Context, f *fetcher) {
 	}
 	sock, err := socket.New(socket.Dealer, scfg)
 	if err != nil {
-		c.stop(ctx, lg, f.ps, c.position(f.ps), fmt.Errorf("pull: create socket: %w", err))
-		return
+		return nil, nil, fmt.Errorf("pull: create socket: %w", err)
 	}
-	pc := &pullConn{c: c, ps: f.ps, sock: sock, lg: lg, version: ProtocolVersion}
+	pc = &pullConn{c: c, ps: f.ps, sock: sock, lg: lg, version: ProtocolVersion}
 	watched := make(chan struct{})
 	go pc.watchEvents(sock.Events(), watched)
-	defer func() {
+	hangUp = func() {
 		sock.Close() // closes the event channel: the watcher ends
 		<-watched
-	}()
+	}
 	if err := sock.Connect(f.endpoint); err != nil {
-		c.stop(ctx, lg, f.ps, c.position(f.ps), fmt.Errorf("pull: connect to %s: %w", f.endpoint, err))
-		return
+		hangUp()
+		return nil, nil, fmt.Errorf("pull: connect to %s: %w", f.endpoint, err)
 	}
+	return pc, hangUp, nil
+}
 
-	pos, err := c.startPosition(ctx, pc, f.ps, f.unlisted)
-	if err != nil {
-		if ctx.Err() == nil {
-			c.stop(ctx, lg, f.ps, c.position(f.ps), err)
-		}
-		return
-	}
-	// One fetch is always in flight while records are delivered: the next
-	// is sent before the records of the current reply are handed over.
-	// After a bad reply, the valid records it held are delivered first and
-	// the fetch is sent again after a pause.
-	resetPending := false
-	badReplies := 0 // in a row
-	id := pc.sendFetch(ctx, pos)
+// fetchRun is the state of one fetcher's request loop: the position of
+// the next fetch, the request in flight, and what is owed to the next
+// delivery. Only the fetcher's goroutine uses it.
+type fetchRun struct {
+	c  *Consumer
+	f  *fetcher
+	pc *pullConn
+	lg *slog.Logger
+
+	pos uint64 // offset of the next fetch
+	id  uint32 // request in flight
+	// resetPending: the position jumped (another log, divergence, out of
+	// range); the next delivered record carries Reset.
+	resetPending bool
+	badReplies   int // in a row
+}
+
+// run keeps one fetch in flight while records are delivered: the next is
+// sent before the records of the current reply are handed over. After a
+// bad reply, the valid records it held are delivered first and the fetch
+// is sent again after a pause. It returns when ctx ends or the publisher
+// is stopped.
+func (r *fetchRun) run(ctx context.Context) {
+	r.send(ctx)
 	for {
-		rep, err := pc.await(ctx, id)
+		rep, err := r.pc.await(ctx, r.id)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			if !errors.Is(err, errReconnected) {
-				c.countError(f.ps)
+				r.c.countError(r.f.ps)
 			}
-			id = pc.sendFetch(ctx, pos)
+			r.send(ctx)
 			continue
 		}
-		var msgs []Message
-		var bad error // what is wrong with this reply
-		switch rep.Status {
-		case StatusOK:
-			if !c.sameLog(f.ps, rep) {
-				if pos, err = c.otherLog(ctx, pc, lg, f.ps, pos, rep, f.unlisted); err != nil {
-					return
-				}
-				resetPending = true
-				id = pc.sendFetch(ctx, pos)
-				continue
-			}
-			if len(rep.Data) == 0 || rep.Next <= pos {
-				c.mu.Lock()
-				f.ps.high = rep.High
-				f.ps.learnLocked(rep, pos, false)
-				c.mu.Unlock()
-				id = pc.sendFetch(ctx, pos)
-				continue
-			}
-			c.mu.Lock()
-			gen := f.ps.gen
-			c.mu.Unlock()
-			msgs, bad = decodeReply(rep, pos, c.cfg.MaxBatchBytes, f.ps.name, c.cfg.Stream, gen)
-		case StatusGap:
-			if rep.Next <= pos || rep.Next > rep.High {
-				bad = fmt.Errorf("%w: gap up to %d for a fetch at %d with high %d", errBadReply, rep.Next, pos, rep.High)
-				break
-			}
-			c.skipGap(lg, f.ps, pos, rep)
-			pos = rep.Next
-			id = pc.sendFetch(ctx, pos)
-			continue
-		case StatusOtherLog:
-			if pos, err = c.otherLog(ctx, pc, lg, f.ps, pos, rep, f.unlisted); err != nil {
-				return
-			}
-			resetPending = true
-			id = pc.sendFetch(ctx, pos)
-			continue
-		case StatusDiverged:
-			if rep.Next >= pos {
-				bad = fmt.Errorf("%w: diverged at %d for a fetch at %d", errBadReply, rep.Next, pos)
-				break
-			}
-			c.diverged(lg, f.ps, pos, rep)
-			pos = rep.Next
-			resetPending = true
-			id = pc.sendFetch(ctx, pos)
-			continue
-		case StatusDamaged:
-			c.stop(ctx, lg, f.ps, pos, fmt.Errorf("%w: %s", ErrDamaged, message(rep.Data)))
-			return
-		case StatusForbidden:
-			c.stop(ctx, lg, f.ps, pos, forbidden(rep))
-			return
-		case StatusOutOfRange:
-			if c.cfg.OnOutOfRange == StopPublisher {
-				c.stop(ctx, lg, f.ps, pos, fmt.Errorf("%w (oldest %d, next %d): %s", ErrOutOfRange, rep.Oldest, rep.High, message(rep.Data)))
-				return
-			}
-			c.resetToOldest(lg, f.ps, pos, rep)
-			pos = rep.Oldest
-			resetPending = true
-			id = pc.sendFetch(ctx, pos)
-			continue
-		case StatusBadRequest:
-			bad = fmt.Errorf("%w: the publisher refused the request: %s", errBadReply, message(rep.Data))
-		default:
-			wait := time.Second
-			if f.unlisted && rep.Status == StatusUnknown {
-				lg.Debug("unlisted publisher does not serve the stream", "offset", pos)
-				wait = unlistedRetry
-			} else {
-				c.countError(f.ps)
-				lg.Warn("fetch refused", "offset", pos, "status", rep.Status.String(), "err", message(rep.Data))
-			}
-			if !ctxutil.Sleep(ctx, wait) {
-				return
-			}
-			id = pc.sendFetch(ctx, pos)
-			continue
-		}
-		if len(msgs) > 0 {
-			c.mu.Lock()
-			f.ps.learnLocked(rep, msgs[0].Offset, true)
-			c.mu.Unlock()
-		}
-		if bad == nil {
-			badReplies = 0
-			pos = rep.Next
-			id = pc.sendFetch(ctx, pos)
-		} else {
-			badReplies++
-			c.countError(f.ps)
-			if n := len(msgs); n > 0 {
-				pos = msgs[n-1].Offset + 1
-			}
-			lg.Warn("bad fetched data", "offset", pos, "err", bad)
-		}
-		if resetPending && len(msgs) > 0 {
-			msgs[0].Reset = true
-			resetPending = false
-		}
-		if len(msgs) > 0 && !c.deliver(ctx, f.ps, msgs, pos, rep.High) {
+		if !r.reply(ctx, rep) {
 			return
 		}
-		if bad == nil {
-			continue
-		}
-		if badReplies >= maxBadReplies {
-			cause := ErrProtocol
-			if errors.Is(bad, spool.ErrCorrupt) {
-				cause = ErrDamaged
-			}
-			c.stop(ctx, lg, f.ps, pos, fmt.Errorf("%w: %d bad replies in a row, last: %w", cause, badReplies, bad))
-			return
-		}
-		if !ctxutil.Sleep(ctx, 200*time.Millisecond) {
-			return
-		}
-		id = pc.sendFetch(ctx, pos)
 	}
+}
+
+// send sends the next fetch, at r.pos.
+func (r *fetchRun) send(ctx context.Context) {
+	r.id = r.pc.sendFetch(ctx, r.pos)
+}
+
+// reply acts on one reply to the fetch in flight and sends the next. It
+// returns false when the fetcher must end.
+func (r *fetchRun) reply(ctx context.Context, rep Reply) bool {
+	c, ps := r.c, r.f.ps
+	switch rep.Status {
+	case StatusOK:
+		if !c.sameLog(ps, rep) {
+			return r.otherLog(ctx, rep)
+		}
+		if len(rep.Data) == 0 || rep.Next <= r.pos {
+			c.mu.Lock()
+			ps.high = rep.High
+			ps.learnLocked(rep, r.pos, false)
+			c.mu.Unlock()
+			r.send(ctx)
+			return true
+		}
+		c.mu.Lock()
+		gen := ps.gen
+		c.mu.Unlock()
+		msgs, bad := decodeReply(rep, r.pos, c.cfg.MaxBatchBytes, ps.name, c.cfg.Stream, gen)
+		return r.deliver(ctx, rep, msgs, bad)
+	case StatusGap:
+		if rep.Next <= r.pos || rep.Next > rep.High {
+			return r.deliver(ctx, rep, nil, fmt.Errorf("%w: gap up to %d for a fetch at %d with high %d", errBadReply, rep.Next, r.pos, rep.High))
+		}
+		c.skipGap(r.lg, ps, r.pos, rep)
+		r.pos = rep.Next
+	case StatusOtherLog:
+		return r.otherLog(ctx, rep)
+	case StatusDiverged:
+		if rep.Next >= r.pos {
+			return r.deliver(ctx, rep, nil, fmt.Errorf("%w: diverged at %d for a fetch at %d", errBadReply, rep.Next, r.pos))
+		}
+		c.diverged(r.lg, ps, r.pos, rep)
+		r.pos = rep.Next
+		r.resetPending = true
+	case StatusDamaged:
+		c.stop(ctx, r.lg, ps, r.pos, fmt.Errorf("%w: %s", ErrDamaged, message(rep.Data)))
+		return false
+	case StatusForbidden:
+		c.stop(ctx, r.lg, ps, r.pos, forbidden(rep))
+		return false
+	case StatusOutOfRange:
+		if c.cfg.OnOutOfRange == StopPublisher {
+			c.stop(ctx, r.lg, ps, r.pos, fmt.Errorf("%w (oldest %d, next %d): %s", ErrOutOfRange, rep.Oldest, rep.High, message(rep.Data)))
+			return false
+		}
+		c.resetToOldest(r.lg, ps, r.pos, rep)
+		r.pos = rep.Oldest
+		r.resetPending = true
+	case StatusBadRequest:
+		return r.deliver(ctx, rep, nil, fmt.Errorf("%w: the publisher refused the request: %s", errBadReply, message(rep.Data)))
+	default:
+		return r.refused(ctx, rep)
+	}
+	r.send(ctx)
+	return true
+}
+
+// otherLog follows the publisher to the log it now serves (another
+// identity, or a new epoch) and sends the next fetch there.
+func (r *fetchRun) otherLog(ctx context.Context, rep Reply) bool {
+	pos, err := r.c.otherLog(ctx, r.pc, r.lg, r.f.ps, r.pos, rep, r.f.unlisted)
+	if err != nil {
+		return false
+	}
+	r.pos = pos
+	r.resetPending = true
+	r.send(ctx)
+	return true
+}
+
+// refused waits and asks again after a status the fetcher cannot act on.
+func (r *fetchRun) refused(ctx context.Context, rep Reply) bool {
+	wait := time.Second
+	if r.f.unlisted && rep.Status == StatusUnknown {
+		r.lg.Debug("unlisted publisher does not serve the stream", "offset", r.pos)
+		wait = unlistedRetry
+	} else {
+		r.c.countError(r.f.ps)
+		r.lg.Warn("fetch refused", "offset", r.pos, "status", rep.Status.String(), "err", message(rep.Data))
+	}
+	if !ctxutil.Sleep(ctx, wait) {
+		return false
+	}
+	r.send(ctx)
+	return true
+}
+
+// deliver hands over the records decoded from rep, after sending the next
+// fetch when the reply was good. bad says what is wrong with the reply:
+// its valid records are still delivered, then the fetch is sent again
+// after a pause, and the publisher is stopped after maxBadReplies bad
+// replies in a row.
+func (r *fetchRun) deliver(ctx context.Context, rep Reply, msgs []Message, bad error) bool {
+	c, ps := r.c, r.f.ps
+	if len(msgs) > 0 {
+		c.mu.Lock()
+		ps.learnLocked(rep, msgs[0].Offset, true)
+		c.mu.Unlock()
+	}
+	if bad == nil {
+		r.badReplies = 0
+		r.pos = rep.Next
+		r.send(ctx)
+	} else {
+		r.badReplies++
+		c.countError(ps)
+		if n := len(msgs); n > 0 {
+			r.pos = msgs[n-1].Offset + 1
+		}
+		r.lg.Warn("bad fetched data", "offset", r.pos, "err", bad)
+	}
+	if r.resetPending && len(msgs) > 0 {
+		msgs[0].Reset = true
+		r.resetPending = false
+	}
+	if len(msgs) > 0 && !c.deliver(ctx, ps, msgs, r.pos, rep.High) {
+		return false
+	}
+	if bad == nil {
+		return true
+	}
+	if r.badReplies >= maxBadReplies {
+		cause := ErrProtocol
+		if errors.Is(bad, spool.ErrCorrupt) {
+			cause = ErrDamaged
+		}
+		c.stop(ctx, r.lg, ps, r.pos, fmt.Errorf("%w: %d bad replies in a row, last: %w", cause, r.badReplies, bad))
+		return false
+	}
+	if !ctxutil.Sleep(ctx, 200*time.Millisecond) {
+		return false
+	}
+	r.send(ctx)
+	return true
 }
 
 // deliver hands msgs, which end before pos, to Next. It returns false if
