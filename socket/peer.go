@@ -122,27 +122,64 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 	if !dialed {
 		pc.src = sourceOf(c)
 	}
-	s.mu.Lock()
-	if s.closed.Load() {
-		s.mu.Unlock()
-		c.Close()
+	if !s.admitConn(pc, ep, remote, now) {
 		return false
 	}
 	if !dialed {
-		// Connections that never finish their handshake each hold
-		// buffers: admission control bounds them (admit.go).
+		defer s.connDone(pc.src)
+	}
+	p := s.newPeer(c, ep, remote)
+	info, err := p.handshake(pc, d, now)
+	if err != nil {
+		c.Close()
+		if s.closed.Load() || (d != nil && d.ctx.Err() != nil) {
+			return false
+		}
+		s.st.hsFail.Add(1)
+		s.log.Warn("handshake failed", "endpoint", ep, "peer", remote, "err", err)
+		s.emit(Event{Type: EventHandshakeFailed, Endpoint: ep, Peer: remote, Err: err})
+		return false
+	}
+	typ := EventAccepted
+	if dialed {
+		typ = EventConnected
+	}
+	s.log.Debug("peer connected", "endpoint", ep, "peer", remote, "type", info.SocketType)
+	s.emit(Event{Type: typ, Endpoint: ep, Peer: remote})
+	s.rr.blocked.wake()
+	p.run()
+	return true
+}
+
+// admitConn lists a connection as pending its handshake. An accepted one
+// must first pass admission control: connections that never finish their
+// handshake each hold buffers, so admission bounds them (admit.go). It
+// reports false, with c closed, when the socket is closed or the
+// connection is refused; an admitted accepted connection is released
+// with connDone.
+func (s *Socket) admitConn(pc *pendingConn, ep, remote string, now time.Time) bool {
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		pc.c.Close()
+		return false
+	}
+	if pc.accepted {
 		if err := s.admitLocked(pc.src, now); err != nil {
 			s.mu.Unlock()
-			c.Close()
+			pc.c.Close()
 			s.st.hsFail.Add(1)
 			s.emit(Event{Type: EventHandshakeFailed, Endpoint: ep, Peer: remote, Err: err})
 			return false
 		}
-		defer s.connDone(pc.src)
 	}
 	s.addPendingLocked(pc)
 	s.mu.Unlock()
+	return true
+}
 
+// newPeer makes the peer of a connection, before its handshake.
+func (s *Socket) newPeer(c net.Conn, ep, remote string) *peer {
 	cw := newConnWriter(c)
 	rd := &connReader{conn: c}
 	p := &peer{
@@ -179,8 +216,15 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 	if m := s.cfg.MaxMsgFrames; m > 0 {
 		p.r.MaxFrames = m
 	}
-	hs := s.handshakeFor(remote, d)
-	if !dialed && pc.src != "" {
+	return p
+}
+
+// handshake runs the ZMTP handshake of a pending connection, within the
+// socket's handshake timeout, and on success adds the peer to the socket.
+func (p *peer) handshake(pc *pendingConn, d *dialer, now time.Time) (zmtp.PeerInfo, error) {
+	s, c := p.s, p.conn
+	hs := s.handshakeFor(p.remote, d)
+	if pc.accepted && pc.src != "" {
 		// A refused credential counts against its source before the
 		// peer hears the ERROR, so its next try already sees the count.
 		if auth := hs.Auth; auth != nil {
@@ -203,7 +247,7 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 		}
 	}
 	hsEnd := now.Add(s.cfg.HandshakeTimeout)
-	if !dialed && s.cfg.HandshakeTimeout > greetingTimeout {
+	if pc.accepted && s.cfg.HandshakeTimeout > greetingTimeout {
 		// The greeting is due soon; the rest may take longer.
 		_ = c.SetDeadline(now.Add(greetingTimeout))
 		hs.OnGreeting = func() {
@@ -220,40 +264,29 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 		err = fmt.Errorf("%w (%w)", errEvicted, err)
 	}
 	s.mu.Unlock()
-	if err == nil {
-		_ = c.SetDeadline(time.Time{})
-		p.minor = info.Greeting.Minor
-		if info.Greeting.Major > 3 {
-			p.minor = 1
-		}
-		p.id = string(info.Identity)
-		p.clean = p.r.Buffered() == 0
-		p.cred = credentials(info, remote)
-		if s.kind == Router {
-			err = s.router.checkIdentity(p)
-		}
-		if err == nil {
-			err = s.addPeer(p)
-		}
-	}
 	if err != nil {
-		c.Close()
-		if s.closed.Load() || (d != nil && d.ctx.Err() != nil) {
-			return false
+		return info, err
+	}
+	_ = c.SetDeadline(time.Time{})
+	p.minor = info.Greeting.Minor
+	if info.Greeting.Major > 3 {
+		p.minor = 1
+	}
+	p.id = string(info.Identity)
+	p.clean = p.r.Buffered() == 0
+	p.cred = credentials(info, p.remote)
+	if s.kind == Router {
+		if err := s.router.checkIdentity(p); err != nil {
+			return info, err
 		}
-		s.st.hsFail.Add(1)
-		s.log.Warn("handshake failed", "endpoint", ep, "peer", remote, "err", err)
-		s.emit(Event{Type: EventHandshakeFailed, Endpoint: ep, Peer: remote, Err: err})
-		return false
 	}
-	typ := EventAccepted
-	if dialed {
-		typ = EventConnected
-	}
-	s.log.Debug("peer connected", "endpoint", ep, "peer", remote, "type", info.SocketType)
-	s.emit(Event{Type: typ, Endpoint: ep, Peer: remote})
-	s.rr.blocked.wake()
+	return info, s.addPeer(p)
+}
 
+// run serves a connected peer until its connection ends: a writer
+// goroutine and, on the calling goroutine, the reader.
+func (p *peer) run() {
+	s := p.s
 	writerDone := make(chan struct{})
 	s.wg.Add(1)
 	go func() {
@@ -265,15 +298,14 @@ func (s *Socket) serveConn(c net.Conn, ep string, dialed bool, d *dialer) bool {
 	p.shutdown(rerr)
 	<-writerDone
 	s.removePeer(p)
-	err = p.cause()
+	err := p.cause()
 	if errors.Is(err, zmtp.ErrTooLarge) {
 		s.st.tooLarge.Add(1)
 		err = fmt.Errorf("%w: %w", ErrMsgTooLarge, err)
 	}
 	if !s.closed.Load() {
 		s.st.disconnects.Add(1)
-		s.log.Debug("peer disconnected", "endpoint", ep, "peer", remote, "err", err)
-		s.emit(Event{Type: EventDisconnected, Endpoint: ep, Peer: remote, Err: err})
+		s.log.Debug("peer disconnected", "endpoint", p.endpoint, "peer", p.remote, "err", err)
+		s.emit(Event{Type: EventDisconnected, Endpoint: p.endpoint, Peer: p.remote, Err: err})
 	}
-	return true
 }
