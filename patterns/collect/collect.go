@@ -153,7 +153,7 @@ func New(cfg Config) (*Collector, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	c := &Collector{cfg: cfg, log: lg.With("component", "collect", "topic", cfg.Stream), files: make(map[string]*outFile), openErr: make(map[string]error)}
+	c := &Collector{cfg: cfg, log: lg.With("component", "collect", "stream", cfg.Stream), files: make(map[string]*outFile), openErr: make(map[string]error)}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("collect: create %s: %w", cfg.Dir, err)
 	}

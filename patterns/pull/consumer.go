@@ -375,7 +375,7 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	}
 	c := &Consumer{
 		cfg:      cfg,
-		log:      lg.With("component", "consumer", "topic", cfg.Stream, "consumer", cfg.Name),
+		log:      lg.With("component", "consumer", "stream", cfg.Stream, "consumer", cfg.Name),
 		batches:  make(chan *delivery, cfg.Buffer),
 		pubs:     make(map[string]*pubState),
 		fetchers: make(map[string]*fetcher),

@@ -53,7 +53,7 @@ func (s *Server) refusePosition(l *spool.Log, env [][]byte, req Request) bool {
 	// Counted, and logged only at Debug: the consumer reports it, and a
 	// peer must not be able to flood the publisher's log.
 	if s.log.Enabled(s.ctx, slog.LevelDebug) {
-		s.log.Debug("fetch position refused", "topic", req.Stream, "offset", req.Offset, "epoch", req.Epoch, "log", req.LogID.String(), "status", rep.Status.String())
+		s.log.Debug("fetch position refused", "stream", req.Stream, "offset", req.Offset, "epoch", req.Epoch, "log", req.LogID.String(), "status", rep.Status.String())
 	}
 	s.reply(env, &rep)
 	return true

@@ -380,7 +380,7 @@ func (s *Server) serve(l *spool.Log, env [][]byte, req Request) {
 			s.reply(env, &Reply{Version: req.Version, Status: StatusOutOfRange, ID: req.ID, Next: req.Offset, Oldest: oldest, High: high, Data: []byte(err.Error())})
 			return
 		}
-		s.log.Error("read spool", "topic", req.Stream, "offset", req.Offset, "err", err)
+		s.log.Error("read spool", "stream", req.Stream, "offset", req.Offset, "err", err)
 		s.reply(env, &Reply{Version: req.Version, Status: StatusInternal, ID: req.ID, Next: req.Offset, Oldest: oldest, High: high, Data: []byte(err.Error())})
 		return
 	}
@@ -396,13 +396,13 @@ func (s *Server) serve(l *spool.Log, env [][]byte, req Request) {
 		case errors.As(err, &gap) && req.Version >= 2:
 			s.gaps.Add(1)
 			if s.log.Enabled(s.ctx, slog.LevelDebug) {
-				s.log.Debug("fetch in a gap", "topic", req.Stream, "offset", req.Offset, "next", gap.next)
+				s.log.Debug("fetch in a gap", "stream", req.Stream, "offset", req.Offset, "next", gap.next)
 			}
 			s.reply(env, &Reply{Version: req.Version, Status: StatusGap, ID: req.ID, Next: gap.next, Oldest: oldest, High: high, Data: []byte(err.Error())})
 			return
 		case gap == nil:
 			s.damaged.Add(1)
-			s.log.Error("damaged batch in spool", "topic", req.Stream, "offset", req.Offset, "err", err)
+			s.log.Error("damaged batch in spool", "stream", req.Stream, "offset", req.Offset, "err", err)
 			status := StatusDamaged
 			if req.Version < 2 {
 				status = StatusInternal
@@ -543,7 +543,7 @@ func (s *Server) watch(stream string, l *spool.Log) {
 			delete(s.watching, stream) // a later park starts a new watcher
 			s.mu.Unlock()
 			if s.ctx.Err() == nil {
-				s.log.Warn("stop watching stream", "topic", stream, "err", err)
+				s.log.Warn("stop watching stream", "stream", stream, "err", err)
 			}
 			return
 		}
