@@ -247,7 +247,7 @@ func TestConsumerCrossesRepairGap(t *testing.T) {
 		if st.GapsSkipped != 1 || st.RecordsSkipped != 10 || st.Stopped != nil {
 			t.Fatalf("gaps %d, records skipped %d, stopped %v; want 1, 10, nil", st.GapsSkipped, st.RecordsSkipped, st.Stopped)
 		}
-		if line, ok := logs.find("skipped", "peer=pa", "topic=logs", "offset=580", "to=590"); !ok {
+		if line, ok := logs.find("skipped", "peer=pa", "stream=logs", "offset=580", "to=590"); !ok {
 			t.Fatalf("no warning names the publisher, stream and range: %q", *logs.lines)
 		} else {
 			t.Log(line)
