@@ -399,9 +399,19 @@ func (c *Client) call(ctx context.Context, req []byte, opts CallOptions, start t
 // ctxErr wraps ctx's error with the call's service and last failure.
 func (c *Client) ctxErr(ctx context.Context, last error) error {
 	if last != nil {
-		return fmt.Errorf("rpc: call %q: %w (last attempt: %w)", c.cfg.Service, ctx.Err(), last)
+		return fmt.Errorf("rpc: call %q: %w (last attempt: %w)", c.cfg.Service, ctxEnd(ctx), last)
 	}
-	return fmt.Errorf("rpc: call %q: %w", c.cfg.Service, ctx.Err())
+	return fmt.Errorf("rpc: call %q: %w", c.cfg.Service, ctxEnd(ctx))
+}
+
+// ctxEnd is why ctx ended. The clock can pass a context's deadline a
+// moment before its timer fires and Err reports it: a call that saw the
+// deadline pass then ends with context.DeadlineExceeded all the same.
+func ctxEnd(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return context.DeadlineExceeded
 }
 
 // WaitForInstances blocks until at least n instances are known, or ctx
