@@ -48,6 +48,11 @@ type ClientConfig struct {
 	// ProbeAfter is how long an ejected instance gets no traffic; then one
 	// call at a time probes it (half-open) until one succeeds. Default 1 s.
 	ProbeAfter time.Duration
+	// LatencyDecay is the half-life of an instance's latency estimate
+	// while it gets no replies. Calls go to the faster of two instances
+	// picked at random; an instance measured slow once would otherwise
+	// never be measured again. Default 100 ms; negative: no decay.
+	LatencyDecay time.Duration
 	// ID identifies this client to servers' reply caches; at most
 	// MaxClientID bytes. Default: 16 random bytes.
 	ID []byte
@@ -215,6 +220,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	if cfg.ProbeAfter == 0 {
 		cfg.ProbeAfter = time.Second
+	}
+	if cfg.LatencyDecay == 0 {
+		cfg.LatencyDecay = 100 * time.Millisecond
 	}
 	if len(cfg.ID) == 0 {
 		cfg.ID = make([]byte, 16)

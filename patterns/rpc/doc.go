@@ -112,5 +112,5 @@
 // advertised, its unix socket twin. Client: 3
 // retries, an attempt timeout of a third of the call's time (5 s without a
 // deadline), backoff random up to 5 ms × 2^retry capped at 100 ms,
-// EjectAfter 3, ProbeAfter 1 s.
+// EjectAfter 3, ProbeAfter 1 s, LatencyDecay 100 ms.
 package rpc

@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -33,6 +34,7 @@ type instance struct {
 	local       string        // the unix socket twin connected to instead of eps; "" for eps
 	rtt         time.Duration // gossip's estimate; 0 if unknown
 	ewma        time.Duration // smoothed latency of its replies
+	ewmaAt      time.Time     // when ewma was last updated; zero: never (no decay)
 	outstanding int           // attempts sent and not finished
 	fails       int           // consecutive failed attempts
 	state       health
@@ -362,7 +364,10 @@ func (c *Client) pickLocked(tried []*instance, now time.Time) (*instance, error)
 		}
 		a, b := cands[i], cands[j]
 		best = a
-		if better(b, a) {
+		if now.IsZero() && c.cfg.LatencyDecay > 0 {
+			now = time.Now()
+		}
+		if better(b, a, now, c.cfg.LatencyDecay) {
 			best = b
 		}
 	}
@@ -378,12 +383,12 @@ func (c *Client) pickLocked(tried []*instance, now time.Time) (*instance, error)
 // better reports whether a should get the next call rather than b: the
 // connected one, then the one with fewer outstanding attempts, then the
 // clearly nearer (gossip RTTs apart by more than rttSlack and a quarter),
-// then the clearly faster (smoothed latencies apart by more than a
-// quarter). Otherwise they are equals and the random choice stands, so
-// that callers making one call at a time (nothing outstanding) spread
-// over equal instances instead of all going to the one a few
-// microseconds nearer or faster.
-func better(a, b *instance) bool {
+// then the clearly faster (latency estimates, see latency, apart by more
+// than a quarter). Otherwise they are equals and the random choice
+// stands, so that callers making one call at a time (nothing
+// outstanding) spread over equal instances instead of all going to the
+// one a few microseconds nearer or faster.
+func better(a, b *instance, now time.Time, halfLife time.Duration) bool {
 	if a.connected != b.connected {
 		return a.connected
 	}
@@ -396,7 +401,26 @@ func better(a, b *instance) bool {
 	if clearlyLess(b.rtt, a.rtt, rttSlack) {
 		return false
 	}
-	return clearlyLess(a.ewma, b.ewma, 0)
+	return clearlyLess(a.latency(now, halfLife), b.latency(now, halfLife), 0)
+}
+
+// latency is the instance's latency estimate at now: its smoothed
+// latency, halved for every halfLife since its last reply. An instance
+// that lost every comparison (slow once, during a warm-up or a pause)
+// thus gets a call again after a while, which measures it afresh: no
+// healthy instance starves on a stale estimate (the decaying estimate of
+// Finagle's and Linkerd's balancers). halfLife ≤ 0 or a zero now: no
+// decay.
+func (inst *instance) latency(now time.Time, halfLife time.Duration) time.Duration {
+	if halfLife <= 0 || now.IsZero() || inst.ewmaAt.IsZero() || inst.ewma == 0 {
+		return inst.ewma
+	}
+	age := now.Sub(inst.ewmaAt)
+	if age <= 0 {
+		return inst.ewma
+	}
+	d := time.Duration(float64(inst.ewma) * math.Exp2(-float64(age)/float64(halfLife)))
+	return max(d, 1) // known: 0 would mean unknown
 }
 
 // rttSlack is the least difference of gossip RTTs that makes one
@@ -447,6 +471,13 @@ func (c *Client) finishLocked(inst *instance, o outcome, lat time.Duration, now 
 		inst.fails = 0
 		inst.state = healthy
 		inst.st.Latency.observe(lat)
+		if c.cfg.LatencyDecay > 0 {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			inst.ewma = inst.latency(now, c.cfg.LatencyDecay)
+			inst.ewmaAt = now
+		}
 		if inst.ewma == 0 {
 			inst.ewma = lat
 		} else {
