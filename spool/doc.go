@@ -158,6 +158,18 @@
 //     recovers (a group written before the failure was known was never
 //     synced). Under SyncNone a group the OS took before the failure is still
 //     acknowledged: that is all SyncNone promises.
+//   - A full disk refuses appends; it never breaks the Log. Before the
+//     writer decides anything about a group of appends, it reserves the
+//     space the group can take (fallocate with KEEP_SIZE ahead of the data
+//     in the active segment, and spare segment files for the rolls the
+//     group may cause; see reserve.go). A disk without that room fails the
+//     group's appends with [ErrNoSpace] before any byte of them is
+//     written, the Log keeps serving reads, and appends succeed again once
+//     space returns, without a reopen. Writes land in reserved blocks and
+//     cannot meet ENOSPC. Reserved blocks past the data are released when
+//     the segment is cut (at a roll and at Close). Where fallocate is not
+//     supported nothing is reserved, and a write that meets a full disk
+//     fails the Log as any failed write does.
 //   - Offsets are dense and assigned in order by the one writer: the records
 //     of one Append are contiguous, and the offset it returns is the one its
 //     first record is stored at.

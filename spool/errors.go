@@ -28,6 +28,11 @@ var (
 	// ErrUnsupportedVersion matches *VersionError, and the error OpenOffsets
 	// returns for an offsets file written in a newer format version.
 	ErrUnsupportedVersion = errors.New("spool: unsupported format version")
+	// ErrNoSpace is returned by Append when the disk has no room for the
+	// records: the append is refused before anything of it is written,
+	// and the Log stays usable (appends succeed again once space returns).
+	// The error also matches the system's ENOSPC or EDQUOT.
+	ErrNoSpace = errors.New("spool: no space left on device")
 )
 
 // OutOfRangeError reports a read below the oldest retained offset.

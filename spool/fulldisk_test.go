@@ -1,9 +1,12 @@
 package spool
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,5 +90,101 @@ func fullDisk(t *testing.T, fill int) {
 	defer l.Close()
 	if got := readAll(t, l, 0); uint64(len(got)) < acked {
 		t.Fatalf("read %d records, %d were acknowledged", len(got), acked)
+	}
+}
+
+// TestFullDiskRefusesAppends: a full disk refuses appends with ErrNoSpace
+// (and ENOSPC) before anything of them is written; the log is not broken:
+// it serves every acknowledged record, refuses again while the disk is
+// full, takes appends again once space returns (no reopen), and after a
+// reopen holds exactly what was acknowledged, in order. (Before: the first
+// write that met ENOSPC failed the log until it was reopened.) Small
+// segments make the writer roll into spare segments reserved ahead.
+func TestFullDiskRefusesAppends(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		segment int64
+		codec   Codec
+	}{
+		{"default segments", 0, CodecNone},
+		{"64 KiB segments zstd", 64 << 10, CodecZstd},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			disk := smallDisk(t, "8m")
+			filler := filepath.Join(disk, "filler")
+			if err := os.WriteFile(filler, make([]byte, 5<<20), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg := Config{Dir: filepath.Join(disk, "stream"), SegmentBytes: tc.segment, Codec: tc.codec}
+			l, err := Open(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { l.Close() }()
+			value := func(i int) []byte {
+				v := make([]byte, 16<<10)
+				r := rand.New(rand.NewPCG(uint64(i), 1))
+				for j := 0; j < len(v); j += 8 { // incompressible
+					binary.LittleEndian.PutUint64(v[j:], r.Uint64())
+				}
+				return v
+			}
+			ctx := context.Background()
+			acked := 0
+			var aerr error
+			for i := 0; i < 2000; i++ {
+				if _, aerr = l.Append(ctx, Record{Value: value(acked)}); aerr != nil {
+					break
+				}
+				acked++
+			}
+			if aerr == nil {
+				t.Fatal("2000 records of 16 KiB fit in 3 MiB")
+			}
+			if !errors.Is(aerr, ErrNoSpace) || !errors.Is(aerr, syscall.ENOSPC) {
+				t.Fatalf("append on a full disk: %v; want ErrNoSpace and ENOSPC", aerr)
+			}
+			if acked < 100 {
+				t.Fatalf("only %d records of 16 KiB taken in 3 MiB free", acked)
+			}
+			for range 5 { // refused again, not failed
+				if _, err := l.Append(ctx, Record{Value: value(acked)}); !errors.Is(err, ErrNoSpace) {
+					t.Fatalf("append while still full: %v; want ErrNoSpace", err)
+				}
+			}
+			check := func(l *Log, want int) {
+				t.Helper()
+				got := readAll(t, l, 0)
+				if len(got) != want {
+					t.Fatalf("read %d records, %d acknowledged", len(got), want)
+				}
+				for i, r := range got {
+					if !bytes.Equal(r.Value, value(i)) {
+						t.Fatalf("record %d differs from what was appended", i)
+					}
+				}
+			}
+			check(l, acked)
+			if err := os.Remove(filler); err != nil {
+				t.Fatal(err)
+			}
+			for range 50 {
+				if _, err := l.Append(ctx, Record{Value: value(acked)}); err != nil {
+					t.Fatalf("append once space returned, without a reopen: %v", err)
+				}
+				acked++
+			}
+			check(l, acked)
+			if err := l.Close(); err != nil {
+				t.Fatalf("close: %v", err)
+			}
+			if spares, _ := filepath.Glob(filepath.Join(cfg.Dir, "spare-*")); len(spares) > 0 {
+				t.Fatalf("spare segments left after Close: %v", spares)
+			}
+			if l, err = Open(cfg); err != nil {
+				t.Fatalf("reopen: %v", err)
+			}
+			check(l, acked)
+		})
 	}
 }

@@ -245,6 +245,7 @@ type Log struct {
 	wpos   int64
 	pre    *preallocator // zero-fills ahead of wpos; the syncer reports fsync sizes to it
 	wnext  uint64        // offset of the next record written
+	res    reservation   // disk space reserved ahead of wpos (reserve.go)
 	wbuf   []byte
 	raw    []byte
 	idRand *mrand.ChaCha8 // random UUIDs, seeded from crypto/rand
@@ -516,6 +517,9 @@ func (l *Log) Close() error {
 			if err == nil {
 				err = l.checkpoint(true) // everything published is durable now
 			}
+		}
+		if !l.readOnly {
+			err = errors.Join(err, l.releaseSpares())
 		}
 		l.closeFiles()
 		if ferr := l.failure(); ferr != nil {

@@ -71,9 +71,10 @@ type preallocator struct {
 	limit int64 // the segment size: nothing is zero-filled past it
 
 	// writer only
-	f     *os.File // the active segment
-	alloc int64    // end of the zero-filled part of f
-	full  bool     // the disk had no room for zeros in f: do not preallocate in it
+	f      *os.File // the active segment
+	alloc  int64    // end of the zero-filled part of f
+	full   bool     // the disk had no room for zeros in f: do not preallocate in it
+	resEnd int64    // zeros stay below this end of the reserved space (reserve.go); 0: no bound
 
 	small   atomic.Bool  // fsyncs carry little data: preallocate
 	zeros   atomic.Int64 // zeros written in the active segment since the syncer last took the count
@@ -99,12 +100,16 @@ func (p *preallocator) observe(bytes int64) {
 func (p *preallocator) takeZeros() int64 { return p.zeros.Swap(0) }
 
 // prepare zero-fills the first step of a new segment file past its header,
-// when preallocation pays, and returns the end of the zeros. The caller
-// fsyncs the file.
-func (p *preallocator) prepare(f *os.File) (int64, error) {
+// when preallocation pays, and returns the end of the zeros. reserved > 0
+// is the end of the blocks reserved in f (reserve.go), which the zeros do
+// not pass. The caller fsyncs the file.
+func (p *preallocator) prepare(f *os.File, reserved int64) (int64, error) {
 	alloc := int64(segHeaderLen)
 	if p.small.Load() {
 		alloc = max(alloc, min(p.limit, preallocStep))
+		if reserved > 0 {
+			alloc = max(int64(segHeaderLen), min(alloc, reserved))
+		}
 		if err := writeZeros(f, segHeaderLen, alloc); err != nil {
 			if !noSpace(err) {
 				return 0, err
@@ -120,7 +125,7 @@ func (p *preallocator) prepare(f *os.File) (int64, error) {
 
 // reset makes f, zero-filled up to alloc, the file being written.
 func (p *preallocator) reset(f *os.File, alloc int64) {
-	p.f, p.alloc, p.full = f, alloc, false
+	p.f, p.alloc, p.full, p.resEnd = f, alloc, false, 0
 }
 
 // reserve readies the file for a write that ends at end: when preallocation
@@ -132,6 +137,9 @@ func (p *preallocator) reserve(end int64) error {
 	}
 	from := max(p.alloc, end)
 	to := min(from+preallocStep, p.limit)
+	if p.resEnd > 0 {
+		to = min(to, p.resEnd) // within the reserved blocks: a full disk cannot fail it
+	}
 	if to <= from {
 		return nil
 	}

@@ -42,3 +42,15 @@ func sleepExact(d time.Duration) {
 	for syscall.Nanosleep(&ts, &ts) == syscall.EINTR {
 	}
 }
+
+// fallocateKeepSize allocates [off, off+n) of f without changing its size
+// (FALLOC_FL_KEEP_SIZE): the blocks exist, so writing there later cannot
+// fail for lack of space.
+func fallocateKeepSize(f *os.File, off, n int64) error {
+	for {
+		err := syscall.Fallocate(int(f.Fd()), 1 /* FALLOC_FL_KEEP_SIZE */, off, n)
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}

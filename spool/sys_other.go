@@ -2,7 +2,11 @@
 
 package spool
 
-import "time"
+import (
+	"errors"
+	"os"
+	"time"
+)
 
 // startWatch, where inotify is missing, refreshes a read-only Log every
 // 100ms while it is open (the only polling in the package).
@@ -28,3 +32,7 @@ func (l *Log) startWatch() error {
 
 // sleepExact sleeps for d; where the runtime gives no better, on a timer.
 func sleepExact(d time.Duration) { time.Sleep(d) }
+
+// fallocateKeepSize is not available here: space is not reserved ahead of
+// the writer.
+func fallocateKeepSize(f *os.File, off, n int64) error { return errors.ErrUnsupported }

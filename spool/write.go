@@ -206,6 +206,9 @@ func (l *Log) writer() {
 		pw := &pendingWrite{reqs: append([]*Ack(nil), group...), records: int32(n)}
 		if err := l.failure(); err != nil {
 			pw.err = err
+		} else if err := l.reserve(n, size); err != nil {
+			pw.err = err // refused before anything was written: the log goes on
+			l.refused(err, n)
 		} else if err := l.writeGroup(pw); err != nil {
 			l.fail(err)
 			pw.err = err
@@ -388,13 +391,17 @@ func (l *Log) roll() error {
 	return nil
 }
 
-// trimActive cuts the preallocated zeros off the active segment and fsyncs it.
+// trimActive cuts the preallocated zeros off the active segment, releases
+// the space reserved past its data, and fsyncs it.
 func (l *Log) trimActive() error {
-	if l.pre.trim(l.wpos) {
+	if l.pre.trim(l.wpos) || l.res.end > l.wpos {
+		// Also at the same size: a truncate frees the blocks allocated
+		// past the end (ext4, xfs, tmpfs).
 		if err := l.active.f.Truncate(l.wpos); err != nil {
 			return fmt.Errorf("spool: trim segment %s: %w", l.active.name, err)
 		}
 		l.pre.reset(l.active.f, l.wpos)
+		l.res.end = l.wpos
 	}
 	if err := l.active.f.Sync(); err != nil {
 		return fmt.Errorf("spool: fsync segment %s: %w", l.active.name, err)
@@ -415,9 +422,16 @@ func (l *Log) createSegment(base uint64) error {
 	name := segName(base)
 	path := filepath.Join(l.cfg.Dir, name)
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("spool: create segment: %w", err)
+	var f *os.File
+	reserved := int64(0)
+	if sp, ok := l.takeSpare(); ok {
+		// Its blocks are reserved: opened without truncating them away.
+		f, tmp, reserved = sp.f, sp.path, sp.size
+	} else {
+		var err error
+		if f, err = os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
+			return fmt.Errorf("spool: create segment: %w", err)
+		}
 	}
 	fail := func(err error) error {
 		f.Close()
@@ -430,7 +444,7 @@ func (l *Log) createSegment(base uint64) error {
 	if _, err := f.WriteAt(hb[:], 0); err != nil {
 		return fail(fmt.Errorf("spool: write segment header: %w", err))
 	}
-	alloc, err := l.pre.prepare(f)
+	alloc, err := l.pre.prepare(f, reserved)
 	if err != nil {
 		return fail(err)
 	}
@@ -458,6 +472,10 @@ func (l *Log) createSegment(base uint64) error {
 	l.active = s
 	l.wpos = segHeaderLen
 	l.pre.reset(f, alloc)
+	l.res.end = reserved
+	if reserved > 0 {
+		l.pre.resEnd = reserved
+	}
 	l.log.Info("segment created", "segment", name, "offset", base)
 	return nil
 }
