@@ -253,7 +253,12 @@
 // checked structurally (lengths, offsets) and fully by [Verify]. An invalid
 // suffix of the last segment that no valid batch follows is a torn tail: it is
 // copied to quarantine/, the segment is truncated to the last whole batch and
-// a warning is logged. Any other damage makes Open fail with a *CorruptError
+// a warning is logged. Open never needs free space: when the disk has no
+// room for the copy, the tail is kept in memory (up to 64 MiB), the segment
+// cut all the same and the log served; the copy is written once space
+// returns (every Config.RetentionInterval, and at Close), and its loss, if
+// the process ends first, is logged at Error. A torn tail holds no
+// acknowledged record. Any other damage makes Open fail with a *CorruptError
 // naming the segment, the byte position and the offset; nothing is skipped in
 // silence. Readers verify each batch's checksum on every read, so damage in
 // older segments is reported (with segment and offset) when it is read, and

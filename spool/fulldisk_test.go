@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // smallDisk mounts a tmpfs of size bytes on a new directory and unmounts it
@@ -186,5 +187,82 @@ func TestFullDiskRefusesAppends(t *testing.T) {
 			}
 			check(l, acked)
 		})
+	}
+}
+
+// TestFullDiskOpenWithTornTail: a log with a torn tail opens on a full
+// disk and serves every acknowledged record (before: Open failed copying
+// the torn tail into quarantine/, and the stream was not served at all);
+// appends are refused while the disk is full; once space returns, the
+// torn tail's copy reaches quarantine/ byte for byte, and appends succeed.
+func TestFullDiskOpenWithTornTail(t *testing.T) {
+	disk := smallDisk(t, "4m")
+	cfg := Config{Dir: filepath.Join(disk, "stream"), RetentionInterval: 20 * time.Millisecond}
+	l, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := bytes.Repeat([]byte("v"), 1000)
+	for range 500 {
+		if _, err := l.Append(context.Background(), Record{Value: value}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A torn tail: half a batch's worth of bytes after the last batch.
+	seg := filepath.Join(cfg.Dir, segName(0))
+	torn := bytes.Repeat([]byte{0xA5, 0x5A, 0x01, 0x00}, 8<<10)
+	f, err := os.OpenFile(seg, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(torn); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	// Fill the disk to the last block.
+	filler, err := os.Create(filepath.Join(disk, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := filler.Write(make([]byte, 4096)); err != nil {
+			break
+		}
+	}
+	filler.Close()
+
+	if l, err = Open(cfg); err != nil {
+		t.Fatalf("open on a full disk with a torn tail: %v", err)
+	}
+	defer func() { l.Close() }()
+	if got := readAll(t, l, 0); len(got) != 500 {
+		t.Fatalf("read %d records, 500 acknowledged", len(got))
+	}
+	if _, err := l.Append(context.Background(), Record{Value: value}); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("append on the full disk: %v; want ErrNoSpace", err)
+	}
+	if err := os.Remove(filepath.Join(disk, "filler")); err != nil {
+		t.Fatal(err)
+	}
+	var copies []string
+	for end := time.Now().Add(10 * time.Second); len(copies) == 0; {
+		if time.Now().After(end) {
+			t.Fatal("the torn tail's copy did not reach quarantine/ once space returned")
+		}
+		time.Sleep(10 * time.Millisecond)
+		copies, _ = filepath.Glob(filepath.Join(cfg.Dir, "quarantine", segName(0)+".torn-*"))
+	}
+	got, err := os.ReadFile(copies[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasSuffix(got, torn) || len(got) > len(torn)+preallocStep {
+		t.Fatalf("the copy holds %d bytes, not the torn tail of %d", len(got), len(torn))
+	}
+	if _, err := l.Append(context.Background(), Record{Value: value}); err != nil {
+		t.Fatalf("append once space returned: %v", err)
 	}
 }

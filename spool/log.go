@@ -83,7 +83,9 @@ type Config struct {
 	RetentionBytes int64
 	// RetentionInterval is how often retention runs in the background when
 	// RetentionAge or RetentionBytes is set (0 = 1 minute). It also runs after
-	// every segment roll.
+	// every segment roll. It is also how often a torn tail cut at Open
+	// without its copy, for lack of space, is copied to quarantine/ once
+	// space returns.
 	RetentionInterval time.Duration
 	// RetentionFloor, when set, turns on interest retention: every
 	// retention pass asks it for the lowest offset its owner still wants
@@ -246,6 +248,7 @@ type Log struct {
 	pre    *preallocator // zero-fills ahead of wpos; the syncer reports fsync sizes to it
 	wnext  uint64        // offset of the next record written
 	res    reservation   // disk space reserved ahead of wpos (reserve.go)
+	held   *heldTail     // a torn tail whose copy waits for space (Open, then the retainer)
 	wbuf   []byte
 	raw    []byte
 	idRand *mrand.ChaCha8 // random UUIDs, seeded from crypto/rand
@@ -349,7 +352,7 @@ func open(cfg Config, ro bool) (*Log, error) {
 	go l.writer()
 	go l.syncer()
 	go l.checkpointer()
-	if cfg.RetentionAge > 0 || cfg.RetentionBytes > 0 || cfg.RetentionFloor != nil {
+	if cfg.RetentionAge > 0 || cfg.RetentionBytes > 0 || cfg.RetentionFloor != nil || l.held != nil {
 		l.wg.Add(1)
 		go l.retainer()
 	}
@@ -520,6 +523,7 @@ func (l *Log) Close() error {
 		}
 		if !l.readOnly {
 			err = errors.Join(err, l.releaseSpares())
+			l.copyHeldTail(true)
 		}
 		l.closeFiles()
 		if ferr := l.failure(); ferr != nil {

@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -124,8 +125,16 @@ func (l *Log) loadSegment(base uint64, last bool) (*segment, error) {
 			l.log.Warn("torn tail truncated", "segment", name, "offset", res.next, "pos", res.end,
 				"bytes", size-res.end, "reason", res.bad.Reason)
 			if err := l.cutTail(path, name, res.end, size, res.next); err != nil {
-				f.Close()
-				return nil, err
+				if !noSpace(err) {
+					f.Close()
+					return nil, err
+				}
+				// No room for the copy: the log is served all the same,
+				// and the copy is made once space returns (holdTail).
+				if err := l.holdTail(f, name, res.end, size, res.next, err); err != nil {
+					f.Close()
+					return nil, err
+				}
 			}
 			if err := f.Truncate(res.end); err != nil {
 				f.Close()
@@ -157,11 +166,18 @@ func (l *Log) cutTail(path, name string, from, size int64, offset uint64) error 
 		return fmt.Errorf("spool: copy torn tail: %w", err)
 	}
 	defer src.Close()
-	dst, err := os.Create(filepath.Join(qdir, fmt.Sprintf("%s.torn-%d-%d", name, from, time.Now().UnixNano())))
+	return l.writeTornCopy(qdir, name, from, io.NewSectionReader(src, from, size-from))
+}
+
+// writeTornCopy writes a torn tail's copy into qdir and makes it durable;
+// a copy it could not finish is removed.
+func (l *Log) writeTornCopy(qdir, name string, from int64, r io.Reader) error {
+	dpath := filepath.Join(qdir, fmt.Sprintf("%s.torn-%d-%d", name, from, time.Now().UnixNano()))
+	dst, err := os.Create(dpath)
 	if err != nil {
 		return fmt.Errorf("spool: copy torn tail: %w", err)
 	}
-	_, err = io.Copy(dst, io.NewSectionReader(src, from, size-from))
+	_, err = io.Copy(dst, r)
 	if err == nil {
 		err = dst.Sync()
 	}
@@ -169,12 +185,67 @@ func (l *Log) cutTail(path, name string, from, size int64, offset uint64) error 
 		err = cerr
 	}
 	if err != nil {
+		os.Remove(dpath)
 		return fmt.Errorf("spool: copy torn tail: %w", err)
 	}
 	if err := fsyncDir(qdir); err != nil {
 		return err
 	}
 	return fsyncDir(l.cfg.Dir)
+}
+
+// maxHeldTail bounds the torn tail kept in memory when the disk has no
+// room for its copy (a torn tail is at most one group being written and
+// the zeros ahead of it).
+const maxHeldTail = 64 << 20
+
+// heldTail is a torn tail cut without its copy, for lack of space.
+type heldTail struct {
+	name   string // segment
+	from   int64  // byte position it began at
+	offset uint64 // the offset it began at
+	data   []byte
+}
+
+// holdTail keeps bytes [from, size) of f in memory when the disk had no
+// room for their copy (cause), so that the segment can be cut and the log
+// served: Open never needs free space. The retainer writes the copy once
+// space returns (copyHeldTail); a tail too large to keep, or a process
+// that ends first, loses the copy, which the log says at Error. A torn
+// tail holds no acknowledged record: every acknowledged batch is whole.
+func (l *Log) holdTail(f *os.File, name string, from, size int64, offset uint64, cause error) error {
+	if size-from > maxHeldTail {
+		l.log.Error("torn tail cut without a copy: no space for it, too large to keep", "segment", name, "offset", offset, "bytes", size-from, "err", cause)
+		return nil
+	}
+	data := make([]byte, size-from)
+	if _, err := f.ReadAt(data, from); err != nil {
+		return fmt.Errorf("spool: read torn tail: %w", err)
+	}
+	l.held = &heldTail{name: name, from: from, offset: offset, data: data}
+	l.log.Error("torn tail cut before its copy: no space for it; the copy is made once space returns", "segment", name, "offset", offset, "bytes", size-from, "err", cause)
+	return nil
+}
+
+// copyHeldTail writes the copy of a torn tail that holdTail kept, if the
+// disk now has room (retainer, and Close after the retainer ended).
+func (l *Log) copyHeldTail(atClose bool) {
+	h := l.held
+	if h == nil {
+		return
+	}
+	qdir := filepath.Join(l.cfg.Dir, "quarantine")
+	err := os.MkdirAll(qdir, 0o755)
+	if err == nil {
+		err = l.writeTornCopy(qdir, h.name, h.from, bytes.NewReader(h.data))
+	}
+	switch {
+	case err == nil:
+		l.held = nil
+		l.log.Warn("torn tail copied to quarantine", "segment", h.name, "offset", h.offset, "bytes", len(h.data))
+	case atClose:
+		l.log.Error("torn tail copy lost: still no space at close", "segment", h.name, "offset", h.offset, "bytes", len(h.data), "err", err)
+	}
 }
 
 // findValidAfter looks for a valid batch (plausible header, matching

@@ -132,8 +132,11 @@ func (l *Log) retainer() {
 		case <-t.C:
 		case <-l.retainCh:
 		}
-		if _, err := l.ApplyRetention(); err != nil && !errors.Is(err, ErrClosed) {
-			l.log.Error("retention failed", "err", err)
+		if l.cfg.RetentionAge > 0 || l.cfg.RetentionBytes > 0 || l.cfg.RetentionFloor != nil {
+			if _, err := l.ApplyRetention(); err != nil && !errors.Is(err, ErrClosed) {
+				l.log.Error("retention failed", "err", err)
+			}
 		}
+		l.copyHeldTail(false)
 	}
 }
