@@ -54,7 +54,7 @@ func TestDiskGuardFlags(t *testing.T) {
 	}
 }
 
-// TestSpoolSyncFlags: --deliver-before-sync and --min-sync-interval reach
+// TestSpoolSyncFlags: --visible-before-sync and --min-sync-interval reach
 // the node's spool configuration, a negative interval too.
 func TestSpoolSyncFlags(t *testing.T) {
 	parse := func(args ...string) (fastmq.Config, error) { return parseNodeFlags(t, args...) }
@@ -62,14 +62,32 @@ func TestSpoolSyncFlags(t *testing.T) {
 	if err != nil || cfg.Spool.VisibleBeforeSync || cfg.Spool.MinSyncInterval != 0 {
 		t.Fatalf("defaults: %+v, %v", cfg.Spool, err)
 	}
-	cfg, err = parse("--deliver-before-sync", "--min-sync-interval", "5ms")
+	cfg, err = parse("--visible-before-sync", "--min-sync-interval", "5ms")
 	if err != nil || !cfg.Spool.VisibleBeforeSync || cfg.Spool.MinSyncInterval != 5*time.Millisecond {
 		t.Fatalf("got %+v, %v; want VisibleBeforeSync and MinSyncInterval 5ms", cfg.Spool, err)
 	}
-	// Negative: back to back even with --deliver-before-sync (the spool
+	// Negative: back to back even with --visible-before-sync (the spool
 	// paces them 2 ms apart for a zero interval there).
-	cfg, err = parse("--deliver-before-sync", "--min-sync-interval", "-1ms")
+	cfg, err = parse("--visible-before-sync", "--min-sync-interval", "-1ms")
 	if err != nil || !cfg.Spool.VisibleBeforeSync || cfg.Spool.MinSyncInterval >= 0 {
 		t.Fatalf("got %+v, %v; want VisibleBeforeSync and a negative MinSyncInterval", cfg.Spool, err)
+	}
+}
+
+// TestDeliverBeforeSyncAlias: the option's old node flag name still sets
+// it, and is hidden from help.
+func TestDeliverBeforeSyncAlias(t *testing.T) {
+	cfg, err := parseNodeFlags(t, "--deliver-before-sync")
+	if err != nil || !cfg.Spool.VisibleBeforeSync {
+		t.Fatalf("--deliver-before-sync: VisibleBeforeSync %v, %v; want true", cfg.Spool.VisibleBeforeSync, err)
+	}
+	var f nodeFlags
+	cmd := &cobra.Command{Use: "x"}
+	f.register(cmd, "name", "n")
+	if fl := cmd.Flags().Lookup("deliver-before-sync"); fl == nil || !fl.Hidden || fl.Deprecated == "" {
+		t.Fatalf("--deliver-before-sync: %+v; want a hidden, deprecated flag", fl)
+	}
+	if strings.Contains(cmd.Flags().FlagUsages(), "deliver-before-sync") {
+		t.Fatalf("help lists --deliver-before-sync")
 	}
 }

@@ -75,9 +75,13 @@ func (f *nodeFlags) register(cmd *cobra.Command, nameFlag, defaultName string) {
 	fl.DurationVar(&f.dedupWin, "dedup-window", 0, "how long a record's message id (fastmq-msg-id) is remembered to refuse a duplicate append (0: 2m; negative: ids are not looked at)")
 	fl.BoolVar(&f.interest, "interest-retention", false, "keep records until every consumer group of the stream acknowledged them (capped by --retention-age and --retention-bytes)")
 	fl.BoolVar(&f.leaseSync, "group-lease-after-sync", false, "consumer groups lease a record only once it is durable (by default once written, before its fsync: publishes are still acknowledged once durable, and only an OS crash can take records a member received)")
-	fl.BoolVar(&f.early, "deliver-before-sync", false, "serve records to pull consumers once written, before their fsync (publishes are still acknowledged once durable; an OS crash can lose records consumers saw, which they learn through a new epoch, as consumer groups do)")
+	fl.BoolVar(&f.early, "visible-before-sync", false, "serve records to pull consumers once written, before their fsync (publishes are still acknowledged once durable; an OS crash can lose records consumers saw, which they learn through a new epoch, as consumer groups do)")
+	// The option's old name on nodes; bench always called it
+	// --visible-before-sync, as spool.Config does.
+	fl.BoolVar(&f.early, "deliver-before-sync", false, "old name of --visible-before-sync")
+	_ = fl.MarkDeprecated("deliver-before-sync", "use --visible-before-sync")
 	fl.BoolVar(&f.noIPC, "no-local-ipc", false, "keep RPC (serve, call) on tcp: by default a served service also listens on the unix socket twin of its tcp endpoint, and calls to instances on this host go over their twins")
-	fl.DurationVar(&f.minSync, "min-sync-interval", 0, "least time between the starts of two of a stream's fsyncs (0: 500µs, or 2ms with --deliver-before-sync; negative: back to back); caps the fsyncs per second a steady stream costs (a virtual or cloud disk that gets more stalls, and can stall the whole VM), at the price of publish acknowledgement latency; consumer groups do not wait for it, nor does any consumer with --deliver-before-sync")
+	fl.DurationVar(&f.minSync, "min-sync-interval", 0, "least time between the starts of two of a stream's fsyncs (0: 500µs, or 2ms with --visible-before-sync; negative: back to back); caps the fsyncs per second a steady stream costs (a virtual or cloud disk that gets more stalls, and can stall the whole VM), at the price of publish acknowledgement latency; consumer groups do not wait for it, nor does any consumer with --visible-before-sync")
 	fl.Int64Var(&f.diskMax, "disk-max-bytes", 0, "disk guard: refuse appends (or drop, see --disk-policy) once all streams' spools hold this many bytes (0: no limit)")
 	fl.Int64Var(&f.diskFree, "disk-min-free-bytes", 0, "disk guard: keep this many bytes free on the data directory's disk (0: none in bytes)")
 	fl.Float64Var(&f.diskPct, "disk-min-free-percent", 5, "disk guard: keep this share of the data directory's disk free, in percent (0: none)")
