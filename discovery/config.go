@@ -283,6 +283,7 @@ func (s settings) serfConfig(logw *log.Logger, events chan serf.Event, watch *na
 	sc.Logger = logw
 	sc.LogOutput = nil
 	sc.EventCh = events
+	sc.QueryResponseSizeLimit = queryResponseLimit
 	// We coalesce per watcher ourselves and want events as they happen.
 	sc.CoalescePeriod = 0
 	sc.QuiescentPeriod = 0

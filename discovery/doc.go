@@ -87,6 +87,22 @@
 // cluster-wide with InstallKey, UseKey and RemoveKey; ListKeys shows which
 // keys members hold.
 //
+// # Asking members
+//
+// A node learns of members that left or failed only while it is in the
+// cluster: one that joined later never lists them. AskMembers asks the
+// others over gossip, with a serf query named "fastmq-members" that every
+// Membership answers (its event consumer replies with one datagram) with
+// the members it knows to be leaving, left or failed: name, gossip
+// address, status and gossip tags. An answer stays within serf's query
+// response limit (1 KiB, framing included), so a responder lists as many
+// members as fit, sorted by name, and says whether more follow; the asker
+// asks each such responder again, by name, for the members after the last
+// it got. A member whose tags alone do not fit an answer is listed without
+// them, and the report says so (MembersReport.Stripped), as it names the
+// responders whose later pages did not arrive (Incomplete). The wire format
+// is in askwire.go.
+//
 // # Goroutines
 //
 // Close waits for every goroutine the Membership starts (the event consumer,

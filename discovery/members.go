@@ -12,8 +12,9 @@ import (
 	"github.com/hashicorp/serf/serf"
 )
 
-// consume drains serf's event channel. It never blocks on anything but the
-// channel: watchers get coalesced updates through their own goroutines.
+// consume drains serf's event channel and answers members queries. It never
+// blocks on anything but the channel (an answer is one datagram): watchers
+// get coalesced updates through their own goroutines.
 func (m *Membership) consume() {
 	defer m.wg.Done()
 	for {
@@ -21,11 +22,12 @@ func (m *Membership) consume() {
 		case <-m.closing:
 			return
 		case e := <-m.events:
-			me, ok := e.(serf.MemberEvent)
-			if !ok {
-				continue
+			switch e := e.(type) {
+			case serf.MemberEvent:
+				m.handleMemberEvent(e)
+			case *serf.Query:
+				m.answerQuery(e)
 			}
-			m.handleMemberEvent(me)
 		}
 	}
 }

@@ -22,9 +22,10 @@ const eventBuffer = 4096
 
 // Membership is this node's view of the gossip cluster and its own
 // advertisement. It is safe for concurrent use. Advertise, Withdraw,
-// AdvertiseSpool, Join, Leave and the key operations block on the network;
-// Lookup, Members, Name and GossipAddr do not. Close and Leave are safe to
-// call more than once. Returned slices and maps are owned by the caller.
+// AdvertiseSpool, Join, Leave, AskMembers and the key operations block on
+// the network; Lookup, Members, Name and GossipAddr do not. Close and Leave
+// are safe to call more than once. Returned slices and maps are owned by
+// the caller.
 type Membership struct {
 	set     settings
 	log     *slog.Logger

@@ -20,32 +20,35 @@
 // unless GOGC is set, and the consumer processes of both run at
 // --consumer-procs (GOMAXPROCS) and hold --batch records ahead.
 //
-// It is a separate module so that nats-server stays out of FastMQ's
+// The statistics, the noise readings, the alternating rounds and the
+// consumer processes are internal/benchkit's, as `fastmq bench group`'s
+// are, so that both sides are measured the same way.
+//
+// It is in the benchcmp module so that nats-server stays out of FastMQ's
 // go.mod: cd benchcmp/jetstream && GOFLAGS=-mod=mod go run . --rounds 5
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	fastmqlib "github.com/fastmq/fastmq"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	fastmqlib "github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/internal/benchkit"
 )
 
 var (
@@ -116,17 +119,13 @@ func main() {
 		c.Stdout, c.Stderr = os.Stderr, os.Stderr
 		must(c.Run())
 	}
-	fmt.Printf("load average at start: %s\n", loadavg())
+	fmt.Printf("load average at start: %s\n", benchkit.LoadAvg())
 	res := map[string][]result{}
 	for r := range *rounds {
-		order := slices.Clone(impls)
-		if r%2 == 1 {
-			slices.Reverse(order)
-		}
-		for _, im := range order {
+		for _, im := range benchkit.Alternate(impls, r) {
 			var x result
 			var err error
-			c0 := readCPU()
+			c0 := benchkit.ReadCPU()
 			if im == "fastmq" {
 				x, err = runFastMQ(bin)
 			} else {
@@ -138,16 +137,17 @@ func main() {
 			if *rate > 0 {
 				fmt.Printf("  p50 %6.0f µs  p99 %7.0f µs", x.P50us, x.P99us)
 			}
-			fmt.Println(cpuDuring(c0, readCPU()))
+			fmt.Println(benchkit.ReadCPU().Noise(c0))
 		}
 	}
-	fmt.Printf("load average at end: %s\n", loadavg())
+	fmt.Printf("load average at end: %s\n", benchkit.LoadAvg())
 	for _, im := range impls {
 		var rates []float64
 		for _, x := range res[im] {
 			rates = append(rates, x.AckedPerS)
 		}
-		fmt.Printf("%-9s median %.0f acked/s (min %.0f, max %.0f)\n", im, median(rates), slices.Min(rates), slices.Max(rates))
+		sp := benchkit.SpreadOf(rates)
+		fmt.Printf("%-9s median %.0f acked/s (min %.0f, max %.0f)\n", im, sp.Median, sp.Min, sp.Max)
 	}
 	if len(impls) == 2 {
 		var ratios, p99s []float64
@@ -158,70 +158,11 @@ func main() {
 				p99s = append(p99s, j.P99us/f.P99us)
 			}
 		}
-		fmt.Printf("fastmq/jetstream acked/s: median %.2f (min %.2f, max %.2f) over %d rounds\n", median(ratios), slices.Min(ratios), slices.Max(ratios), len(ratios))
+		fmt.Printf("fastmq/jetstream acked/s: median %s over %d rounds\n", benchkit.SpreadOf(ratios), len(ratios))
 		if len(p99s) > 0 {
-			fmt.Printf("jetstream/fastmq p99: median %.2f (min %.2f, max %.2f)\n", median(p99s), slices.Min(p99s), slices.Max(p99s))
+			fmt.Printf("jetstream/fastmq p99: median %s\n", benchkit.SpreadOf(p99s))
 		}
 	}
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
-// cpuTimes is the machine's CPU time (/proc/stat's first line, in
-// clock ticks): all of it, and the parts spent idle, waiting for I/O and
-// stolen by the hypervisor.
-type cpuTimes struct{ total, idle, iowait, steal uint64 }
-
-// readCPU reads /proc/stat's cpu line; zero where there is none.
-func readCPU() cpuTimes {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return cpuTimes{}
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return cpuTimes{}
-	}
-	var t cpuTimes
-	for i, s := range f[1:9] { // user to steal; guest time is in user already
-		v, _ := strconv.ParseUint(s, 10, 64)
-		t.total += v
-		switch i {
-		case 3:
-			t.idle = v
-		case 4:
-			t.iowait = v
-		case 7:
-			t.steal = v
-		}
-	}
-	return t
-}
-
-// cpuDuring says how the machine's CPU time went between a and b: the
-// share the hypervisor stole and the share spent waiting for I/O, the two
-// that make a round noisy on a virtual machine.
-func cpuDuring(a, b cpuTimes) string {
-	d := float64(b.total - a.total)
-	if d <= 0 {
-		return ""
-	}
-	return fmt.Sprintf("  (steal %.1f %%, iowait %.1f %%, idle %.0f %%)",
-		100*float64(b.steal-a.steal)/d, 100*float64(b.iowait-a.iowait)/d, 100*float64(b.idle-a.idle)/d)
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	return strings.Join(f[:min(3, len(f))], " ")
 }
 
 // runFastMQ runs `fastmq bench group` once.
@@ -295,54 +236,22 @@ func runJetStream() (result, error) {
 	if err != nil {
 		return res, err
 	}
-	type child struct {
-		cmd   *exec.Cmd
-		stdin io.WriteCloser
-		out   chan report
-	}
-	var children []child
+	var children []*benchkit.Child[report]
 	defer func() {
 		for _, c := range children {
-			c.stdin.Close()
-			c.cmd.Wait()
+			c.Wait()
 		}
 	}()
 	for i := range *consumers {
 		cmd := exec.Command(exe, "--role", "consumer", "--url", ns.ClientURL(), "--batch", strconv.Itoa(*batch), "--rate", strconv.Itoa(*rate), "--count", strconv.Itoa(*count))
-		cmd.Stderr = os.Stderr
 		if *procs > 0 {
 			cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(*procs))
 		}
-		stdin, err := cmd.StdinPipe()
+		c, err := benchkit.StartChild[report](cmd)
 		if err != nil {
-			return res, err
+			return res, fmt.Errorf("consumer %d: %w", i, err)
 		}
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			return res, err
-		}
-		if err := cmd.Start(); err != nil {
-			return res, err
-		}
-		c := child{cmd, stdin, make(chan report, 1)}
 		children = append(children, c)
-		ready := make(chan error, 1)
-		go func() {
-			defer close(c.out)
-			r := bufio.NewReader(stdout)
-			if line, err := r.ReadString('\n'); err != nil || line != "ready\n" {
-				ready <- fmt.Errorf("consumer %d did not start: %q %v", i, line, err)
-				return
-			}
-			ready <- nil
-			var rep report
-			if json.NewDecoder(r).Decode(&rep) == nil {
-				c.out <- rep
-			}
-		}()
-		if err := <-ready; err != nil {
-			return res, err
-		}
 	}
 	payload := make([]byte, *size)
 	for i := range payload {
@@ -382,18 +291,16 @@ func runJetStream() (result, error) {
 	}
 	res.AckedPerS = float64(*count) / time.Since(start).Seconds()
 	var lat []int64
-	for _, c := range children {
-		c.stdin.Close()
-		rep, ok := <-c.out
-		if !ok {
-			return res, errors.New("a consumer ended without its report")
+	for i, c := range children {
+		rep, err := c.Report()
+		if err != nil {
+			return res, fmt.Errorf("consumer %d: %w", i, err)
 		}
 		lat = append(lat, rep.LatNs...)
 	}
 	if len(lat) > 0 {
 		slices.Sort(lat)
-		q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))]) / 1e3 }
-		res.P50us, res.P99us = q(0.5), q(0.99)
+		res.P50us, res.P99us = float64(benchkit.Percentile(lat, 0.5))/1e3, float64(benchkit.Percentile(lat, 0.99))/1e3
 	}
 	return res, nil
 }
@@ -434,8 +341,10 @@ func consume(url string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Println("ready")
-	io.Copy(io.Discard, os.Stdin)
+	if err := benchkit.Ready(os.Stdout); err != nil {
+		return err
+	}
+	benchkit.WaitForStop()
 	cc.Stop()
 	mu.Lock()
 	defer mu.Unlock()

@@ -18,7 +18,11 @@
 // machine's CPU time the hypervisor stole and I/O waits took during the
 // run (what makes a round noisy on a virtual machine).
 //
-// It is a separate module so that NATS and gRPC stay out of FastMQ's go.mod.
+// The statistics, the noise readings and the alternating rounds are
+// internal/benchkit's, shared with every FastMQ benchmark.
+//
+// It is in the benchcmp module so that NATS and gRPC stay out of FastMQ's
+// go.mod: cd benchcmp/rpc && GOFLAGS=-mod=mod go run .
 package main
 
 import (
@@ -29,11 +33,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
-	"sort"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -45,6 +45,8 @@ import (
 	"google.golang.org/grpc/resolver/manual"
 
 	"github.com/fastmq/fastmq/discovery/discoverytest"
+	"github.com/fastmq/fastmq/internal/benchkit"
+	"github.com/fastmq/fastmq/internal/cpuclock"
 	"github.com/fastmq/fastmq/patterns/rpc"
 )
 
@@ -70,38 +72,6 @@ type result struct {
 	p50, p99 time.Duration
 	cpu      time.Duration // process CPU time (user and system) per call
 	sys      float64       // read and write system calls per call (Linux; 0 elsewhere)
-}
-
-// cpuTime returns the CPU time this process has used so far: every
-// implementation runs in this process, one at a time, so the difference
-// over a run is what that run cost, whatever else the machine runs.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// ioCalls returns the read and write system calls (of every kind: read,
-// readv, write, writev...) this process made so far, from Linux's
-// /proc/self/io; 0 where that is not available. A run's difference,
-// divided by its calls, is what a call cost in system calls that move
-// data (polling and futexes are not counted).
-func ioCalls() uint64 {
-	b, err := os.ReadFile("/proc/self/io")
-	if err != nil {
-		return 0
-	}
-	var n uint64
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ": ")
-		if ok && (k == "syscr" || k == "syscw") {
-			x, _ := strconv.ParseUint(v, 10, 64)
-			n += x
-		}
-	}
-	return n
 }
 
 func must(err error) {
@@ -148,14 +118,10 @@ func main() {
 	}
 	res := map[string][]result{}
 	for r := range *rounds {
-		order := slices.Clone(impls)
-		if r%2 == 1 {
-			slices.Reverse(order)
-		}
-		for _, im := range order {
-			c0 := readCPU()
+		for _, im := range benchkit.Alternate(impls, r) {
+			c0 := benchkit.ReadCPU()
 			x := run(im, req, *calls)
-			noise := cpuDuring(c0, readCPU())
+			noise := benchkit.ReadCPU().Noise(c0)
 			res[im.name] = append(res[im.name], x)
 			fmt.Printf("round %d %-10s %10.0f calls/s  p50 %7.1fµs  p99 %8.1fµs  cpu %5.1fµs/call  %4.2f syscalls/call%s\n", r+1, im.name, x.rate, us(x.p50), us(x.p99), us(x.cpu), x.sys, noise)
 		}
@@ -195,9 +161,8 @@ func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 
 // stat renders the median with min and max.
 func stat(v []float64) string {
-	s := slices.Clone(v)
-	sort.Float64s(s)
-	return fmt.Sprintf("%.2f [%.2f–%.2f]", s[len(s)/2], s[0], s[len(s)-1])
+	s := benchkit.SpreadOf(v)
+	return fmt.Sprintf("%.2f [%.2f–%.2f]", s.Median, s.Min, s.Max)
 }
 
 // run makes n calls from *callers goroutines and measures them.
@@ -206,8 +171,8 @@ func run(im impl, req []byte, n int) result {
 	var mu sync.Mutex
 	left := n
 	ctx := context.Background()
-	cpu0 := cpuTime()
-	sys0 := ioCalls()
+	cpu0 := cpuclock.Process()
+	sys0 := benchkit.IOCalls()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range *callers {
@@ -231,11 +196,11 @@ func run(im impl, req []byte, n int) result {
 	}
 	wg.Wait()
 	d := time.Since(start)
-	cpu := cpuTime() - cpu0
-	sys := float64(ioCalls()-sys0) / float64(n)
+	cpu := cpuclock.Process() - cpu0
+	sys := float64(benchkit.IOCalls()-sys0) / float64(n)
 	all := slices.Concat(lat...)
 	slices.Sort(all)
-	return result{rate: float64(n) / d.Seconds(), p50: all[len(all)/2], p99: all[len(all)*99/100], cpu: cpu / time.Duration(n), sys: sys}
+	return result{rate: float64(n) / d.Seconds(), p50: benchkit.Percentile(all, 0.5), p99: benchkit.Percentile(all, 0.99), cpu: cpu / time.Duration(n), sys: sys}
 }
 
 func echo(ctx context.Context, req []byte) ([]byte, error) { return req, nil }
@@ -369,47 +334,4 @@ func setupGRPC() impl {
 			}
 		},
 	}
-}
-
-// cpuTimes is the machine's CPU time (/proc/stat's first line, in
-// clock ticks): all of it, and the parts spent idle, waiting for I/O and
-// stolen by the hypervisor.
-type cpuTimes struct{ total, idle, iowait, steal uint64 }
-
-// readCPU reads /proc/stat's cpu line; zero where there is none.
-func readCPU() cpuTimes {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return cpuTimes{}
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return cpuTimes{}
-	}
-	var t cpuTimes
-	for i, s := range f[1:9] { // user to steal; guest time is in user already
-		v, _ := strconv.ParseUint(s, 10, 64)
-		t.total += v
-		switch i {
-		case 3:
-			t.idle = v
-		case 4:
-			t.iowait = v
-		case 7:
-			t.steal = v
-		}
-	}
-	return t
-}
-
-// cpuDuring says how the machine's CPU time went between a and b: the
-// share the hypervisor stole and the share spent waiting for I/O.
-func cpuDuring(a, b cpuTimes) string {
-	d := float64(b.total - a.total)
-	if d <= 0 {
-		return ""
-	}
-	return fmt.Sprintf("  (steal %.1f %%, iowait %.1f %%, idle %.0f %%)",
-		100*float64(b.steal-a.steal)/d, 100*float64(b.iowait-a.iowait)/d, 100*float64(b.idle-a.idle)/d)
 }

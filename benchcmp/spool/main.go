@@ -2,7 +2,8 @@
 // (tidwall/wal, etcd's wal) on the same machine in the same run, with the
 // same workloads, and prints records/s and the spool's ratio to each peer.
 //
-// It is a separate module so that the peers stay out of FastMQ's go.mod.
+// It is in the benchcmp module so that the peers stay out of FastMQ's
+// go.mod: cd benchcmp/spool && GOFLAGS=-mod=mod go run .
 // go-diskqueue was not available from the module proxy and is not measured.
 package main
 

@@ -59,10 +59,11 @@ func withoutObservers(ms []fastmq.MemberStatus, self string) []fastmq.MemberStat
 	return out
 }
 
-// observedMembers is the observer's own view of the mesh.
-func observedMembers(m *discovery.Membership) []fastmq.MemberStatus {
+// memberStatuses renders members (from discovery) as the agents' HTTP
+// status does, without observers and self.
+func memberStatuses(mems []discovery.Member, self string) []fastmq.MemberStatus {
 	var out []fastmq.MemberStatus
-	for _, mem := range m.Members() {
+	for _, mem := range mems {
 		ms := fastmq.MemberStatus{Name: mem.Name, Addr: mem.Addr, Status: mem.Status.String(), RTT: mem.RTT,
 			Tags: mem.Tags, HTTP: fastmq.HTTPAddrOf(mem.Services)}
 		for _, s := range mem.Services {
@@ -75,7 +76,33 @@ func observedMembers(m *discovery.Membership) []fastmq.MemberStatus {
 		}
 		out = append(out, ms)
 	}
-	return withoutObservers(out, m.Name())
+	return withoutObservers(out, self)
+}
+
+// askedMembers asks the mesh, over gossip, for the members that left or
+// failed (an observer that just joined never saw them), tells w what the
+// answers lacked, and returns a source that lists the observer's view with
+// those members added.
+func askedMembers(ctx context.Context, m *discovery.Membership, w io.Writer) (membersSource, error) {
+	rep, err := m.AskMembers(ctx, discovery.MembersQuery{ExcludeTag: observerTag})
+	if err != nil {
+		return nil, err
+	}
+	if !slices.ContainsFunc(rep.Responders, func(n string) bool { return n != m.Name() }) {
+		fmt.Fprintln(w, "fastmq members: no member answered the members query (agents before this version do not): "+
+			"showing a fresh observer's view, without the members that failed or left before it joined")
+	}
+	if len(rep.Incomplete) > 0 {
+		fmt.Fprintf(w, "fastmq members: the answers of %s stopped before their end: members that left or failed may be missing\n",
+			strings.Join(rep.Incomplete, ", "))
+	}
+	if len(rep.Stripped) > 0 {
+		fmt.Fprintf(w, "fastmq members: the tags of %s did not fit a gossip answer: listed without tags, services or spool\n",
+			strings.Join(rep.Stripped, ", "))
+	}
+	return func(context.Context) ([]fastmq.MemberStatus, error) {
+		return memberStatuses(rep.Merge(m.Members()), m.Name()), nil
+	}, nil
 }
 
 // agentMembers asks the agent serving HTTP at addr for its view of the
@@ -90,8 +117,8 @@ func agentMembers(ctx context.Context, addr string) ([]fastmq.MemberStatus, erro
 	return withoutObservers(st.Members, ""), nil
 }
 
-// agentHTTP picks the agent whose view to ask for, from what an observer
-// learnt by gossip: the member joined at one of join (by gossip address),
+// agentHTTP picks the agent to ask for the mesh's status, from what an
+// observer learnt by gossip: the member joined at one of join (by gossip address),
 // else the first alive member that serves HTTP; "" when none does.
 func agentHTTP(m *discovery.Membership, join []string) string {
 	var first string
@@ -131,7 +158,7 @@ func printMembers(w io.Writer, lines map[string]string) {
 }
 
 // membersSource lists the mesh: an agent's view (over HTTP), or the
-// observer's own.
+// observer's own with what the members it asked over gossip know.
 type membersSource func(ctx context.Context) ([]fastmq.MemberStatus, error)
 
 // runMembers prints the members from list, as lines or as JSON, and, with
@@ -220,9 +247,9 @@ func init() {
 		Long: "Print every member of the mesh (name, gossip address, status alive/leaving/left/failed, " +
 			"advertised services, spool and HTTP address) as a running agent sees it, failed and " +
 			"left members included. With --http, ask the agent serving HTTP there (fastmq agent --http). " +
-			"With --join, join the mesh as a short-lived observer, ask an agent that serves HTTP " +
-			"(the one joined if it does), then leave; when no agent serves HTTP, print the " +
-			"observer's own view, which lacks the members that failed or left before it joined. " +
+			"With --join, join the mesh as a short-lived observer, ask the members over gossip " +
+			"which members left or failed (a fresh observer never saw them), then leave; no agent " +
+			"needs to serve HTTP. " +
 			"With --watch keep printing members whose state changes until SIGINT/SIGTERM. " +
 			"Observers (this command's own nodes, tagged " + observerTag + ") are not listed.",
 		Example: "  fastmq members --join 127.0.0.1:7946\n  fastmq members --http 127.0.0.1:8080 --json\n" +
@@ -243,12 +270,9 @@ func init() {
 				return fmt.Errorf("--join or --http is required")
 			}
 			return withObserver(ctx, f, "members", func(m *discovery.Membership) error {
-				list := func(context.Context) ([]fastmq.MemberStatus, error) { return observedMembers(m), nil }
-				if addr := agentHTTP(m, f.join); addr != "" {
-					list = func(ctx context.Context) ([]fastmq.MemberStatus, error) { return agentMembers(ctx, addr) }
-				} else {
-					fmt.Fprintln(cmd.ErrOrStderr(), "fastmq members: no agent serves HTTP (fastmq agent --http): "+
-						"showing a fresh observer's view, without the members that failed or left before it joined")
+				list, err := askedMembers(ctx, m, cmd.ErrOrStderr())
+				if err != nil {
+					return err
 				}
 				return runMembers(ctx, list, watch, asJSON, out)
 			})

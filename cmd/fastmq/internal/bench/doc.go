@@ -4,7 +4,9 @@
 // figure), spool append and read throughput (Spool), the end-to-end
 // pull path (Pull) and consumer groups with member processes (Group).
 // The fastmq command owns the flags and the cobra wiring; this package
-// owns the runs and the figures they print.
+// owns the runs and the figures they print; the statistics and the
+// member processes' protocol are internal/benchkit's, which the
+// comparisons with other systems in benchcmp/ share.
 //
 // A run in separate processes re-executes the running binary as
 // `fastmq bench PATTERN --role recv ...` (`fastmq bench group --role

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fastmq/fastmq/internal/benchkit"
 	"github.com/fastmq/fastmq/internal/cpuclock"
 	"github.com/fastmq/fastmq/internal/ctxutil"
 	"github.com/fastmq/fastmq/patterns/group"
@@ -180,8 +181,8 @@ func Group(ctx context.Context, out io.Writer, o GroupOptions) error {
 		for i, r := range res {
 			rates[i] = r.AckedPerS
 		}
-		slices.Sort(rates)
-		fmt.Fprintf(out, "median of %d rounds: %.0f acked records/s (min %.0f, max %.0f)\n", len(res), rates[len(rates)/2], rates[0], rates[len(rates)-1])
+		sp := benchkit.SpreadOf(rates)
+		fmt.Fprintf(out, "median of %d rounds: %.0f acked records/s (min %.0f, max %.0f)\n", len(res), sp.Median, sp.Min, sp.Max)
 	}
 	return nil
 }
@@ -222,16 +223,10 @@ func groupRun(ctx context.Context, o GroupOptions, dump func(member int, off uin
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	type child struct {
-		cmd   *exec.Cmd
-		stdin io.WriteCloser
-		out   chan memberReport
-	}
-	var children []child
+	var children []*benchkit.Child[memberReport]
 	defer func() {
 		for _, c := range children {
-			c.stdin.Close()
-			c.cmd.Wait()
+			c.Wait()
 		}
 	}()
 	for i := range o.Members {
@@ -245,42 +240,14 @@ func groupRun(ctx context.Context, o GroupOptions, dump func(member int, off uin
 			args = append(args, "--memprofile", fmt.Sprintf("%s.member%d", o.MemProfile, i))
 		}
 		cmd := exec.CommandContext(ctx, exe, args...)
-		cmd.Stderr = os.Stderr
 		if o.MemberProcs > 0 {
 			cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(o.MemberProcs))
 		}
-		stdin, err := cmd.StdinPipe()
+		c, err := benchkit.StartChild[memberReport](cmd)
 		if err != nil {
-			return res, err
+			return res, fmt.Errorf("member %d: %w", i, err)
 		}
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			return res, err
-		}
-		if err := cmd.Start(); err != nil {
-			return res, fmt.Errorf("start member: %w", err)
-		}
-		c := child{cmd, stdin, make(chan memberReport, 1)}
 		children = append(children, c)
-		ready := make(chan error, 1)
-		go func() {
-			r := bufio.NewReader(stdout)
-			line, err := r.ReadString('\n')
-			if err != nil || line != "ready\n" {
-				ready <- fmt.Errorf("member %d did not start: %q %v", i, line, err)
-				close(c.out)
-				return
-			}
-			ready <- nil
-			var rep memberReport
-			if err := json.NewDecoder(r).Decode(&rep); err == nil {
-				c.out <- rep
-			}
-			close(c.out)
-		}()
-		if err := <-ready; err != nil {
-			return res, err
-		}
 	}
 	// Every member has fetched once (the group exists, with all of them
 	// parked on the empty stream): start.
@@ -325,10 +292,9 @@ func groupRun(ctx context.Context, o GroupOptions, dump func(member int, off uin
 	var mallocs, bytes uint64
 	var lat, toDelivered []int64
 	for ci, c := range children {
-		c.stdin.Close()
-		rep, ok := <-c.out
-		if !ok {
-			return res, errors.New("a member ended without its report")
+		rep, err := c.Report()
+		if err != nil {
+			return res, fmt.Errorf("member %d: %w", ci, err)
 		}
 		lat = append(lat, rep.LatNs...)
 		mallocs += rep.Mallocs
@@ -348,16 +314,17 @@ func groupRun(ctx context.Context, o GroupOptions, dump func(member int, off uin
 	res.MemberCPUus = float64(memberCPU) / 1e3 / float64(o.Count)
 	if len(toDelivered) > 0 {
 		slices.Sort(toDelivered)
-		q := func(p float64) float64 { return float64(toDelivered[int(p*float64(len(toDelivered)-1))]) / 1e3 }
-		res.DurableP50us, res.DurableP99us = q(0.5), q(0.99)
+		res.DurableP50us, res.DurableP99us = usAt(toDelivered, 0.5), usAt(toDelivered, 0.99)
 	}
 	if len(lat) > 0 {
 		slices.Sort(lat)
-		q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))]) / 1e3 }
-		res.P50us, res.P99us, res.MaxUs = q(0.5), q(0.99), q(1)
+		res.P50us, res.P99us, res.MaxUs = usAt(lat, 0.5), usAt(lat, 0.99), usAt(lat, 1)
 	}
 	return res, nil
 }
+
+// usAt is the p-quantile of sorted nanoseconds, in µs.
+func usAt(sorted []int64, p float64) float64 { return float64(benchkit.Percentile(sorted, p)) / 1e3 }
 
 // waitFor polls cond every 2 ms until it holds or ctx ends.
 func waitFor(ctx context.Context, cond func() bool) error {
@@ -388,7 +355,7 @@ func groupMember(ctx context.Context, out io.Writer, o GroupOptions) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { // the publisher closes stdin at the end
-		io.Copy(io.Discard, os.Stdin)
+		benchkit.WaitForStop()
 		cancel()
 	}()
 	var mu sync.Mutex
@@ -398,7 +365,9 @@ func groupMember(ctx context.Context, out io.Writer, o GroupOptions) error {
 		rep.Offsets = make([]uint64, 0, o.Count)
 		rep.AtNs = make([]int64, 0, o.Count)
 	}
-	fmt.Fprintln(out, "ready")
+	if err := benchkit.Ready(out); err != nil {
+		return err
+	}
 	var processed atomic.Int64 // without --rate: the handlers only count
 	err = m.Run(ctx, o.Concurrency, func(_ context.Context, msg *group.Message) error {
 		if o.Rate == 0 {

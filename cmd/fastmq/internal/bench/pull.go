@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/internal/benchkit"
 	"github.com/fastmq/fastmq/internal/ctxutil"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/spool"
@@ -109,7 +110,7 @@ func Pull(ctx context.Context, out io.Writer, count, size, rate int, scfg spool.
 		}
 		line := func(what string, lat []time.Duration) {
 			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-			q := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))] }
+			q := func(p float64) time.Duration { return benchkit.Percentile(lat, p) }
 			fmt.Fprintf(out, "  %s: p50 %v  p90 %v  p99 %v  max %v\n", what, q(0.5), q(0.9), q(0.99), lat[len(lat)-1])
 		}
 		if len(total) > 0 {

@@ -3,13 +3,15 @@ package bench
 import (
 	"context"
 	"fmt"
-	"github.com/fastmq/fastmq/internal/fsutil"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/fastmq/fastmq/internal/benchkit"
+	"github.com/fastmq/fastmq/internal/fsutil"
 
 	"github.com/fastmq/fastmq/internal/ctxutil"
 	"github.com/fastmq/fastmq/spool"
@@ -114,7 +116,7 @@ func PullReference(ctx context.Context, out io.Writer, count, size, rate int) er
 		synced = upto
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	q := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))] }
+	q := func(p float64) time.Duration { return benchkit.Percentile(lat, p) }
 	fmt.Fprintf(out, "reference: bare group commit (pwrite + fdatasync of what came during the last one), %d records of %d B at %d records/s\n", count, size, rate)
 	fsyncLine(out, st.stats(int64(pos)), count)
 	fmt.Fprintf(out, "    append to durable: p50 %v  p90 %v  p99 %v  max %v\n", q(0.5), q(0.9), q(0.99), lat[len(lat)-1])

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/fastmq/fastmq/internal/benchkit"
 	"github.com/fastmq/fastmq/socket"
 )
 
@@ -58,14 +59,6 @@ func (r benchResult) rate() float64 {
 	return float64(r.Timed) / r.Elapsed.Seconds()
 }
 
-func pct(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(p/100*float64(len(sorted)-1) + 0.5)
-	return sorted[min(i, len(sorted)-1)]
-}
-
 func (r benchResult) print(w io.Writer) {
 	fmt.Fprintf(w, "%s %s size=%d: %.0f msg/s, %.1f MB/s", r.Pattern, r.Transport, r.Size,
 		r.rate(), r.rate()*float64(r.Size)/1e6)
@@ -78,8 +71,8 @@ func (r benchResult) print(w io.Writer) {
 			what = "round trip"
 		}
 		fmt.Fprintf(w, ", %s p50=%v p90=%v p99=%v", what,
-			pct(r.Lat, 50).Round(100*time.Nanosecond), pct(r.Lat, 90).Round(100*time.Nanosecond),
-			pct(r.Lat, 99).Round(100*time.Nanosecond))
+			benchkit.Percentile(r.Lat, 0.50).Round(100*time.Nanosecond), benchkit.Percentile(r.Lat, 0.90).Round(100*time.Nanosecond),
+			benchkit.Percentile(r.Lat, 0.99).Round(100*time.Nanosecond))
 	}
 	fmt.Fprintln(w)
 }
@@ -173,25 +166,25 @@ func Socket(ctx context.Context, w io.Writer, pattern string, o *SocketOptions) 
 			fmt.Fprintf(w, "ratio fastmq/libzmq msg/s: %.2f\n", ratios[len(ratios)-1])
 		}
 		if pattern == "reqrep" && lz.P50us > 0 {
-			latRatios = append(latRatios, float64(pct(res.Lat, 50))/float64(time.Microsecond)/lz.P50us)
+			latRatios = append(latRatios, float64(benchkit.Percentile(res.Lat, 0.50))/float64(time.Microsecond)/lz.P50us)
 			fmt.Fprintf(w, "ratio fastmq/libzmq p50 round trip: %.2f", latRatios[len(latRatios)-1])
 			if lz.P99us > 0 {
-				tailRatios = append(tailRatios, float64(pct(res.Lat, 99))/float64(time.Microsecond)/lz.P99us)
+				tailRatios = append(tailRatios, float64(benchkit.Percentile(res.Lat, 0.99))/float64(time.Microsecond)/lz.P99us)
 				fmt.Fprintf(w, ", p99: %.2f", tailRatios[len(tailRatios)-1])
 			}
 			fmt.Fprintln(w)
 		}
 	}
 	if o.Rounds > 1 {
-		fmt.Fprintf(w, "median of %d rounds: fastmq %.0f msg/s", o.Rounds, median(rates))
+		fmt.Fprintf(w, "median of %d rounds: fastmq %.0f msg/s", o.Rounds, benchkit.Median(rates))
 		if len(ratios) > 0 {
-			fmt.Fprintf(w, ", ratio fastmq/libzmq msg/s %.2f (min %.2f, max %.2f)", median(ratios), slices.Min(ratios), slices.Max(ratios))
+			fmt.Fprintf(w, ", ratio fastmq/libzmq msg/s %.2f (min %.2f, max %.2f)", benchkit.Median(ratios), slices.Min(ratios), slices.Max(ratios))
 		}
 		if len(latRatios) > 0 {
-			fmt.Fprintf(w, ", ratio fastmq/libzmq p50 round trip %.2f (min %.2f, max %.2f)", median(latRatios), slices.Min(latRatios), slices.Max(latRatios))
+			fmt.Fprintf(w, ", ratio fastmq/libzmq p50 round trip %.2f (min %.2f, max %.2f)", benchkit.Median(latRatios), slices.Min(latRatios), slices.Max(latRatios))
 		}
 		if len(tailRatios) > 0 {
-			fmt.Fprintf(w, ", p99 round trip %.2f (min %.2f, max %.2f)", median(tailRatios), slices.Min(tailRatios), slices.Max(tailRatios))
+			fmt.Fprintf(w, ", p99 round trip %.2f (min %.2f, max %.2f)", benchkit.Median(tailRatios), slices.Min(tailRatios), slices.Max(tailRatios))
 		}
 		fmt.Fprintln(w)
 	}
@@ -203,16 +196,6 @@ func Socket(ctx context.Context, w io.Writer, pattern string, o *SocketOptions) 
 func kindConfig(cfg socket.Config, k socket.Kind) socket.Config {
 	cfg.PubNoDrop = cfg.PubNoDrop && k == socket.Pub
 	return cfg
-}
-
-// median returns the median of v (v is not empty).
-func median(v []float64) float64 {
-	v = slices.Clone(v)
-	slices.Sort(v)
-	if n := len(v); n%2 == 0 {
-		return (v[n/2-1] + v[n/2]) / 2
-	}
-	return v[len(v)/2]
 }
 
 // benchEndpoint picks a fresh endpoint for one-process runs.
