@@ -13,26 +13,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fastmq/fastmq/internal/testutil"
 )
 
-// smallDisk mounts a tmpfs of size bytes on a new directory and unmounts it
-// when the test ends; it skips the test where mounting is not permitted.
-func smallDisk(t *testing.T, size string) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "disk")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
-		t.Skipf("cannot mount a small tmpfs to fill (needs root or CAP_SYS_ADMIN): %v", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
+func smallDisk(t *testing.T, size string) string { return testutil.SmallDisk(t, size) }
 
 // TestFullDiskSmallerThanPreallocation: with less free space than the 4 MiB
 // a segment preallocates, the spool still opens and takes records (it
@@ -153,6 +138,9 @@ func TestFullDiskRefusesAppends(t *testing.T) {
 					t.Fatalf("append while still full: %v; want ErrNoSpace", err)
 				}
 			}
+			if err := l.Sync(); err != nil { // nothing to store: never refused
+				t.Fatalf("sync on the full disk: %v", err)
+			}
 			check := func(l *Log, want int) {
 				t.Helper()
 				got := readAll(t, l, 0)
@@ -223,16 +211,7 @@ func TestFullDiskOpenWithTornTail(t *testing.T) {
 	}
 	f.Close()
 	// Fill the disk to the last block.
-	filler, err := os.Create(filepath.Join(disk, "filler"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := filler.Write(make([]byte, 4096)); err != nil {
-			break
-		}
-	}
-	filler.Close()
+	testutil.FillDisk(t, disk)
 
 	if l, err = Open(cfg); err != nil {
 		t.Fatalf("open on a full disk with a torn tail: %v", err)

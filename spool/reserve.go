@@ -64,6 +64,15 @@ func groupNeed(n, size int) int64 {
 	return raw + raw/4 + 64<<10
 }
 
+// reserveFor reserves the space of a group of n records (see reserve); a
+// group of none (a Sync) needs no space and is never refused.
+func (l *Log) reserveFor(n, size int) error {
+	if n == 0 {
+		return nil
+	}
+	return l.reserve(n, size)
+}
+
 // reserve reserves the space a group of n records whose bodies sum to
 // size can take, before any of it is written or decided. It returns an
 // error matching ErrNoSpace (and the system's error) when the disk has no

@@ -42,7 +42,7 @@ func init() {
 				if err != nil {
 					return err
 				}
-				opt := records.Options{Ack: ack, IDHeader: idHeader, Dedup: dedup, Keyed: keyed, Delay: delay}
+				opt := records.Options{Ack: ack, IDHeader: idHeader, Dedup: dedup, Keyed: keyed, Delay: delay, Errs: cmd.ErrOrStderr()}
 				if err := records.AppendWith(ctx, l, cmd.InOrStdin(), cmd.OutOrStdout(), opt); err != nil {
 					return err
 				}
@@ -54,7 +54,7 @@ func init() {
 	}
 	nf.register(publish, "name", hostnameOr("publisher"))
 	publish.Flags().StringVar(&stream, "stream", "", "stream to publish to (required)")
-	publish.Flags().BoolVar(&ack, "ack", false, "print each record's offset once it is durable (a duplicate: the offset it repeats, then \"duplicate\")")
+	publish.Flags().BoolVar(&ack, "ack", false, "print each record's offset once it is durable (a duplicate: the offset it repeats, then \"duplicate\"; a record refused for lack of space: \"refused: REASON\")")
 	publish.Flags().BoolVar(&dedup, "dedup", false, "idempotent publish: each line's message id is a hash of the line (see above)")
 	publish.Flags().StringVar(&idHeader, "id-header", "", "idempotent publish: each line is ID<TAB>VALUE; ID is the message id and the value of header `NAME`")
 	publish.Flags().BoolVar(&keyed, "keyed", false, "each line is KEY<TAB>VALUE: KEY is the record's key, for ordered consumer groups (see above)")

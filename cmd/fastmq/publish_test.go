@@ -1,12 +1,16 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fastmq/fastmq/internal/testutil"
 )
 
 // TestCLIPublishDedup: publish --dedup stores a line sent again once, in
@@ -116,4 +120,56 @@ func TestCLIPublishKeyedDelayed(t *testing.T) {
 	q := startCLI(t, "publish", "--name", "q", "--data", filepath.Join(dir, "q"), "--stream", "s", "--keyed")
 	q.feed("no key here")
 	q.mustFail("line 1: with --keyed each line is KEY<TAB>VALUE")
+}
+
+// TestCLIPublishFullDisk: on a full disk publish refuses records and keeps
+// running (before: it exited on the first write that met ENOSPC); with
+// --ack each refused record prints "refused: REASON" in its place, stderr
+// says what was refused, and records are taken again once space returns.
+func TestCLIPublishFullDisk(t *testing.T) {
+	disk := testutil.SmallDisk(t, "16m")
+	p := startCLI(t, "publish", "--name", "p", "--data", filepath.Join(disk, "data"), "--ack", "--stream", "s")
+	p.feed("first")
+	if got := p.line(); got != "0" {
+		t.Fatalf("ack: got %q, want 0\n%s", got, p.stderr())
+	}
+	filler := testutil.FillDisk(t, disk)
+	lines := make([]string, 64) // 4 MiB: more than is reserved ahead of the writer
+	for i := range lines {
+		b := make([]byte, 48<<10)
+		rand.Read(b)
+		lines[i] = base64.StdEncoding.EncodeToString(b) // 64 KiB the codec cannot shrink
+	}
+	p.feed(lines...)
+	refused := 0
+	for range lines {
+		got := p.line()
+		switch {
+		case strings.HasPrefix(got, "refused: ") && strings.Contains(got, "no space left on device"):
+			refused++
+		case strings.Trim(got, "0123456789") == "":
+		default:
+			t.Fatalf("ack line %q: want an offset or \"refused: REASON\"\n%s", got, p.stderr())
+		}
+	}
+	if refused == 0 {
+		t.Fatalf("64 records of 64 KiB taken on a full disk\n%s", p.stderr())
+	}
+	if !p.running() {
+		t.Fatalf("publish exited on a full disk\n%s", p.stderr())
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	p.feed("after")
+	if got := p.line(); strings.Trim(got, "0123456789") != "" || got == "" {
+		t.Fatalf("ack once space returned: %q\n%s", got, p.stderr())
+	}
+	if !strings.Contains(p.stderr(), "refused") {
+		t.Fatalf("stderr does not say what was refused:\n%s", p.stderr())
+	}
+	p.cmd.Process.Signal(os.Interrupt)
+	if _, err := p.wait(); err != nil {
+		t.Fatalf("publish: %v\n%s", err, p.stderr())
+	}
 }

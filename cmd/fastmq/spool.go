@@ -48,7 +48,7 @@ func newSpoolAppendCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			err = records.Append(cmd.Context(), l, cmd.InOrStdin(), cmd.OutOrStdout(), ack)
+			err = records.AppendWith(cmd.Context(), l, cmd.InOrStdin(), cmd.OutOrStdout(), records.Options{Ack: ack, Errs: cmd.ErrOrStderr()})
 			return errors.Join(err, l.Close())
 		},
 	}

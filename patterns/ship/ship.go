@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"time"
 
+	"github.com/fastmq/fastmq/internal/ctxutil"
 	"github.com/fastmq/fastmq/internal/tail"
 	"github.com/fastmq/fastmq/spool"
 )
@@ -160,8 +162,8 @@ func (s *Shipper) Run(ctx context.Context) error {
 		if len(recs) == 0 {
 			return nil
 		}
-		if _, err := s.cfg.Spool.Append(ctx, recs...); err != nil {
-			return fmt.Errorf("ship: append: %w", err)
+		if err := s.append(ctx, recs); err != nil {
+			return err
 		}
 		// Commit the positions of the batches handled before this one
 		// (this batch's are committed on the next call or at the end),
@@ -190,6 +192,45 @@ func (s *Shipper) Run(ctx context.Context) error {
 	}
 	return ctx.Err()
 }
+
+// append appends a batch of lines. While the disk has no room
+// (spool.ErrNoSpace) it waits and tries again, the lines staying unread
+// in their files (backpressure, not loss): the shipper keeps running and
+// takes them once space returns. It logs the refusal at Error once, and
+// again every minute it lasts.
+func (s *Shipper) append(ctx context.Context, recs []spool.Record) error {
+	wait, since, logged := noSpaceRetryMin, time.Time{}, time.Time{}
+	for {
+		_, err := s.cfg.Spool.Append(ctx, recs...)
+		if err == nil {
+			if !since.IsZero() {
+				s.log.Warn("appends taken again", "refused_for", time.Since(since).Round(time.Millisecond))
+			}
+			return nil
+		}
+		if !errors.Is(err, spool.ErrNoSpace) {
+			return fmt.Errorf("ship: append: %w", err)
+		}
+		now := time.Now()
+		if since.IsZero() {
+			since = now
+		}
+		if now.Sub(logged) >= time.Minute {
+			s.log.Error("append refused: no space; lines wait in their files", "records", len(recs), "err", err)
+			logged = now
+		}
+		if !ctxutil.Sleep(ctx, wait) {
+			return ctx.Err()
+		}
+		wait = min(2*wait, noSpaceRetryMax)
+	}
+}
+
+// The pause between tries of an append refused for lack of space.
+const (
+	noSpaceRetryMin = 50 * time.Millisecond
+	noSpaceRetryMax = 2 * time.Second
+)
 
 // Close stops an active Run (which commits its last batch first), waits
 // for it to return and closes the followed files. It does not close the

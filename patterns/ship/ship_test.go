@@ -452,3 +452,92 @@ func TestDamagedStateIdleFileNotReshipped(t *testing.T) {
 		t.Fatalf("the damaged positions file was not kept aside: %v", err)
 	}
 }
+
+// TestFullDiskWaitsForSpace: a spool whose disk is full refuses the
+// shipper's appends; the shipper keeps running (before: Run ended with
+// the append's error and the command exited) and, once space returns,
+// ships every line written meanwhile exactly once, in order.
+func TestFullDiskWaitsForSpace(t *testing.T) {
+	dir := t.TempDir()
+	disk := testutil.SmallDisk(t, "4m")
+	logPath := filepath.Join(dir, "app.log")
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	written := 0
+	write := func(n int) {
+		for range n {
+			fmt.Fprintf(f, "line %06d %s\n", written, strings.Repeat("x", 200))
+			written++
+		}
+	}
+	l, err := spool.Open(spool.Config{Dir: filepath.Join(disk, "spool")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	s, err := ship.New(ship.Config{Spool: l, Paths: []string{logPath}, StateFile: filepath.Join(dir, "positions")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	write(100)
+	testutil.WaitFor(t, "100 records", 20*time.Second, func() bool { return l.NextOffset() >= 100 })
+
+	filler := testutil.FillDisk(t, disk)
+	write(8000) // about 1.7 MiB: more than the space reserved ahead of the writer
+	// The shipper stalls short of the end: its appends are refused.
+	last, stable := l.NextOffset(), time.Now()
+	testutil.WaitFor(t, "the shipper refused", 20*time.Second, func() bool {
+		if n := l.NextOffset(); n != last {
+			last, stable = n, time.Now()
+		}
+		return time.Since(stable) > 300*time.Millisecond
+	})
+	if last >= uint64(written) {
+		t.Fatalf("all %d lines shipped to a full disk", written)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Run ended on a full disk: %v", err)
+	default:
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	// What the disk can hold now: the shipper catches up on its own.
+	testutil.WaitFor(t, "every line shipped", 30*time.Second, func() bool { return l.NextOffset() >= uint64(written) })
+	select {
+	case err := <-done:
+		t.Fatalf("Run ended: %v", err)
+	default:
+	}
+	seen := make(map[string]bool)
+	next := 0
+	r, err := l.NewReader(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for uint64(next) < l.NextOffset() {
+		rec, err := r.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := string(rec.Value)
+		if seen[v] {
+			t.Fatalf("line shipped twice: %.12s", v)
+		}
+		seen[v] = true
+		next++
+	}
+	if len(seen) != written {
+		t.Fatalf("%d distinct lines shipped, %d written", len(seen), written)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -17,22 +18,18 @@ import (
 	"github.com/fastmq/fastmq/spool"
 )
 
-// Append appends each line of in (without its newline) as one record of
-// l, with up to 4096 appends in flight; with ack, a printer writes each
-// record's offset to out, in order, as its append becomes durable. It
-// stops at the end of in or when ctx ends (then it closes a file input so
-// that a pending read returns), and returns once every acknowledgement is
-// printed.
-func Append(ctx context.Context, l *spool.Log, in io.Reader, out io.Writer, ack bool) error {
-	return AppendWith(ctx, l, in, out, Options{Ack: ack})
-}
-
 // Options say how AppendWith turns lines into records.
 type Options struct {
 	// Ack prints each record's offset as its append becomes durable; a
 	// line found to be a duplicate prints the offset of the record it
-	// repeats followed by " duplicate".
+	// repeats followed by " duplicate"; a line refused for lack of space
+	// prints "refused: REASON".
 	Ack bool
+	// Errs receives, at most once a second, how many records were refused
+	// for lack of space (spool.ErrNoSpace) and why; nil discards it. A
+	// refusal does not stop the appends: the next line is tried, and is
+	// taken once space returns.
+	Errs io.Writer
 	// IDHeader: each line is ID<TAB>VALUE; ID becomes the record's
 	// message id (spool.HeaderMsgID, deduplicated within the stream's
 	// window) and the value of the header IDHeader too, VALUE the record's
@@ -109,7 +106,12 @@ func recordOf(line []byte, n int, opt Options) (spool.Record, error) {
 	return spool.Record{Value: append([]byte(nil), rest...), Headers: hs}, nil
 }
 
-// AppendWith is Append with the options of opt.
+// AppendWith appends each line of in (without its newline) as one record
+// of l, turned into a record as opt says, with up to 4096 appends in
+// flight; with opt.Ack, a printer writes each record's offset to out, in
+// order, as its append becomes durable. It stops at the end of in or when
+// ctx ends (then it closes a file input so that a pending read returns),
+// and returns once every acknowledgement is printed.
 func AppendWith(ctx context.Context, l *spool.Log, in io.Reader, out io.Writer, opt Options) error {
 	ack := opt.Ack
 	// A read of stdin blocks until a line comes: when ctx ends, close the
@@ -119,24 +121,32 @@ func AppendWith(ctx context.Context, l *spool.Log, in io.Reader, out io.Writer, 
 		stop := context.AfterFunc(ctx, func() { c.Close() })
 		defer stop()
 	}
-	acks := make(chan *spool.Ack, 4096)
+	acks := make(chan pending, 4096)
 	printed := make(chan error, 1)
+	ref := refusals{w: opt.Errs}
 	go func() {
 		w := bufio.NewWriter(out)
 		var err error
 		for {
-			var a *spool.Ack
+			var p pending
 			select {
-			case a = <-acks:
+			case p = <-acks:
 			default:
 				if ferr := w.Flush(); ferr != nil && err == nil {
 					err = ferr
 				}
-				a = <-acks
+				p = <-acks
 			}
-			if a == nil {
+			if p == (pending{}) {
 				break
 			}
+			if p.refused != nil {
+				if ack {
+					fmt.Fprintln(w, "refused:", p.refused)
+				}
+				continue
+			}
+			a := p.ack
 			select {
 			case <-a.Done():
 			default:
@@ -145,6 +155,13 @@ func AppendWith(ctx context.Context, l *spool.Log, in io.Reader, out io.Writer, 
 				}
 			}
 			first, aerr := a.Wait(context.Background())
+			if errors.Is(aerr, spool.ErrNoSpace) {
+				ref.add(aerr)
+				if ack {
+					fmt.Fprintln(w, "refused:", aerr)
+				}
+				continue
+			}
 			var de *spool.DuplicateError
 			if errors.As(aerr, &de) {
 				if ack {
@@ -182,11 +199,16 @@ func AppendWith(ctx context.Context, l *spool.Log, in io.Reader, out io.Writer, 
 			break
 		}
 		a, aerr := l.AppendAsync(ctx, rec)
+		if errors.Is(aerr, spool.ErrNoSpace) {
+			ref.add(aerr)
+			acks <- pending{refused: aerr}
+			continue
+		}
 		if aerr != nil {
 			err = aerr
 			break
 		}
-		acks <- a
+		acks <- pending{ack: a}
 	}
 	if serr := sc.Err(); serr != nil && err == nil && ctx.Err() == nil {
 		err = fmt.Errorf("read input: %w", serr)
@@ -195,7 +217,56 @@ func AppendWith(ctx context.Context, l *spool.Log, in io.Reader, out io.Writer, 
 		err = nil // interrupted: what was acknowledged is printed below
 	}
 	close(acks)
-	return errors.Join(err, <-printed)
+	err = errors.Join(err, <-printed)
+	ref.flush()
+	return err
+}
+
+// pending is an append whose outcome is still to be printed: its Ack, or
+// its refusal at AppendAsync.
+type pending struct {
+	ack     *spool.Ack
+	refused error
+}
+
+// refusals reports appends refused for lack of space, at most once a
+// second. Safe for concurrent use.
+type refusals struct {
+	w      io.Writer
+	mu     sync.Mutex
+	n      int
+	last   error
+	logged time.Time
+}
+
+func (r *refusals) add(err error) {
+	if r.w == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n++
+	r.last = err
+	if time.Since(r.logged) >= time.Second {
+		r.printLocked()
+	}
+}
+
+// flush prints what was refused since the last report.
+func (r *refusals) flush() {
+	if r.w == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n > 0 {
+		r.printLocked()
+	}
+}
+
+func (r *refusals) printLocked() {
+	fmt.Fprintf(r.w, "refused %d record(s): %v\n", r.n, r.last)
+	r.n, r.logged = 0, time.Now()
 }
 
 // interruptible returns a file input (stdin, usually a pipe or a terminal)
