@@ -29,6 +29,18 @@ type AuthRequest struct {
 	Username, Password string
 	// ClientKey is a CURVE client's long-term public key.
 	ClientKey CurveKey
+	// Process is the peer process over ipc (as the kernel reports it for
+	// the unix socket, SO_PEERCRED) and inproc (this process); nil over
+	// tcp, and over ipc where the system does not report it.
+	Process *PeerProcess
+}
+
+// PeerProcess identifies the process at the other end of an ipc or inproc
+// connection: its pid and the uid and gid it ran as when it connected (or
+// listened). Local-IPC authorisation can rely on them: the kernel reports
+// them, the peer cannot choose them.
+type PeerProcess struct {
+	PID, UID, GID int
 }
 
 // An Authenticator decides whether a peer may connect, as a ZAP handler
@@ -296,22 +308,26 @@ func containsIP(ps []netip.Prefix, ip netip.Addr) bool {
 // handshakeFor returns the handshake settings for a connection to or from
 // remote; d is the dialer of a connection this socket made (nil for an
 // accepted one), which brings the server key CurveServerKeyFor gave.
-func (s *Socket) handshakeFor(remote string, d *dialer) zmtp.Config {
+func (s *Socket) handshakeFor(remote string, d *dialer, proc *PeerProcess) zmtp.Config {
 	hs := s.hs
 	hs.PeerAddress = remote
 	if d != nil && !d.serverKey.IsZero() {
 		hs.Curve = &zmtp.CurveConfig{SecretKey: s.cfg.CurveSecretKey, ServerKey: d.serverKey}
 	}
+	if authz := s.authz; authz != nil {
+		hs.Authorize = func(r zmtp.AuthRequest) error { return authz(r, proc) }
+	}
 	return hs
 }
 
 // authorizer returns the handshake's Authorize hook for a normalized
-// config: nil without an Authenticator, except that a CURVE server without
-// one refuses every client unless CurveAllowAnyClient.
-func (c Config) authorizer() func(zmtp.AuthRequest) error {
+// config, given the peer process where known: nil without an
+// Authenticator, except that a CURVE server without one refuses every
+// client unless CurveAllowAnyClient.
+func (c Config) authorizer() func(zmtp.AuthRequest, *PeerProcess) error {
 	a := c.Authenticator
 	if a == nil && c.CurveServer && !c.CurveAllowAnyClient {
-		return func(r zmtp.AuthRequest) error {
+		return func(r zmtp.AuthRequest, _ *PeerProcess) error {
 			if r.Mechanism != zmtp.MechanismCurve {
 				return nil
 			}
@@ -321,7 +337,7 @@ func (c Config) authorizer() func(zmtp.AuthRequest) error {
 	if a == nil {
 		return nil
 	}
-	return func(r zmtp.AuthRequest) error {
+	return func(r zmtp.AuthRequest, proc *PeerProcess) error {
 		return a.Authenticate(AuthRequest{
 			Mechanism: r.Mechanism,
 			Address:   r.Address,
@@ -329,6 +345,7 @@ func (c Config) authorizer() func(zmtp.AuthRequest) error {
 			Username:  r.Username,
 			Password:  r.Password,
 			ClientKey: r.ClientKey,
+			Process:   proc,
 		})
 	}
 }
@@ -341,14 +358,17 @@ type PeerCredentials struct {
 	Address   string // "host:port" over tcp, the endpoint otherwise
 	Username  string
 	ClientKey CurveKey
+	// Process is the peer process over ipc and inproc (see AuthRequest).
+	Process *PeerProcess
 }
 
-func credentials(info zmtp.PeerInfo, remote string) PeerCredentials {
+func credentials(info zmtp.PeerInfo, remote string, proc *PeerProcess) PeerCredentials {
 	return PeerCredentials{
 		Mechanism: info.Greeting.Mechanism,
 		Address:   remote,
 		Username:  info.Username,
 		ClientKey: info.ClientKey,
+		Process:   proc,
 	}
 }
 

@@ -223,7 +223,8 @@ func (s *Socket) newPeer(c net.Conn, ep, remote string) *peer {
 // socket's handshake timeout, and on success adds the peer to the socket.
 func (p *peer) handshake(pc *pendingConn, d *dialer, now time.Time) (zmtp.PeerInfo, error) {
 	s, c := p.s, p.conn
-	hs := s.handshakeFor(p.remote, d)
+	proc := peerProcess(c)
+	hs := s.handshakeFor(p.remote, d, proc)
 	if pc.accepted && pc.src != "" {
 		// A refused credential counts against its source before the
 		// peer hears the ERROR, so its next try already sees the count.
@@ -274,7 +275,7 @@ func (p *peer) handshake(pc *pendingConn, d *dialer, now time.Time) (zmtp.PeerIn
 	}
 	p.id = string(info.Identity)
 	p.clean = p.r.Buffered() == 0
-	p.cred = credentials(info, p.remote)
+	p.cred = credentials(info, p.remote, proc)
 	if s.kind == Router {
 		if err := s.router.checkIdentity(p); err != nil {
 			return info, err

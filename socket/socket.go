@@ -33,10 +33,11 @@ import (
 // Unsubscribe never block. Close and Shutdown may be called more than
 // once, and after either every other method returns ErrClosed.
 type Socket struct {
-	kind Kind
-	cfg  Config
-	log  *slog.Logger
-	hs   zmtp.Config
+	kind  Kind
+	cfg   Config
+	log   *slog.Logger
+	hs    zmtp.Config
+	authz func(zmtp.AuthRequest, *PeerProcess) error // the handshake's Authorize, given the peer process (Config.authorizer)
 
 	closed  atomic.Bool
 	closing chan struct{} // closed by Close or Shutdown
@@ -138,8 +139,8 @@ func New(kind Kind, cfg Config) (*Socket, error) {
 		Password:   c.PlainPassword,
 		Auth:       c.PlainAuth,
 		Curve:      c.curveHandshake(),
-		Authorize:  c.authorizer(),
 	}
+	s.authz = c.authorizer()
 	empty := []*peer{}
 	s.peers.Store(&empty)
 	s.mySubs.Store(&s.subs)
