@@ -9,11 +9,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,28 +19,14 @@ import (
 	"github.com/fastmq/fastmq/socket"
 )
 
+// pythonPath is Debian's python3, which the benchmarks against libzmq use.
 const pythonPath = "/usr/bin/python3"
 
-var (
-	pyzmqOnce sync.Once
-	pyzmqErr  error
-)
-
-// needPyzmq skips the test when pyzmq cannot be imported, unless CI is set.
-func needPyzmq(t *testing.T) {
+// needPyzmq returns a python3 with pyzmq (and its auth thread), or skips
+// the test, failing it under CI (testutil.Pyzmq).
+func needPyzmq(t *testing.T) string {
 	t.Helper()
-	pyzmqOnce.Do(func() {
-		out, err := exec.Command(pythonPath, "-c", "import zmq, zmq.auth.thread").CombinedOutput()
-		if err != nil {
-			pyzmqErr = fmt.Errorf("%s -c 'import zmq': %v: %s", pythonPath, err, bytes.TrimSpace(out))
-		}
-	})
-	if pyzmqErr != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("pyzmq is required in CI: %v", pyzmqErr)
-		}
-		t.Skipf("pyzmq not available: %v", pyzmqErr)
-	}
+	return testutil.Pyzmq(t, "zmq.auth.thread")
 }
 
 // pyPeer is one running peer.py process.
@@ -61,10 +45,10 @@ type pyPeer struct {
 // waits for its ENDPOINT line.
 func startPeer(t *testing.T, args ...string) *pyPeer {
 	t.Helper()
-	needPyzmq(t)
+	py := needPyzmq(t)
 	script := filepath.Join("testdata", "interop", "peer.py")
 	p := &pyPeer{t: t, lines: make(chan string, 4096), exited: make(chan struct{})}
-	p.cmd = exec.Command(pythonPath, append([]string{script}, args...)...)
+	p.cmd = exec.Command(py, append([]string{script}, args...)...)
 	p.cmd.Stderr = &p.stderr
 	stdin, err := p.cmd.StdinPipe()
 	if err != nil {

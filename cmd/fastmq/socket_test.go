@@ -524,13 +524,7 @@ func TestCLIPlain(t *testing.T) {
 // TestCLIWithLibzmq runs the tools against libzmq peers (pyzmq).
 func TestCLIWithLibzmq(t *testing.T) {
 	t.Parallel()
-	const py = "/usr/bin/python3"
-	if err := exec.Command(py, "-c", "import zmq").Run(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("pyzmq is required in CI: %v", err)
-		}
-		t.Skipf("pyzmq not available: %v", err)
-	}
+	py := testutil.Pyzmq(t)
 	script := filepath.Join("..", "..", "socket", "testdata", "interop", "peer.py")
 	t.Run("pull-from-libzmq-push", func(t *testing.T) {
 		t.Parallel()
@@ -590,9 +584,7 @@ func TestCLIBench(t *testing.T) {
 		})
 	}
 	t.Run("libzmq", func(t *testing.T) {
-		if err := exec.Command("/usr/bin/python3", "-c", "import zmq").Run(); err != nil {
-			t.Skipf("pyzmq not available: %v", err)
-		}
+		testutil.Pyzmq(t)
 		script := filepath.Join("..", "..", "socket", "testdata", "interop", "perf.py")
 		p := startCLI(t, "bench", "reqrep", "--separate", "--count", "200", "--libzmq", script)
 		p.closeStdin()
@@ -602,9 +594,7 @@ func TestCLIBench(t *testing.T) {
 		}
 	})
 	t.Run("rounds", func(t *testing.T) {
-		if err := exec.Command("/usr/bin/python3", "-c", "import zmq").Run(); err != nil {
-			t.Skipf("pyzmq not available: %v", err)
-		}
+		testutil.Pyzmq(t)
 		script := filepath.Join("..", "..", "socket", "testdata", "interop", "perf.py")
 		p := startCLI(t, "bench", "pushpull", "--separate", "--count", "2000", "--rounds", "2", "--libzmq", script)
 		p.closeStdin()

@@ -2,8 +2,8 @@
 // tests: hosts with their own addresses, joined by a switch, that a test can
 // run processes in and partition. Everything it makes is removed at the
 // test's cleanup. It needs root and iproute2's ip; New skips the test with
-// the reason when they are missing, unless FASTMQ_NETLAB_REQUIRED is set
-// (as CI does), where it fails instead.
+// the reason when they are missing, unless FASTMQ_NETLAB_REQUIRED or CI is
+// set (as in CI), where it fails instead (testutil.Missing).
 package netlab
 
 import (
@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/fastmq/fastmq/internal/testutil"
 )
 
 // Lab is a switch namespace and Hosts host namespaces, each joined to the
@@ -35,10 +37,7 @@ func New(t testing.TB, n int) *Lab {
 		t.Fatalf("netlab: %d hosts", n)
 	}
 	if reason := unavailable(); reason != "" {
-		if os.Getenv("FASTMQ_NETLAB_REQUIRED") != "" {
-			t.Fatalf("netlab: %s (FASTMQ_NETLAB_REQUIRED is set)", reason)
-		}
-		t.Skipf("netlab: %s", reason)
+		testutil.Missing(t, "netlab: "+reason, "run as root with iproute2 installed (apt-get install iproute2)", "FASTMQ_NETLAB_REQUIRED")
 	}
 	// Names stay unique across test processes and short enough for
 	// interface names (15 bytes).

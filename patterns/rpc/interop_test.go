@@ -7,18 +7,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/patterns/rpc"
 )
 
 // A plain libzmq REQ client (pyzmq) calls a Server as if it were REP, and
 // gets handler errors as two frames.
 func TestRPCInteropPyzmqREQ(t *testing.T) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("python3 not installed")
-	}
-	if err := exec.Command("python3", "-c", "import zmq").Run(); err != nil {
-		t.Skip("pyzmq not installed")
-	}
+	py := testutil.Pyzmq(t)
 	srv, err := rpc.NewServer(rpc.ServerConfig{Service: "svc", Handler: func(ctx context.Context, req []byte) ([]byte, error) {
 		if string(req) == "fail" {
 			return nil, rpc.Errorf("bad-input", "cannot do %s", req)
@@ -29,7 +25,7 @@ func TestRPCInteropPyzmqREQ(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	out, err := exec.Command("python3", filepath.Join("testdata", "req.py"), srv.Endpoints()[0], "hello", "fail", "world").CombinedOutput()
+	out, err := exec.Command(py, filepath.Join("testdata", "req.py"), srv.Endpoints()[0], "hello", "fail", "world").CombinedOutput()
 	if err != nil {
 		t.Fatalf("req.py: %v\n%s", err, out)
 	}
