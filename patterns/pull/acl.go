@@ -32,7 +32,10 @@ import (
 // "fastmq-acl 1". A client is "*" (every client, NULL ones included), a
 // CURVE public key as 40 Z85 characters (as in a .pub file, optionally
 // written "curve:KEY"), or "user:NAME" (a PLAIN user). Stream patterns
-// are path.Match patterns: "*" every stream, "logs-*", "audit".
+// are path.Match patterns: "*" every stream, "logs-*", "audit". A
+// consumer group's dead-letter stream (STREAM.GROUP.dlq) is readable by
+// exactly the clients that may read STREAM: a pattern that matches the
+// dead-letter stream's own name neither grants nor refuses it.
 type ACL struct {
 	Rules []ACLRule
 }
@@ -226,8 +229,20 @@ func compileACL(a *ACL) (*aclIndex, error) {
 	return ix, nil
 }
 
-// allows reports whether the client with cred may read stream.
+// allows reports whether the client with cred may read stream. A
+// dead-letter stream (see deadLetterParents) is readable exactly by who
+// may read its parent stream, whatever the patterns say of its own name:
+// a grant of "logs.*" without "logs" does not reach "logs.g.dlq", the
+// dead letters of "logs".
 func (ix *aclIndex) allows(cred socket.PeerCredentials, stream string) bool {
+	if parents := deadLetterParents(stream); len(parents) > 0 {
+		for _, p := range parents {
+			if !ix.allows(cred, p) {
+				return false
+			}
+		}
+		return true
+	}
 	if matchAny(ix.any, stream) {
 		return true
 	}
@@ -238,6 +253,25 @@ func (ix *aclIndex) allows(cred socket.PeerCredentials, stream string) bool {
 		return matchAny(ix.byUser[cred.Username], stream)
 	}
 	return false
+}
+
+// deadLetterParents returns the streams whose dead-letter stream
+// (STREAM.GROUP.dlq, group.DLQStream) stream may be: every P such that
+// stream is P + "." + G + ".dlq" for a non-empty P and G (a group name
+// may hold dots, so "a.b.c.dlq" is the dead letters of "a", group "b.c",
+// or of "a.b", group "c"). None for other names.
+func deadLetterParents(stream string) []string {
+	base, ok := strings.CutSuffix(stream, ".dlq")
+	if !ok {
+		return nil
+	}
+	var parents []string
+	for i := 1; i < len(base)-1; i++ {
+		if base[i] == '.' && base[i+1] != '.' && base[i+1] != '-' {
+			parents = append(parents, base[:i])
+		}
+	}
+	return parents
 }
 
 func matchAny(patterns []string, stream string) bool {

@@ -240,3 +240,73 @@ func TestConsumerFallsBackOneVersionAtATime(t *testing.T) {
 	}
 	_ = c
 }
+
+// TestACLDeadLetters: a dead-letter stream is readable by exactly the
+// clients that may read its parent stream. A grant of "logs.*" without
+// "logs" read "logs.g.dlq", the dead letters of "logs", before; over the
+// wire too, as an outside client asks.
+func TestACLDeadLetters(t *testing.T) {
+	alice, _ := keypair(t)
+	bob, _ := keypair(t)
+	acl := &pull.ACL{Rules: []pull.ACLRule{
+		{Client: alice.Z85(), Streams: []string{"logs.*"}},
+		{Client: bob.Z85(), Streams: []string{"logs"}},
+		{Client: "*", Streams: []string{"public"}},
+	}}
+	cred := func(k socket.CurveKey) socket.PeerCredentials {
+		return socket.PeerCredentials{Mechanism: "CURVE", ClientKey: k}
+	}
+	for _, tc := range []struct {
+		who    socket.CurveKey
+		name   string
+		stream string
+		want   bool
+	}{
+		{alice, "alice", "logs.eu", true},
+		{alice, "alice", "logs", false},
+		{alice, "alice", "logs.g.dlq", false},          // the leak
+		{alice, "alice", "logs.eu.g.dlq", false},       // or logs' group eu.g
+		{alice, "alice", "logs.eu.g.dlq.h.dlq", false}, // dead letters of dead letters
+		{bob, "bob", "logs", true},
+		{bob, "bob", "logs.g.dlq", true},
+		{bob, "bob", "logs.eu", false},
+		{bob, "bob", "logs.eu.g.dlq", false},
+		{alice, "alice", "public.g.dlq", true},
+	} {
+		if got := acl.Allows(cred(tc.who), tc.stream); got != tc.want {
+			t.Errorf("%s reads %q: %v, want %v", tc.name, tc.stream, got, tc.want)
+		}
+	}
+
+	l := openSpool(t, spool.Config{})
+	appendN(t, l, "r", 0, 3)
+	_, alicePriv := keypair(t)
+	acl.Rules[0].Client = socket.CurvePublicKey(alicePriv).Z85()
+	srv, spub := curveServer(t, map[string]*spool.Log{"logs.g.dlq": l, "logs.eu": l}, acl)
+	d, err := socket.New(socket.Dealer, socket.Config{CurveServerKey: spub, CurveSecretKey: alicePriv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Connect(srv.Endpoints()[0]); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for stream, want := range map[string]pull.Status{"logs.g.dlq": pull.StatusForbidden, "logs.eu": pull.StatusOK} {
+		if err := d.Send(ctx, socket.Msg{Frames: pull.EncodeRequest(&pull.Request{Version: 3, Op: pull.OpFetch, ID: 9, Stream: stream, MaxBytes: 1 << 20, Epoch: pull.NoEpoch})}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := d.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := pull.DecodeReply(m.Frames)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Status != want {
+			t.Fatalf("alice fetches %q: %v, want %v", stream, rep.Status, want)
+		}
+	}
+}
