@@ -123,15 +123,21 @@ func TestCLIPublishKeyedDelayed(t *testing.T) {
 }
 
 // TestCLIPublishFullDisk: on a full disk publish refuses records and keeps
-// running (before: it exited on the first write that met ENOSPC); with
-// --ack each refused record prints "refused: REASON" in its place, stderr
-// says what was refused, and records are taken again once space returns.
+// running (before: it exited on the first write that met ENOSPC, and with
+// two publishers on one small disk both exited, the disk guard's default
+// 5 % never refusing first); with --ack each refused record prints
+// "refused: REASON" in its place, stderr says what was refused, and
+// records are taken again once space returns.
 func TestCLIPublishFullDisk(t *testing.T) {
 	disk := testutil.SmallDisk(t, "16m")
-	p := startCLI(t, "publish", "--name", "p", "--data", filepath.Join(disk, "data"), "--ack", "--stream", "s")
-	p.feed("first")
-	if got := p.line(); got != "0" {
-		t.Fatalf("ack: got %q, want 0\n%s", got, p.stderr())
+	var ps []*cliProc
+	for _, name := range []string{"p1", "p2"} {
+		p := startCLI(t, "publish", "--name", name, "--data", filepath.Join(disk, name), "--ack", "--stream", "s")
+		p.feed("first")
+		if got := p.line(); got != "0" {
+			t.Fatalf("%s ack: got %q, want 0\n%s", name, got, p.stderr())
+		}
+		ps = append(ps, p)
 	}
 	filler := testutil.FillDisk(t, disk)
 	lines := make([]string, 64) // 4 MiB: more than is reserved ahead of the writer
@@ -140,36 +146,40 @@ func TestCLIPublishFullDisk(t *testing.T) {
 		rand.Read(b)
 		lines[i] = base64.StdEncoding.EncodeToString(b) // 64 KiB the codec cannot shrink
 	}
-	p.feed(lines...)
-	refused := 0
-	for range lines {
-		got := p.line()
-		switch {
-		case strings.HasPrefix(got, "refused: ") && strings.Contains(got, "no space left on device"):
-			refused++
-		case strings.Trim(got, "0123456789") == "":
-		default:
-			t.Fatalf("ack line %q: want an offset or \"refused: REASON\"\n%s", got, p.stderr())
+	for _, p := range ps {
+		p.feed(lines...)
+		refused := 0
+		for range lines {
+			got := p.line()
+			switch {
+			case strings.HasPrefix(got, "refused: ") && strings.Contains(got, "no space left on device"):
+				refused++
+			case strings.Trim(got, "0123456789") == "":
+			default:
+				t.Fatalf("ack line %q: want an offset or \"refused: REASON\"\n%s", got, p.stderr())
+			}
 		}
-	}
-	if refused == 0 {
-		t.Fatalf("64 records of 64 KiB taken on a full disk\n%s", p.stderr())
-	}
-	if !p.running() {
-		t.Fatalf("publish exited on a full disk\n%s", p.stderr())
+		if refused == 0 {
+			t.Fatalf("64 records of 64 KiB taken on a full disk\n%s", p.stderr())
+		}
+		if !p.running() {
+			t.Fatalf("publish exited on a full disk\n%s", p.stderr())
+		}
 	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	p.feed("after")
-	if got := p.line(); strings.Trim(got, "0123456789") != "" || got == "" {
-		t.Fatalf("ack once space returned: %q\n%s", got, p.stderr())
-	}
-	if !strings.Contains(p.stderr(), "refused") {
-		t.Fatalf("stderr does not say what was refused:\n%s", p.stderr())
-	}
-	p.cmd.Process.Signal(os.Interrupt)
-	if _, err := p.wait(); err != nil {
-		t.Fatalf("publish: %v\n%s", err, p.stderr())
+	for _, p := range ps {
+		p.feed("after")
+		if got := p.line(); strings.Trim(got, "0123456789") != "" || got == "" {
+			t.Fatalf("ack once space returned: %q\n%s", got, p.stderr())
+		}
+		if !strings.Contains(p.stderr(), "refused") {
+			t.Fatalf("stderr does not say what was refused:\n%s", p.stderr())
+		}
+		p.cmd.Process.Signal(os.Interrupt)
+		if _, err := p.wait(); err != nil {
+			t.Fatalf("publish: %v\n%s", err, p.stderr())
+		}
 	}
 }
