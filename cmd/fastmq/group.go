@@ -17,6 +17,7 @@ import (
 	"github.com/fastmq/fastmq/discovery"
 	"github.com/fastmq/fastmq/patterns/group"
 	"github.com/fastmq/fastmq/socket"
+	"github.com/fastmq/fastmq/spool"
 )
 
 func init() {
@@ -293,9 +294,9 @@ func groupSeekCmd() *cobra.Command {
 			if stream == "" || name == "" || to == "" {
 				return errors.New("--stream, --group and --to are required")
 			}
-			pos, err := groupStart(to)
+			pos, err := spool.ParseStart(to)
 			if err != nil {
-				return fmt.Errorf("--to %w", err)
+				return fmt.Errorf("--to: %w", err)
 			}
 			return a.run(cmd, "group-seek", func(ctx context.Context, n *fastmq.Node, sock socket.Config) error {
 				pubs, err := publishersOf(ctx, n, stream, only, a.wait)

@@ -5,44 +5,49 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/fastmq/fastmq/socket"
+	"github.com/fastmq/fastmq/spool"
 )
 
-// Position is where Seek moves a group's cursor: one of StartEarliest,
-// StartLatest, StartOffset (Value an offset) and StartTime (Value Unix
-// nanoseconds).
-type Position struct {
-	Start uint8
-	Value uint64
+// startKind is a start position's kind on the wire (Request.Start).
+func startKind(s spool.Start) uint8 {
+	switch s.Kind {
+	case spool.StartLatest:
+		return StartLatest
+	case spool.StartOffset:
+		return StartOffset
+	case spool.StartTime:
+		return StartTime
+	}
+	return StartEarliest
 }
 
-// Earliest is the oldest record the publisher holds.
-func Earliest() Position { return Position{Start: StartEarliest} }
-
-// Latest is the publisher's next offset: only records appended later.
-func Latest() Position { return Position{Start: StartLatest} }
-
-// AtOffset is offset o (held within what the publisher holds).
-func AtOffset(o uint64) Position { return Position{Start: StartOffset, Value: o} }
-
-// AtTime is the first record at or after t.
-func AtTime(t time.Time) Position { return Position{Start: StartTime, Value: uint64(t.UnixNano())} }
+// startValue is a start position's value on the wire (Request.StartValue):
+// the offset, or the time in Unix nanoseconds.
+func startValue(s spool.Start) uint64 {
+	switch s.Kind {
+	case spool.StartOffset:
+		return s.Offset
+	case spool.StartTime:
+		return uint64(s.Time.UnixNano())
+	}
+	return 0
+}
 
 // Seek moves the cursor of a group of stream on the publisher at endpoint
-// to pos (op seek, see the package doc): the group's leases and pending
+// to (op seek, see the package doc): the group's leases and pending
 // redeliveries there are dropped, the records before pos count as settled
 // and those from pos on are delivered again. It returns the group's state
 // after the move. The group must exist on the publisher (a *StatusError
 // with StatusUnknown otherwise). It blocks until the publisher has written
 // the moved state, or ctx ends.
-func Seek(ctx context.Context, endpoint, stream, group string, pos Position, cfg socket.Config) (GroupStats, error) {
-	if pos.Start > StartTime {
-		return GroupStats{}, fmt.Errorf("group: unknown start %d", pos.Start)
+func Seek(ctx context.Context, endpoint, stream, group string, to spool.Start, cfg socket.Config) (GroupStats, error) {
+	if to.Kind > spool.StartTime {
+		return GroupStats{}, fmt.Errorf("group: unknown start kind %d", to.Kind)
 	}
 	rep, err := adminCall(ctx, endpoint, cfg, &Request{Op: OpSeek, ID: 1, Stream: stream, Group: group, Member: "admin",
-		Start: pos.Start, StartValue: pos.Value})
+		Start: startKind(to), StartValue: startValue(to)})
 	if err != nil {
 		return GroupStats{}, err
 	}

@@ -78,7 +78,7 @@ func TestGroupFollowsEpochs(t *testing.T) {
 		m.Close()
 	}
 	ctx := context.Background()
-	if st, err := group.Seek(ctx, p.srv.Endpoints()[0], "s", "h", group.Latest(), socket.Config{}); err != nil || st.Floor != 100 {
+	if st, err := group.Seek(ctx, p.srv.Endpoints()[0], "s", "h", spool.Latest(), socket.Config{}); err != nil || st.Floor != 100 {
 		t.Fatalf("seek: %+v, %v", st, err)
 	}
 	// The groups' states on disk at the crash: all 100 acknowledged.

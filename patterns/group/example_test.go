@@ -78,7 +78,7 @@ func ExampleSeek() {
 	}
 	res, _ := group.Replay(ctx, ep, "orders", "billing", 0, 0, socket.Config{})
 	fmt.Printf("replayed %d at offset %d\n", res.Replayed, res.First)
-	st, _ := group.Seek(ctx, ep, "orders", "billing", group.Earliest(), socket.Config{})
+	st, _ := group.Seek(ctx, ep, "orders", "billing", spool.Earliest(), socket.Config{})
 	fmt.Printf("after the seek: floor %d, lag %d\n", st.Floor, st.Lag)
 	// Output:
 	// orders/billing: floor 2, lag 1

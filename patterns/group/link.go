@@ -376,7 +376,7 @@ func (ln *link) fetchLoop(second bool) {
 		req := &Request{Op: OpFetch, MaxRecords: uint32(n), MaxBytes: 1 << 20,
 			WaitMillis: uint32(m.cfg.MaxWait / time.Millisecond), AckWaitMillis: uint32(m.cfg.AckWait / time.Millisecond),
 			MaxDeliver: uint16(min(m.cfg.MaxDeliver, 65535)), MaxAckPending: uint32(m.cfg.MaxAckPending),
-			Start: m.cfg.Start, StartValue: m.cfg.StartValue, Backoff: m.cfg.Backoff}
+			Start: startKind(m.cfg.Start), StartValue: startValue(m.cfg.Start), Backoff: m.cfg.Backoff}
 		if m.cfg.Ordered {
 			req.Flags = FlagOrdered
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fastmq/fastmq/discovery"
 	"github.com/fastmq/fastmq/socket"
+	"github.com/fastmq/fastmq/spool"
 )
 
 // StreamWatcher finds the publishers of a stream; *discovery.Membership
@@ -86,10 +87,9 @@ type MemberConfig struct {
 	// at most Buffer records plus one per publisher (for a moment one
 	// more, while the debt of a link just stopped is repaid).
 	Buffer int
-	// Start and StartValue place a new group's cursor (StartEarliest,
-	// StartLatest, StartOffset, StartTime). Default earliest.
-	Start      uint8
-	StartValue uint64
+	// Start places a new group's cursor on each publisher. Default
+	// spool.Earliest().
+	Start spool.Start
 	// Ordered makes a new group ordered by key (the fastmq-key header,
 	// see Key): records of one key are never in flight to two members at
 	// once and are delivered in offset order; different keys go in
@@ -170,6 +170,9 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 	}
 	if cfg.Discovery == nil && len(cfg.Publishers) == 0 {
 		return nil, errors.New("group: member needs Discovery or Publishers")
+	}
+	if cfg.Start.Kind > spool.StartTime {
+		return nil, fmt.Errorf("group: unknown start kind %d", cfg.Start.Kind)
 	}
 	if cfg.AckWait <= 0 {
 		cfg.AckWait = DefaultAckWait
