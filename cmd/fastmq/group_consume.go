@@ -36,6 +36,10 @@ type groupConsume struct {
 // otherwise use up its deliveries within milliseconds).
 var defaultBackoff = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second}
 
+// leaveTimeout is how long a member leaving its group waits for the
+// publishers' answers.
+const leaveTimeout = 5 * time.Second
+
 // execGrace is how long a command stopped by the member's shutdown has
 // between SIGTERM and SIGKILL.
 const execGrace = 10 * time.Second
@@ -96,10 +100,19 @@ func (g *groupConsume) run(ctx context.Context, n *fastmq.Node, stream string, f
 	if err != nil {
 		return err
 	}
-	defer m.Close()
+	log := n.Logger()
+	defer func() {
+		// Leave the group: the publishers give this member's leases
+		// (of records buffered, or whose command was stopped) to the
+		// other members at once.
+		sctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+		defer cancel()
+		if err := m.Shutdown(sctx); err != nil {
+			log.Warn("leaving the group failed: leases not released run until --ack-wait", "err", err)
+		}
+	}()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	log := n.Logger()
 	var done atomic.Uint64
 	err = m.Run(ctx, g.concurrency, func(ctx context.Context, msg *group.Message) error {
 		if g.command == "" {

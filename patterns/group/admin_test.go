@@ -155,7 +155,7 @@ func TestSeek(t *testing.T) {
 		last = msg // offset 4: leased, not acknowledged
 	}
 	testutil.WaitFor(t, "floor 4", 0, func() bool { return p.groups.Stats()["s/g"].Floor == 4 })
-	a.Close()
+	shutdown(t, a)
 
 	st, err := group.Seek(ctx, ep, "s", "g", spool.AtOffset(2), socket.Config{})
 	if err != nil {
@@ -183,7 +183,7 @@ func TestSeek(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b.Close()
+	shutdown(t, b)
 
 	// Forward: 5..7 skipped, not dead-lettered.
 	st, err = group.Seek(ctx, ep, "s", "g", spool.AtOffset(8), socket.Config{})
@@ -289,7 +289,7 @@ func TestGoneNodeReleasedOnEvent(t *testing.T) {
 				t.Fatal(err)
 			}
 			testutil.WaitFor(t, "the victim holding 3 leases", 0, func() bool { return p.groups.Stats()["s/g"].InFlight == 3 })
-			a.Abandon()
+			a.Close()
 			if how == "failed" {
 				victim.Close()
 			} else {
@@ -409,7 +409,7 @@ func TestDeadLettersReplayAndList(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m.Close()
+	shutdown(t, m)
 	// The replay note survives a restart; List finds the group on disk.
 	p.close()
 	p2 := newPublisher(t, dir)
@@ -536,7 +536,7 @@ func TestFloors(t *testing.T) {
 	if f := p.groups.Floors("s"); f["g"] != 10 {
 		t.Fatalf("served group: floors %v, want g at 10", f)
 	}
-	m.Close()
+	shutdown(t, m)
 	p.close()
 	files := func() map[string]int64 {
 		out := map[string]int64{}

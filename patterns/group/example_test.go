@@ -66,7 +66,7 @@ func ExampleSeek() {
 	msg.Ack(ctx)
 	msg, _ = m.Next(ctx)
 	msg.Term(ctx, "no such customer")
-	m.Close()
+	m.Shutdown(ctx) // leave the group: its leases go back at once
 
 	list, _ := group.List(ctx, ep, group.AllStreams, socket.Config{})
 	for _, st := range list {

@@ -529,10 +529,9 @@ func (ln *link) messages(rep Reply, n int) ([]*chunk, error) {
 }
 
 // leave tells the publisher to release this member's leases.
-func (ln *link) leave(ctx context.Context) {
-	if _, err := ln.call(ctx, &Request{Op: OpLeave}, time.Second); err != nil {
-		ln.m.log.Debug("leave", "peer", ln.node, "err", err)
-	}
+func (ln *link) leave(ctx context.Context) error {
+	_, err := ln.call(ctx, &Request{Op: OpLeave}, 1<<63-1) // ctx alone bounds it
+	return err
 }
 
 // Info asks the publisher at endpoint for the state of a group of stream
