@@ -2,6 +2,7 @@ package spool_test
 
 import (
 	"encoding"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -109,4 +110,23 @@ func FuzzParseStart(f *testing.F) {
 			t.Fatalf("%q parsed to %+v, written %q, read back as %+v, %v", s, v, text, again, err)
 		}
 	})
+}
+
+// The command line's --from and --to: ParseStart reads what a user types,
+// String writes it back.
+func ExampleParseStart() {
+	for _, s := range []string{"earliest", "latest", "1200", "2026-01-02T15:04:05Z", "yesterday"} {
+		start, err := spool.ParseStart(s)
+		if err != nil {
+			fmt.Println(err)
+			continue
+		}
+		fmt.Printf("%s: %s\n", start.Kind, start)
+	}
+	// Output:
+	// earliest: earliest
+	// latest: latest
+	// offset: 1200
+	// time: 2026-01-02T15:04:05Z
+	// spool: start "yesterday": want earliest, latest, an offset or an RFC 3339 time
 }

@@ -86,3 +86,35 @@ func ExampleSeek() {
 	// replayed 1 at offset 3
 	// after the seek: floor 0, lag 4
 }
+
+// An Admin asks every publisher of a stream at once and answers per
+// publisher. Its Publishers func finds them: a fixed list here; in a
+// mesh, the instances gossip names for the stream (fastmq's group and
+// dlq commands wait for gossip, then use an Admin).
+func ExampleNewAdmin() {
+	adm, err := group.NewAdmin(group.AdminConfig{
+		Publishers: func(ctx context.Context, stream string) ([]group.Publisher, error) {
+			return []group.Publisher{
+				{Name: "web-1", Endpoint: "tcp://10.0.0.1:7401"},
+				{Name: "web-2", Endpoint: "tcp://10.0.0.2:7401"},
+			}, nil
+		},
+		Timeout: 5 * time.Second,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	res, err := adm.Info(context.Background(), "orders", "billing")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			fmt.Printf("%s: %v\n", r.Publisher.Name, r.Err)
+			continue
+		}
+		fmt.Printf("%s: lag %d, %d dead letters\n", r.Publisher.Name, r.Value.Lag, r.Value.DeadLetters)
+	}
+}
