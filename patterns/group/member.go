@@ -606,7 +606,9 @@ func (m *Member) Shutdown(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for _, ln := range links {
 		wg.Go(func() {
-			if err := ln.leave(lctx); err != nil {
+			// A publisher that does not know the group holds no
+			// lease of the member: nothing to release.
+			if err := ln.leave(lctx); err != nil && !isUnknown(err) {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("group: leave publisher %s: %w", ln.node, err))
 				mu.Unlock()

@@ -141,3 +141,15 @@ func TestCloseCutsShutdown(t *testing.T) {
 		t.Fatal("Shutdown still waits for the publisher after Close")
 	}
 }
+
+// A publisher that does not know the group holds no lease of the member:
+// its StatusUnknown answer to the leave is no error.
+func TestShutdownGroupUnknownThere(t *testing.T) {
+	p := newStubPublisher(t, group.StatusUnknown, true)
+	m := stubMember(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v, want nil", err)
+	}
+}
