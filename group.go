@@ -64,7 +64,7 @@ func (h *groupHost) advertiseMembers() error {
 // from every publisher of the stream in the mesh (this node included),
 // each record to one member of the group at a time; see package group.
 // The node closes it on Close (without a leave: the node leaves the mesh,
-// and gossip tells the publishers); closing it earlier is fine and
+// and gossip tells the publishers); its Shutdown earlier is fine and
 // releases its leases at once.
 func (n *Node) Group(cfg GroupConfig) (*group.Member, error) {
 	if !streamNameRE.MatchString(cfg.Stream) {
@@ -92,7 +92,7 @@ func (n *Node) Group(cfg GroupConfig) (*group.Member, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		m.Abandon()
+		m.Close()
 		return nil, ErrClosed
 	}
 	h.members[m] = struct{}{}
@@ -178,7 +178,7 @@ func (h *groupHost) Close() error {
 	h.members = nil
 	h.mu.Unlock()
 	for m := range members {
-		m.Abandon()
+		m.Close()
 	}
 	return h.srv.Close()
 }

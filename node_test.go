@@ -16,6 +16,7 @@ import (
 	"github.com/fastmq/fastmq"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/socket"
+	"github.com/fastmq/fastmq/spool"
 )
 
 func newNode(t *testing.T, name string, seeds ...string) *fastmq.Node {
@@ -303,7 +304,7 @@ func TestConsumePullConfig(t *testing.T) {
 	publish(t, n, "s", 3)
 	closed := make(chan bool, 1)
 	c, err := n.Consume(fastmq.ConsumerConfig{Stream: "s", Name: "c", Pull: pull.ConsumerConfig{
-		Stream: "other", Name: "ignored", Start: pull.Latest(),
+		Stream: "other", Name: "ignored", Start: spool.Latest(),
 		OnClose: func() {
 			_, err := n.Consume(fastmq.ConsumerConfig{Stream: "s", Name: "c"})
 			closed <- errors.Is(err, fastmq.ErrConsumerExists)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,30 +12,15 @@ import (
 	"github.com/fastmq/fastmq"
 	"github.com/fastmq/fastmq/cmd/fastmq/internal/records"
 	"github.com/fastmq/fastmq/patterns/pull"
+	"github.com/fastmq/fastmq/spool"
 )
-
-// parseStart parses --from: earliest, latest, an offset or an RFC 3339 time.
-func parseStart(s string) (pull.Start, error) {
-	switch s {
-	case "", "earliest":
-		return pull.Earliest(), nil
-	case "latest":
-		return pull.Latest(), nil
-	}
-	if o, err := strconv.ParseUint(s, 10, 64); err == nil {
-		return pull.AtOffset(o), nil
-	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return pull.AtTime(t), nil
-	}
-	return pull.Start{}, fmt.Errorf("--from %q: want earliest, latest, an offset or an RFC 3339 time", s)
-}
 
 var newline = []byte{'\n'}
 
 func init() {
 	var nf nodeFlags
-	var stream, name, from string
+	var stream, name string
+	var from spool.Start
 	var count uint64
 	var asJSON bool
 	var grp groupConsume
@@ -77,15 +61,11 @@ func init() {
 			if name == "" {
 				return errors.New("--name (a consumer's name) or --group (a consumer group's) is required")
 			}
-			start, err := parseStart(from)
-			if err != nil {
-				return err
-			}
 			if nf.name == "" {
 				nf.name = hostnameOr("consumer") + "-" + name
 			}
 			return nf.runNode(cmd.Context(), func(ctx context.Context, n *fastmq.Node) error {
-				c, err := n.Consume(fastmq.ConsumerConfig{Stream: stream, Name: name, Pull: pull.ConsumerConfig{Start: start}})
+				c, err := n.Consume(fastmq.ConsumerConfig{Stream: stream, Name: name, Pull: pull.ConsumerConfig{Start: from}})
 				if err != nil {
 					return err
 				}
@@ -164,7 +144,7 @@ func init() {
 	nf.register(consume, "node-name", "")
 	consume.Flags().StringVar(&stream, "stream", "", "stream to consume (required)")
 	consume.Flags().StringVar(&name, "name", "", "consumer name; each name gets every record and keeps its own offsets")
-	consume.Flags().StringVar(&from, "from", "earliest", "start without a committed offset (a new group's cursor with --group): earliest, latest, OFFSET or RFC3339 time")
+	consume.Flags().TextVar(&from, "from", spool.Earliest(), "start without a committed offset (a new group's cursor with --group): earliest, latest, OFFSET or RFC3339 time")
 	consume.Flags().Uint64Var(&count, "count", 0, "exit after N records (processed, with --group) (0 = run until SIGINT)")
 	grp.register(consume)
 	consume.Flags().BoolVar(&asJSON, "json", false, "print full records as JSON lines (shape in the help above)")

@@ -177,6 +177,8 @@ func TestCLINodeCommandsRejectNonsense(t *testing.T) {
 		{[]string{"consume", "--data", dir, "--name", "c"}, "--stream is required"},
 		{[]string{"consume", "--data", dir, "--stream", "s"}, "--name (a consumer's name) or --group (a consumer group's) is required"},
 		{[]string{"consume", "--data", dir, "--stream", "s", "--name", "c", "--from", "yesterday"}, "--from"},
+		{[]string{"consume", "--data", dir, "--stream", "s", "--group", "g", "--from", "yesterday"}, "want earliest, latest, an offset or an RFC 3339 time"},
+		{[]string{"group", "seek", "--data", dir, "--stream", "s", "--group", "g", "--to", "yesterday"}, "--to"},
 		{[]string{"publish", "--data", dir, "--stream", "s", "--key", "not base64!"}, "--key"},
 		{[]string{"publish", "--data", dir, "--stream", "s", "--key", "AAAA"}, "want 16, 24 or 32"},
 		{[]string{"publish", "--data", dir, "--stream", "s", "--gossip", "nowhere"}, "--gossip"},

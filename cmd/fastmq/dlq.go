@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,10 +14,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
-	"github.com/fastmq/fastmq"
 	"github.com/fastmq/fastmq/cmd/fastmq/internal/records"
 	"github.com/fastmq/fastmq/patterns/group"
-	"github.com/fastmq/fastmq/socket"
 )
 
 func init() {
@@ -53,8 +52,8 @@ func dlqLsCmd() *cobra.Command {
 			if limit <= 0 {
 				return fmt.Errorf("--limit %d: want at least 1", limit)
 			}
-			return a.run(cmd, "dlq-ls", func(ctx context.Context, n *fastmq.Node, sock socket.Config) error {
-				pubs, err := publishersOf(ctx, n, stream, only, a.wait)
+			return a.run(cmd, "dlq-ls", only, 10*time.Second, func(ctx context.Context, adm *group.Admin) error {
+				res, err := adm.DeadLetters(ctx, stream, name, from, limit)
 				if err != nil {
 					return err
 				}
@@ -65,60 +64,28 @@ func dlqLsCmd() *cobra.Command {
 					fmt.Fprintln(tw, "PUBLISHER\tDLQ OFFSET\tOFFSET\tDELIVERIES\tREASON\tHEADERS\tVALUE")
 				}
 				known := false // the group is known to a publisher
-				for _, p := range pubs {
-					next, left := from, limit
-					for left > 0 {
-						cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-						recs, err := group.DeadLetters(cctx, p.Endpoint, stream, name, next, min(left, 1000), sock)
-						cancel()
-						var se *group.StatusError
-						if errors.As(err, &se) && se.Status == group.StatusUnknown {
-							// No dead letters there: the group may still
-							// be known there, with none.
-							if !known {
-								cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-								_, err := group.Info(cctx, p.Endpoint, stream, name, sock)
-								cancel()
-								switch {
-								case err == nil:
-									known = true
-								case !errors.As(err, &se) || se.Status != group.StatusUnknown:
-									tw.Flush() // the rows of the publishers before it
-									return fmt.Errorf("publisher %s: %w", p.Node, err)
-								}
+				for _, r := range res {
+					p := r.Publisher.Name
+					// What a publisher that failed midway sent comes
+					// before its error.
+					for _, rec := range r.Value {
+						if a.asJSON {
+							// The one record shape of every --json, value and
+							// headers whole (the table below abridges them).
+							if err := enc.Encode(p, group.DLQStream(stream, name), rec.Offset, uuid.Nil, rec.Time, rec.Headers, rec.Value); err != nil {
+								return err
 							}
-							break
+							continue
 						}
-						if err != nil {
-							tw.Flush() // the rows of the publishers before it
-							return fmt.Errorf("publisher %s: %w", p.Node, err)
-						}
+						printDeadLetter(tw, p, rec)
+					}
+					switch {
+					case r.Err == nil || errors.Is(r.Err, group.ErrNoDeadLetters):
 						known = true
-						for _, r := range recs {
-							hs := map[string]string{}
-							var own []string
-							for _, h := range r.Headers {
-								hs[h.Key] = string(h.Value)
-								if !strings.HasPrefix(h.Key, "fastmq-dlq-") {
-									own = append(own, h.Key+"="+string(h.Value))
-								}
-							}
-							if a.asJSON {
-								// The one record shape of every --json, value and
-								// headers whole (the table below abridges them).
-								if err := enc.Encode(p.Node, group.DLQStream(stream, name), r.Offset, uuid.Nil, r.Time, r.Headers, r.Value); err != nil {
-									return err
-								}
-								continue
-							}
-							fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Node, r.Offset, hs[group.HeaderDLQOffset],
-								hs[group.HeaderDLQDeliveries], orDash(hs[group.HeaderDLQReason]), orDash(strings.Join(own, " ")), printable(r.Value))
-						}
-						left -= len(recs)
-						if len(recs) == 0 {
-							break
-						}
-						next = recs[len(recs)-1].Offset + 1
+					case unknownThere(r.Err):
+					default:
+						tw.Flush() // the rows of the publishers before it
+						return fmt.Errorf("publisher %s: %w", p, r.Err)
 					}
 				}
 				if !known {
@@ -140,6 +107,26 @@ func dlqLsCmd() *cobra.Command {
 	cmd.Flags().Uint64Var(&from, "from", 0, "first offset of the dead-letter stream to list")
 	cmd.Flags().IntVar(&limit, "limit", 1000, "at most this many dead letters per publisher")
 	return cmd
+}
+
+// printDeadLetter writes a dead letter's row of dlq ls.
+func printDeadLetter(tw io.Writer, publisher string, r group.Record) {
+	hs := map[string]string{}
+	var own []string
+	for _, h := range r.Headers {
+		hs[h.Key] = string(h.Value)
+		if !strings.HasPrefix(h.Key, "fastmq-dlq-") {
+			own = append(own, h.Key+"="+string(h.Value))
+		}
+	}
+	fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", publisher, r.Offset, hs[group.HeaderDLQOffset],
+		hs[group.HeaderDLQDeliveries], orDash(hs[group.HeaderDLQReason]), orDash(strings.Join(own, " ")), printable(r.Value))
+}
+
+// unknownThere tells a publisher's answer that it does not know the group.
+func unknownThere(err error) bool {
+	var se *group.StatusError
+	return errors.As(err, &se) && se.Status == group.StatusUnknown
 }
 
 // unknownGroup is the error for a group that no publisher asked (only,
@@ -183,8 +170,8 @@ func dlqReplayCmd() *cobra.Command {
 			if stream == "" || name == "" {
 				return errors.New("--stream and --group are required")
 			}
-			return a.run(cmd, "dlq-replay", func(ctx context.Context, n *fastmq.Node, sock socket.Config) error {
-				pubs, err := publishersOf(ctx, n, stream, only, a.wait)
+			return a.run(cmd, "dlq-replay", only, 2*time.Minute, func(ctx context.Context, adm *group.Admin) error {
+				res, err := adm.Replay(ctx, stream, name, from, count)
 				if err != nil {
 					return err
 				}
@@ -195,32 +182,21 @@ func dlqReplayCmd() *cobra.Command {
 				}
 				var lines []line
 				failed, unknown := 0, 0
-				for _, p := range pubs {
-					cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-					res, err := group.Replay(cctx, p.Endpoint, stream, name, from, count, sock)
-					cancel()
-					var se *group.StatusError
+				for _, r := range res {
+					l := line{Publisher: r.Publisher.Name}
 					switch {
-					case errors.As(err, &se) && se.Status == group.StatusUnknown:
-						cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-						_, err := group.Info(cctx, p.Endpoint, stream, name, sock)
-						cancel()
-						switch {
-						case err == nil:
-							lines = append(lines, line{Publisher: p.Node, Error: "no dead letters"})
-						case errors.As(err, &se) && se.Status == group.StatusUnknown:
-							unknown++
-							lines = append(lines, line{Publisher: p.Node, Error: "no dead letters: " + err.Error()})
-						default:
-							failed++
-							lines = append(lines, line{Publisher: p.Node, Error: err.Error()})
-						}
-					case err != nil:
+					case errors.Is(r.Err, group.ErrNoDeadLetters):
+						l.Error = "no dead letters"
+					case unknownThere(r.Err):
+						unknown++
+						l.Error = "no dead letters: " + r.Err.Error()
+					case r.Err != nil:
 						failed++
-						lines = append(lines, line{Publisher: p.Node, Error: err.Error()})
+						l.Error = r.Err.Error()
 					default:
-						lines = append(lines, line{Publisher: p.Node, ReplayResult: res})
+						l.ReplayResult = r.Value
 					}
+					lines = append(lines, l)
 				}
 				out := cmd.OutOrStdout()
 				if a.asJSON {
@@ -243,9 +219,9 @@ func dlqReplayCmd() *cobra.Command {
 					}
 				}
 				if failed > 0 {
-					return fmt.Errorf("the replay failed on %d of %d publishers", failed, len(pubs))
+					return fmt.Errorf("the replay failed on %d of %d publishers", failed, len(res))
 				}
-				if unknown == len(pubs) {
+				if unknown == len(res) {
 					return unknownGroup(stream, name, only)
 				}
 				return nil

@@ -16,7 +16,7 @@ import (
 	"github.com/fastmq/fastmq"
 	"github.com/fastmq/fastmq/discovery"
 	"github.com/fastmq/fastmq/patterns/group"
-	"github.com/fastmq/fastmq/socket"
+	"github.com/fastmq/fastmq/spool"
 )
 
 func init() {
@@ -32,6 +32,9 @@ func init() {
 	rootCmd.AddCommand(grp)
 }
 
+// adminTimeout bounds a group command's request to one publisher.
+const adminTimeout = 5 * time.Second
+
 // adminFlags are the flags of the commands that join the mesh to ask
 // publishers about groups.
 type adminFlags struct {
@@ -46,14 +49,10 @@ func (a *adminFlags) register(cmd *cobra.Command, what string) {
 	cmd.Flags().BoolVar(&a.asJSON, "json", false, "print "+what+" as JSON")
 }
 
-// publisher is one node that serves spools, as gossip tells.
-type publisher struct {
-	Node     string `json:"publisher"`
-	Endpoint string `json:"-"`
-}
-
-// run joins the mesh as a short-lived node and calls fn.
-func (a *adminFlags) run(cmd *cobra.Command, role string, fn func(ctx context.Context, n *fastmq.Node, sock socket.Config) error) error {
+// run joins the mesh as a short-lived node and calls fn with an Admin that
+// finds the publishers by gossip (publishersOf: only the one named only,
+// when it is set) and gives each request to a publisher timeout.
+func (a *adminFlags) run(cmd *cobra.Command, role, only string, timeout time.Duration, fn func(ctx context.Context, adm *group.Admin) error) error {
 	if a.nf.name == "" {
 		a.nf.name = hostnameOr(role) + fmt.Sprintf("-%d", os.Getpid())
 	}
@@ -62,30 +61,44 @@ func (a *adminFlags) run(cmd *cobra.Command, role string, fn func(ctx context.Co
 		return err
 	}
 	return a.nf.runNode(cmd.Context(), func(ctx context.Context, n *fastmq.Node) error {
-		return fn(ctx, n, n.ClientSocketConfig(cfg.Socket))
+		adm, err := group.NewAdmin(group.AdminConfig{
+			Publishers: func(ctx context.Context, stream string) ([]group.Publisher, error) {
+				return publishersOf(ctx, n, stream, only, a.wait)
+			},
+			Socket:  n.ClientSocketConfig(cfg.Socket),
+			Timeout: timeout,
+		})
+		if err != nil {
+			return err
+		}
+		return fn(ctx, adm)
 	})
 }
 
 // publishersOf waits up to wait for gossip to name publishers: of stream,
-// or of any stream when stream is "". Sorted by node name.
-func publishersOf(ctx context.Context, n *fastmq.Node, stream, only string, wait time.Duration) ([]publisher, error) {
-	find := func() []publisher {
-		var out []publisher
+// or of any stream when stream is "" or group.AllStreams; only the one
+// named only when it is set. Sorted by node name.
+func publishersOf(ctx context.Context, n *fastmq.Node, stream, only string, wait time.Duration) ([]group.Publisher, error) {
+	if stream == group.AllStreams {
+		stream = ""
+	}
+	find := func() []group.Publisher {
+		var out []group.Publisher
 		if stream != "" {
 			for _, in := range n.Membership().LookupStream(stream) {
 				if len(in.Service.Endpoints) > 0 && in.Node != n.Name() && (only == "" || in.Node == only) {
-					out = append(out, publisher{in.Node, in.Service.Endpoints[0]})
+					out = append(out, group.Publisher{Name: in.Node, Endpoint: in.Service.Endpoints[0]})
 				}
 			}
 		} else {
 			for _, m := range n.Membership().Members() {
 				if m.Status == discovery.StatusAlive && m.Spool != nil && len(m.Spool.Streams) > 0 && m.Name != n.Name() &&
 					(only == "" || m.Name == only) {
-					out = append(out, publisher{m.Name, m.Spool.Endpoint})
+					out = append(out, group.Publisher{Name: m.Name, Endpoint: m.Spool.Endpoint})
 				}
 			}
 		}
-		sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 		return out
 	}
 	// Gossip tells the publishers one by one as the join completes: take
@@ -127,20 +140,18 @@ type groupRow struct {
 	Error string `json:"error,omitempty"`
 }
 
-// askEach calls fn for every publisher, at most 5 s each, and returns the
-// rows, sorted by stream, group and publisher.
-func askEach(ctx context.Context, pubs []publisher, fn func(ctx context.Context, p publisher) ([]group.GroupStats, error)) []groupRow {
+// groupRows returns the rows of an Admin's results (stats gives the
+// groups of one publisher's answer), sorted by stream, group and
+// publisher.
+func groupRows[T any](res []group.Result[T], stats func(T) []group.GroupStats) []groupRow {
 	var rows []groupRow
-	for _, p := range pubs {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		sts, err := fn(cctx, p)
-		cancel()
-		if err != nil {
-			rows = append(rows, groupRow{Publisher: p.Node, Error: err.Error()})
+	for _, r := range res {
+		if r.Err != nil {
+			rows = append(rows, groupRow{Publisher: r.Publisher.Name, Error: r.Err.Error()})
 			continue
 		}
-		for _, st := range sts {
-			rows = append(rows, groupRow{Publisher: p.Node, GroupStatus: fastmq.GroupStatusOf(st)})
+		for _, st := range stats(r.Value) {
+			rows = append(rows, groupRow{Publisher: r.Publisher.Name, GroupStatus: fastmq.GroupStatusOf(st)})
 		}
 	}
 	sort.SliceStable(rows, func(i, j int) bool {
@@ -156,17 +167,23 @@ func askEach(ctx context.Context, pubs []publisher, fn func(ctx context.Context,
 	return rows
 }
 
-// rowsFailed returns an error if a publisher answered what with an error
-// (its row, printed, says which): a non-zero exit, as for seek.
-func rowsFailed(what string, rows []groupRow, pubs int) error {
+// statsOne is groupRows' stats for an answer of one group.
+func statsOne(st group.GroupStats) []group.GroupStats { return []group.GroupStats{st} }
+
+// statsAll is groupRows' stats for an answer of several groups.
+func statsAll(sts []group.GroupStats) []group.GroupStats { return sts }
+
+// failedOn returns an error if a publisher answered what with an error
+// (its row, printed, says which): a non-zero exit.
+func failedOn[T any](what string, res []group.Result[T]) error {
 	failed := 0
-	for _, r := range rows {
-		if r.Error != "" {
+	for _, r := range res {
+		if r.Err != nil {
 			failed++
 		}
 	}
 	if failed > 0 {
-		return fmt.Errorf("%s failed on %d of %d publishers", what, failed, pubs)
+		return fmt.Errorf("%s failed on %d of %d publishers", what, failed, len(res))
 	}
 	return nil
 }
@@ -212,22 +229,19 @@ func groupLsCmd() *cobra.Command {
 		Example: "  fastmq group ls --join 127.0.0.1:7946 --data /tmp/ls",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.run(cmd, "group-ls", func(ctx context.Context, n *fastmq.Node, sock socket.Config) error {
-				pubs, err := publishersOf(ctx, n, stream, "", a.wait)
-				if err != nil {
-					return err
-				}
+			return a.run(cmd, "group-ls", "", adminTimeout, func(ctx context.Context, adm *group.Admin) error {
 				which := group.AllStreams
 				if stream != "" {
 					which = stream
 				}
-				rows := askEach(ctx, pubs, func(ctx context.Context, p publisher) ([]group.GroupStats, error) {
-					return group.List(ctx, p.Endpoint, which, sock)
-				})
-				if err := printGroupRows(cmd.OutOrStdout(), rows, a.asJSON); err != nil {
+				res, err := adm.List(ctx, which)
+				if err != nil {
 					return err
 				}
-				return rowsFailed("the query", rows, len(pubs))
+				if err := printGroupRows(cmd.OutOrStdout(), groupRows(res, statsAll), a.asJSON); err != nil {
+					return err
+				}
+				return failedOn("the query", res)
 			})
 		},
 	}
@@ -250,19 +264,15 @@ func groupInfoCmd() *cobra.Command {
 			if stream == "" || name == "" {
 				return errors.New("--stream and --group are required")
 			}
-			return a.run(cmd, "group-info", func(ctx context.Context, n *fastmq.Node, sock socket.Config) error {
-				pubs, err := publishersOf(ctx, n, stream, "", a.wait)
+			return a.run(cmd, "group-info", "", adminTimeout, func(ctx context.Context, adm *group.Admin) error {
+				res, err := adm.Info(ctx, stream, name)
 				if err != nil {
 					return err
 				}
-				rows := askEach(ctx, pubs, func(ctx context.Context, p publisher) ([]group.GroupStats, error) {
-					st, err := group.Info(ctx, p.Endpoint, stream, name, sock)
-					return []group.GroupStats{st}, err
-				})
-				if err := printGroupRows(cmd.OutOrStdout(), rows, a.asJSON); err != nil {
+				if err := printGroupRows(cmd.OutOrStdout(), groupRows(res, statsOne), a.asJSON); err != nil {
 					return err
 				}
-				return rowsFailed("the query", rows, len(pubs))
+				return failedOn("the query", res)
 			})
 		},
 	}
@@ -293,30 +303,19 @@ func groupSeekCmd() *cobra.Command {
 			if stream == "" || name == "" || to == "" {
 				return errors.New("--stream, --group and --to are required")
 			}
-			pos, err := groupStart(to)
+			pos, err := spool.ParseStart(to)
 			if err != nil {
-				return fmt.Errorf("--to %w", err)
+				return fmt.Errorf("--to: %w", err)
 			}
-			return a.run(cmd, "group-seek", func(ctx context.Context, n *fastmq.Node, sock socket.Config) error {
-				pubs, err := publishersOf(ctx, n, stream, only, a.wait)
+			return a.run(cmd, "group-seek", only, adminTimeout, func(ctx context.Context, adm *group.Admin) error {
+				res, err := adm.Seek(ctx, stream, name, pos)
 				if err != nil {
 					return err
 				}
-				failed := 0
-				rows := askEach(ctx, pubs, func(ctx context.Context, p publisher) ([]group.GroupStats, error) {
-					st, err := group.Seek(ctx, p.Endpoint, stream, name, pos, sock)
-					if err != nil {
-						failed++
-					}
-					return []group.GroupStats{st}, err
-				})
-				if err := printGroupRows(cmd.OutOrStdout(), rows, a.asJSON); err != nil {
+				if err := printGroupRows(cmd.OutOrStdout(), groupRows(res, statsOne), a.asJSON); err != nil {
 					return err
 				}
-				if failed > 0 {
-					return fmt.Errorf("the seek failed on %d of %d publishers", failed, len(pubs))
-				}
-				return nil
+				return failedOn("the seek", res)
 			})
 		},
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/fastmq/fastmq"
 	"github.com/fastmq/fastmq/patterns/group"
+	"github.com/fastmq/fastmq/spool"
 )
 
 // groupConsume is `fastmq consume --group`: one member of a consumer
@@ -35,6 +35,10 @@ type groupConsume struct {
 // (a command failing for a moment, a database restarting say, would
 // otherwise use up its deliveries within milliseconds).
 var defaultBackoff = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second}
+
+// leaveTimeout is how long a member leaving its group waits for the
+// publishers' answers.
+const leaveTimeout = 5 * time.Second
 
 // execGrace is how long a command stopped by the member's shutdown has
 // between SIGTERM and SIGKILL.
@@ -87,41 +91,28 @@ func (g *groupConsume) check() error {
 	return nil
 }
 
-// groupStart parses --from for a group: earliest, latest, an offset or an
-// RFC 3339 time.
-func groupStart(s string) (group.Position, error) {
-	switch s {
-	case "", "earliest":
-		return group.Earliest(), nil
-	case "latest":
-		return group.Latest(), nil
-	}
-	if o, err := strconv.ParseUint(s, 10, 64); err == nil {
-		return group.AtOffset(o), nil
-	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return group.AtTime(t), nil
-	}
-	return group.Position{}, fmt.Errorf("%q: want earliest, latest, an offset or an RFC 3339 time", s)
-}
-
 // run joins the group as one member and processes records until ctx ends
 // or count records were processed (0: no limit).
-func (g *groupConsume) run(ctx context.Context, n *fastmq.Node, stream, from string, count uint64, out, errOut io.Writer) error {
-	pos, err := groupStart(from)
-	if err != nil {
-		return fmt.Errorf("--from %w", err)
-	}
+func (g *groupConsume) run(ctx context.Context, n *fastmq.Node, stream string, from spool.Start, count uint64, out, errOut io.Writer) error {
 	m, err := n.Group(fastmq.GroupConfig{Stream: stream, Group: g.group, Member: group.MemberConfig{
 		AckWait: g.ackWait, MaxDeliver: g.maxDeliver, Backoff: g.backoff, Buffer: max(g.concurrency, 1), Ordered: g.ordered,
-		Start: pos.Start, StartValue: pos.Value}})
+		Start: from}})
 	if err != nil {
 		return err
 	}
-	defer m.Close()
+	log := n.Logger()
+	defer func() {
+		// Leave the group: the publishers give this member's leases
+		// (of records buffered, or whose command was stopped) to the
+		// other members at once.
+		sctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+		defer cancel()
+		if err := m.Shutdown(sctx); err != nil {
+			log.Warn("leaving the group failed: leases not released run until --ack-wait", "err", err)
+		}
+	}()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	log := n.Logger()
 	var done atomic.Uint64
 	err = m.Run(ctx, g.concurrency, func(ctx context.Context, msg *group.Message) error {
 		if g.command == "" {
@@ -179,7 +170,8 @@ func (g *groupConsume) logFailure(log *slog.Logger, msg *group.Message, err erro
 func groupConsumeAliasCmd() *cobra.Command {
 	var nf nodeFlags
 	var g groupConsume
-	var stream, from string
+	var stream string
+	var from spool.Start
 	var count uint64
 	cmd := &cobra.Command{
 		Use:        "consume",
@@ -206,7 +198,7 @@ func groupConsumeAliasCmd() *cobra.Command {
 	nf.register(cmd, "node-name", "")
 	g.register(cmd)
 	cmd.Flags().StringVar(&stream, "stream", "", "stream to consume (required)")
-	cmd.Flags().StringVar(&from, "from", "earliest", "where a new group starts: earliest, latest, OFFSET or RFC3339 time")
+	cmd.Flags().TextVar(&from, "from", spool.Earliest(), "where a new group starts: earliest, latest, OFFSET or RFC3339 time")
 	cmd.Flags().Uint64Var(&count, "count", 0, "exit after N records processed (0 = run until SIGINT)")
 	return cmd
 }

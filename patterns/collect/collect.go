@@ -73,7 +73,7 @@ type Config struct {
 	Publishers map[string]string
 	// Start applies to publishers with no recorded position. Default
 	// earliest.
-	Start pull.Start
+	Start spool.Start
 	// FlushInterval bounds how long a line waits before it is synced and
 	// its position recorded. Default 200ms.
 	FlushInterval time.Duration

@@ -5,44 +5,51 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/fastmq/fastmq/socket"
+	"github.com/fastmq/fastmq/spool"
 )
 
-// Position is where Seek moves a group's cursor: one of StartEarliest,
-// StartLatest, StartOffset (Value an offset) and StartTime (Value Unix
-// nanoseconds).
-type Position struct {
-	Start uint8
-	Value uint64
+// startKind is a start position's kind on the wire (Request.Start).
+func startKind(s spool.Start) uint8 {
+	switch s.Kind {
+	case spool.StartLatest:
+		return StartLatest
+	case spool.StartOffset:
+		return StartOffset
+	case spool.StartTime:
+		return StartTime
+	}
+	return StartEarliest
 }
 
-// Earliest is the oldest record the publisher holds.
-func Earliest() Position { return Position{Start: StartEarliest} }
-
-// Latest is the publisher's next offset: only records appended later.
-func Latest() Position { return Position{Start: StartLatest} }
-
-// AtOffset is offset o (held within what the publisher holds).
-func AtOffset(o uint64) Position { return Position{Start: StartOffset, Value: o} }
-
-// AtTime is the first record at or after t.
-func AtTime(t time.Time) Position { return Position{Start: StartTime, Value: uint64(t.UnixNano())} }
+// startValue is a start position's value on the wire (Request.StartValue):
+// the offset, or the time in Unix nanoseconds.
+func startValue(s spool.Start) uint64 {
+	switch s.Kind {
+	case spool.StartOffset:
+		return s.Offset
+	case spool.StartTime:
+		return uint64(s.Time.UnixNano())
+	}
+	return 0
+}
 
 // Seek moves the cursor of a group of stream on the publisher at endpoint
-// to pos (op seek, see the package doc): the group's leases and pending
+// to (op seek, see the package doc): the group's leases and pending
 // redeliveries there are dropped, the records before pos count as settled
 // and those from pos on are delivered again. It returns the group's state
 // after the move. The group must exist on the publisher (a *StatusError
 // with StatusUnknown otherwise). It blocks until the publisher has written
 // the moved state, or ctx ends.
-func Seek(ctx context.Context, endpoint, stream, group string, pos Position, cfg socket.Config) (GroupStats, error) {
-	if pos.Start > StartTime {
-		return GroupStats{}, fmt.Errorf("group: unknown start %d", pos.Start)
+func Seek(ctx context.Context, endpoint, stream, group string, to spool.Start, cfg socket.Config) (GroupStats, error) {
+	if to.Kind > spool.StartTime {
+		return GroupStats{}, fmt.Errorf("group: unknown start kind %d", to.Kind)
 	}
 	rep, err := adminCall(ctx, endpoint, cfg, &Request{Op: OpSeek, ID: 1, Stream: stream, Group: group, Member: "admin",
-		Start: pos.Start, StartValue: pos.Value})
+		Start: startKind(to), StartValue: startValue(to)})
 	if err != nil {
 		return GroupStats{}, err
 	}
@@ -147,4 +154,175 @@ func Replay(ctx context.Context, endpoint, stream, group string, from uint64, co
 		return res, fmt.Errorf("group: replay reply: %w", err)
 	}
 	return res, nil
+}
+
+// ErrNoDeadLetters is an Admin's answer for a publisher that knows the
+// group but holds no dead letters of it.
+var ErrNoDeadLetters = errors.New("group: no dead letters")
+
+// Publisher is a publisher an Admin asks: its name (a node name, for the
+// results) and the endpoint of its spool server.
+type Publisher struct {
+	Name     string
+	Endpoint string
+}
+
+// AdminConfig configures an Admin.
+type AdminConfig struct {
+	// Publishers returns the publishers to ask about stream (AllStreams:
+	// about every stream), in the order the results should have. An error
+	// (none found, say) ends the Admin call with it. Required.
+	Publishers func(ctx context.Context, stream string) ([]Publisher, error)
+	// Socket configures the DEALER socket of each request.
+	Socket socket.Config
+	// Timeout bounds each request to one publisher. Default 10 s.
+	Timeout time.Duration
+}
+
+// Admin asks every publisher of a stream about its groups: each publisher
+// keeps the state of the groups of its own records, so a question about a
+// group is a question to each. Its methods ask the publishers at once and
+// return one Result per publisher, in the order AdminConfig.Publishers
+// gave them; a publisher that fails (down, or refusing) has its error in
+// its Result and does not fail the others. An Admin holds no resources (a
+// request opens a socket of its own) and is safe for concurrent use; its
+// methods block until every publisher answered or its request timed out.
+type Admin struct {
+	cfg AdminConfig
+}
+
+// Result is one publisher's answer to an Admin call: Value when Err is nil.
+type Result[T any] struct {
+	Publisher Publisher
+	Value     T
+	Err       error
+}
+
+// NewAdmin returns an Admin.
+func NewAdmin(cfg AdminConfig) (*Admin, error) {
+	if cfg.Publishers == nil {
+		return nil, errors.New("group: admin needs Publishers")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	return &Admin{cfg: cfg}, nil
+}
+
+// askAll calls ask for every publisher of stream at once and returns
+// their results in the publishers' order. ask bounds each of its requests
+// with a.timeout.
+func askAll[T any](ctx context.Context, a *Admin, stream string, ask func(ctx context.Context, p Publisher) (T, error)) ([]Result[T], error) {
+	pubs, err := a.cfg.Publishers(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Result[T], len(pubs))
+	var wg sync.WaitGroup
+	for i, p := range pubs {
+		out[i].Publisher = p
+		wg.Go(func() { out[i].Value, out[i].Err = ask(ctx, p) })
+	}
+	wg.Wait()
+	return out, nil
+}
+
+// timeout returns ctx bounded by the request timeout.
+func (a *Admin) timeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, a.cfg.Timeout)
+}
+
+// List asks every publisher of stream (AllStreams: every publisher) for
+// its groups of stream (see List).
+func (a *Admin) List(ctx context.Context, stream string) ([]Result[[]GroupStats], error) {
+	return askAll(ctx, a, stream, func(ctx context.Context, p Publisher) ([]GroupStats, error) {
+		ctx, cancel := a.timeout(ctx)
+		defer cancel()
+		return List(ctx, p.Endpoint, stream, a.cfg.Socket)
+	})
+}
+
+// Info asks every publisher of stream for the state of group (see Info):
+// a publisher that does not know it answers a *StatusError with
+// StatusUnknown.
+func (a *Admin) Info(ctx context.Context, stream, group string) ([]Result[GroupStats], error) {
+	return askAll(ctx, a, stream, func(ctx context.Context, p Publisher) (GroupStats, error) {
+		ctx, cancel := a.timeout(ctx)
+		defer cancel()
+		return Info(ctx, p.Endpoint, stream, group, a.cfg.Socket)
+	})
+}
+
+// Seek moves the cursor of group on every publisher of stream to to (see
+// Seek: each publisher has offsets of its own) and returns the group's
+// state on each after the move.
+func (a *Admin) Seek(ctx context.Context, stream, group string, to spool.Start) ([]Result[GroupStats], error) {
+	return askAll(ctx, a, stream, func(ctx context.Context, p Publisher) (GroupStats, error) {
+		ctx, cancel := a.timeout(ctx)
+		defer cancel()
+		return Seek(ctx, p.Endpoint, stream, group, to, a.cfg.Socket)
+	})
+}
+
+// DeadLetters reads, from every publisher of stream, up to max dead
+// letters of group from offset from of its dead-letter stream there (see
+// DeadLetters; in requests of at most 1000, each bounded by the request
+// timeout). A publisher that knows the group but holds no dead letters of
+// it answers ErrNoDeadLetters; one that does not know the group, a
+// *StatusError with StatusUnknown.
+func (a *Admin) DeadLetters(ctx context.Context, stream, group string, from uint64, max int) ([]Result[[]Record], error) {
+	return askAll(ctx, a, stream, func(ctx context.Context, p Publisher) ([]Record, error) {
+		var out []Record
+		for next := from; len(out) < max; {
+			rctx, cancel := a.timeout(ctx)
+			recs, err := DeadLetters(rctx, p.Endpoint, stream, group, next, min(max-len(out), 1000), a.cfg.Socket)
+			cancel()
+			if err != nil && next == from && isUnknown(err) {
+				return nil, a.noDeadLetters(ctx, p, stream, group)
+			}
+			if err != nil {
+				return out, err
+			}
+			out = append(out, recs...)
+			if len(recs) == 0 {
+				break
+			}
+			next = recs[len(recs)-1].Offset + 1
+		}
+		return out, nil
+	})
+}
+
+// Replay appends the dead letters of group on every publisher of stream
+// back to stream (see Replay). A publisher that knows the group but holds
+// no dead letters of it answers ErrNoDeadLetters; one that does not know
+// the group, a *StatusError with StatusUnknown.
+func (a *Admin) Replay(ctx context.Context, stream, group string, from uint64, count uint32) ([]Result[ReplayResult], error) {
+	return askAll(ctx, a, stream, func(ctx context.Context, p Publisher) (ReplayResult, error) {
+		rctx, cancel := a.timeout(ctx)
+		res, err := Replay(rctx, p.Endpoint, stream, group, from, count, a.cfg.Socket)
+		cancel()
+		if isUnknown(err) {
+			return res, a.noDeadLetters(ctx, p, stream, group)
+		}
+		return res, err
+	})
+}
+
+// noDeadLetters tells, for a publisher without a dead-letter stream of
+// group, whether it knows the group (ErrNoDeadLetters) or not (Info's
+// *StatusError with StatusUnknown, or another error of Info).
+func (a *Admin) noDeadLetters(ctx context.Context, p Publisher, stream, group string) error {
+	ctx, cancel := a.timeout(ctx)
+	defer cancel()
+	if _, err := Info(ctx, p.Endpoint, stream, group, a.cfg.Socket); err != nil {
+		return err
+	}
+	return ErrNoDeadLetters
+}
+
+// isUnknown tells a publisher's StatusUnknown.
+func isUnknown(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.Status == StatusUnknown
 }

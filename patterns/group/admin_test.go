@@ -155,9 +155,9 @@ func TestSeek(t *testing.T) {
 		last = msg // offset 4: leased, not acknowledged
 	}
 	testutil.WaitFor(t, "floor 4", 0, func() bool { return p.groups.Stats()["s/g"].Floor == 4 })
-	a.Close()
+	shutdown(t, a)
 
-	st, err := group.Seek(ctx, ep, "s", "g", group.AtOffset(2), socket.Config{})
+	st, err := group.Seek(ctx, ep, "s", "g", spool.AtOffset(2), socket.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,10 +183,10 @@ func TestSeek(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b.Close()
+	shutdown(t, b)
 
 	// Forward: 5..7 skipped, not dead-lettered.
-	st, err = group.Seek(ctx, ep, "s", "g", group.AtOffset(8), socket.Config{})
+	st, err = group.Seek(ctx, ep, "s", "g", spool.AtOffset(8), socket.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,20 +194,20 @@ func TestSeek(t *testing.T) {
 		t.Fatalf("after seek to 8: %+v", st)
 	}
 	// Beyond the end: held at the end.
-	if st, err = group.Seek(ctx, ep, "s", "g", group.AtOffset(1<<40), socket.Config{}); err != nil || st.Floor != 10 || st.Lag != 0 {
+	if st, err = group.Seek(ctx, ep, "s", "g", spool.AtOffset(1<<40), socket.Config{}); err != nil || st.Floor != 10 || st.Lag != 0 {
 		t.Fatalf("seek beyond the end: %+v, %v", st, err)
 	}
 	// By time: long ago is the earliest record; the future is the end.
-	if st, err = group.Seek(ctx, ep, "s", "g", group.AtTime(time.Unix(1, 0)), socket.Config{}); err != nil || st.Floor != 0 || st.Lag != 10 {
+	if st, err = group.Seek(ctx, ep, "s", "g", spool.AtTime(time.Unix(1, 0)), socket.Config{}); err != nil || st.Floor != 0 || st.Lag != 10 {
 		t.Fatalf("seek to 1970: %+v, %v", st, err)
 	}
-	if st, err = group.Seek(ctx, ep, "s", "g", group.AtTime(time.Now().Add(time.Hour)), socket.Config{}); err != nil || st.Floor != 10 {
+	if st, err = group.Seek(ctx, ep, "s", "g", spool.AtTime(time.Now().Add(time.Hour)), socket.Config{}); err != nil || st.Floor != 10 {
 		t.Fatalf("seek to the future: %+v, %v", st, err)
 	}
-	if st, err = group.Seek(ctx, ep, "s", "g", group.Earliest(), socket.Config{}); err != nil || st.Floor != 0 {
+	if st, err = group.Seek(ctx, ep, "s", "g", spool.Earliest(), socket.Config{}); err != nil || st.Floor != 0 {
 		t.Fatalf("seek to earliest: %+v, %v", st, err)
 	}
-	if st, err = group.Seek(ctx, ep, "s", "g", group.Latest(), socket.Config{}); err != nil || st.Floor != 10 {
+	if st, err = group.Seek(ctx, ep, "s", "g", spool.Latest(), socket.Config{}); err != nil || st.Floor != 10 {
 		t.Fatalf("seek to latest: %+v, %v", st, err)
 	}
 	// The moved cursor survives a restart (the seek was answered once
@@ -226,7 +226,7 @@ func TestSeek(t *testing.T) {
 		t.Fatalf("after the restart: offset %d, want 10", msg.Offset)
 	}
 	var se *group.StatusError
-	if _, err := group.Seek(ctx, p2.srv.Endpoints()[0], "s", "nosuch", group.Earliest(), socket.Config{}); !errors.As(err, &se) || se.Status != group.StatusUnknown {
+	if _, err := group.Seek(ctx, p2.srv.Endpoints()[0], "s", "nosuch", spool.Earliest(), socket.Config{}); !errors.As(err, &se) || se.Status != group.StatusUnknown {
 		t.Fatalf("seek of an unknown group: %v", err)
 	}
 	if _, ok := p2.groups.Stats()["s/nosuch"]; ok {
@@ -289,7 +289,7 @@ func TestGoneNodeReleasedOnEvent(t *testing.T) {
 				t.Fatal(err)
 			}
 			testutil.WaitFor(t, "the victim holding 3 leases", 0, func() bool { return p.groups.Stats()["s/g"].InFlight == 3 })
-			a.Abandon()
+			a.Close()
 			if how == "failed" {
 				victim.Close()
 			} else {
@@ -409,7 +409,7 @@ func TestDeadLettersReplayAndList(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m.Close()
+	shutdown(t, m)
 	// The replay note survives a restart; List finds the group on disk.
 	p.close()
 	p2 := newPublisher(t, dir)
@@ -536,7 +536,7 @@ func TestFloors(t *testing.T) {
 	if f := p.groups.Floors("s"); f["g"] != 10 {
 		t.Fatalf("served group: floors %v, want g at 10", f)
 	}
-	m.Close()
+	shutdown(t, m)
 	p.close()
 	files := func() map[string]int64 {
 		out := map[string]int64{}

@@ -131,7 +131,7 @@
 //   - Dead letters are appended, on the same publisher, to the ordinary
 //     stream <stream>.<group>.dlq (DLQStream) with the record's headers
 //     and fastmq-dlq-stream, -offset, -group, -deliveries and -reason.
-//   - A member that leaves (Close) has its leases released at once, as
+//   - A member that leaves (Shutdown) has its leases released at once, as
 //     no failed delivery: its records go to other members even past
 //     MaxDeliver. One on a node gossip reports failed or left too (as
 //     a failed delivery: at MaxDeliver, a dead letter): a node running members

@@ -75,10 +75,10 @@ func TestGroupFollowsEpochs(t *testing.T) {
 		if got := takeAll(t, m, 100); got[99] != "lost-49" {
 			t.Fatalf("before the crash: offset 99 is %q", got[99])
 		}
-		m.Close()
+		shutdown(t, m)
 	}
 	ctx := context.Background()
-	if st, err := group.Seek(ctx, p.srv.Endpoints()[0], "s", "h", group.Latest(), socket.Config{}); err != nil || st.Floor != 100 {
+	if st, err := group.Seek(ctx, p.srv.Endpoints()[0], "s", "h", spool.Latest(), socket.Config{}); err != nil || st.Floor != 100 {
 		t.Fatalf("seek: %+v, %v", st, err)
 	}
 	// The groups' states on disk at the crash: all 100 acknowledged.
@@ -110,7 +110,7 @@ func TestGroupFollowsEpochs(t *testing.T) {
 			}
 		}
 		testutil.WaitFor(t, "the group's floor at 80", 0, func() bool { return p2.groups.Stats()["s/"+name].Floor == 80 })
-		m.Close()
+		shutdown(t, m)
 	}
 	p2.close()
 

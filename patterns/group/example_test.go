@@ -66,7 +66,7 @@ func ExampleSeek() {
 	msg.Ack(ctx)
 	msg, _ = m.Next(ctx)
 	msg.Term(ctx, "no such customer")
-	m.Close()
+	m.Shutdown(ctx) // leave the group: its leases go back at once
 
 	list, _ := group.List(ctx, ep, group.AllStreams, socket.Config{})
 	for _, st := range list {
@@ -78,11 +78,43 @@ func ExampleSeek() {
 	}
 	res, _ := group.Replay(ctx, ep, "orders", "billing", 0, 0, socket.Config{})
 	fmt.Printf("replayed %d at offset %d\n", res.Replayed, res.First)
-	st, _ := group.Seek(ctx, ep, "orders", "billing", group.Earliest(), socket.Config{})
+	st, _ := group.Seek(ctx, ep, "orders", "billing", spool.Earliest(), socket.Config{})
 	fmt.Printf("after the seek: floor %d, lag %d\n", st.Floor, st.Lag)
 	// Output:
 	// orders/billing: floor 2, lag 1
 	// dead letter 0: order-1
 	// replayed 1 at offset 3
 	// after the seek: floor 0, lag 4
+}
+
+// An Admin asks every publisher of a stream at once and answers per
+// publisher. Its Publishers func finds them: a fixed list here; in a
+// mesh, the instances gossip names for the stream (fastmq's group and
+// dlq commands wait for gossip, then use an Admin).
+func ExampleNewAdmin() {
+	adm, err := group.NewAdmin(group.AdminConfig{
+		Publishers: func(ctx context.Context, stream string) ([]group.Publisher, error) {
+			return []group.Publisher{
+				{Name: "web-1", Endpoint: "tcp://10.0.0.1:7401"},
+				{Name: "web-2", Endpoint: "tcp://10.0.0.2:7401"},
+			}, nil
+		},
+		Timeout: 5 * time.Second,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	res, err := adm.Info(context.Background(), "orders", "billing")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			fmt.Printf("%s: %v\n", r.Publisher.Name, r.Err)
+			continue
+		}
+		fmt.Printf("%s: lag %d, %d dead letters\n", r.Publisher.Name, r.Value.Lag, r.Value.DeadLetters)
+	}
 }

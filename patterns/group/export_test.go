@@ -1,6 +1,9 @@
 package group
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // SetMaxLazyCommit raises the cap on ServerConfig.LazyCommit for a test,
 // for servers made until the returned func restores it.
@@ -39,7 +42,9 @@ func (m *Member) CloseAndCountSlots() (slots, owed, reserves, links int) {
 		lns = append(lns, ln)
 	}
 	m.mu.Unlock()
-	m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m.Shutdown(ctx)
 	for {
 		select {
 		case n := <-m.tokens:

@@ -173,7 +173,7 @@ func TestRestartedNodeReleasedAtOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	old.Abandon() // killed: its leases stay
+	old.Close() // killed: its leases stay
 	a := memberInstance("node-a", "127.0.0.1:7001")
 	w <- discovery.Event{Type: discovery.Removed, Reason: discovery.ReasonFailed, Instance: a}
 	w <- discovery.Event{Type: discovery.Added, Instance: a} // back at once, as it was

@@ -128,6 +128,17 @@ func member(t testing.TB, cfg group.MemberConfig, pubs ...*publisher) *group.Mem
 	return m
 }
 
+// shutdown has m leave its group gracefully (Shutdown): its publishers
+// release its leases at once.
+func shutdown(t testing.TB, m *group.Member) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.Shutdown(ctx); err != nil {
+		t.Fatalf("member shutdown: %v", err)
+	}
+}
+
 type key struct {
 	pub string
 	off uint64
@@ -260,7 +271,7 @@ func TestAbandonedLeasesExpire(t *testing.T) {
 		}
 		held[msg.Offset] = true
 	}
-	a.Abandon()
+	a.Close()
 	b := member(t, group.MemberConfig{Name: "b"}, p)
 	got := map[uint64]uint32{}
 	for len(got) < 10 {
@@ -303,7 +314,7 @@ func TestLeaveAndRestart(t *testing.T) {
 	if _, err := a.Next(ctx); err != nil { // leased, not acked
 		t.Fatal(err)
 	}
-	a.Close() // leave: released at once, though AckWait is 30 s
+	shutdown(t, a) // leave: released at once, though AckWait is 30 s
 	b := member(t, group.MemberConfig{Name: "b", Buffer: 1}, p)
 	msg, err = b.Next(ctx)
 	if err != nil {
@@ -315,7 +326,7 @@ func TestLeaveAndRestart(t *testing.T) {
 	if err := msg.Ack(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b.Close()
+	shutdown(t, b)
 	p.close()
 	p2 := newPublisher(t, dir)
 	p2.open("s")
@@ -560,7 +571,7 @@ func TestCrashRedeliversOnlyInFlight(t *testing.T) {
 	}
 	crash := filepath.Join(t.TempDir(), "crash")
 	copyDir(t, dir, crash) // the disk at the crash; the publisher never closed
-	m.Abandon()
+	m.Close()
 
 	p2 := newPublisher(t, crash)
 	p2.open("s")
@@ -625,7 +636,7 @@ func TestOrderedByKey(t *testing.T) {
 		}
 		held[msg.Offset] = true
 	}
-	victim.Abandon()
+	victim.Close()
 
 	var mu sync.Mutex
 	inFlight := map[string]bool{}

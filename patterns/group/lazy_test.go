@@ -181,7 +181,7 @@ func TestUrgentSettleCommitsLazyOnes(t *testing.T) {
 		t.Fatalf("floor on disk %d once InProgress returned, want 9 (the lazy acks committed with it)", f)
 	}
 	stop()
-	m.Close() // its leave is committed at once: Run's last lazy ack with it
+	shutdown(t, m) // its leave is committed at once: Run's last lazy ack with it
 	if err := <-done; err == nil {
 		t.Fatal("Run returned nil")
 	}

@@ -376,7 +376,7 @@ func (ln *link) fetchLoop(second bool) {
 		req := &Request{Op: OpFetch, MaxRecords: uint32(n), MaxBytes: 1 << 20,
 			WaitMillis: uint32(m.cfg.MaxWait / time.Millisecond), AckWaitMillis: uint32(m.cfg.AckWait / time.Millisecond),
 			MaxDeliver: uint16(min(m.cfg.MaxDeliver, 65535)), MaxAckPending: uint32(m.cfg.MaxAckPending),
-			Start: m.cfg.Start, StartValue: m.cfg.StartValue, Backoff: m.cfg.Backoff}
+			Start: startKind(m.cfg.Start), StartValue: startValue(m.cfg.Start), Backoff: m.cfg.Backoff}
 		if m.cfg.Ordered {
 			req.Flags = FlagOrdered
 		}
@@ -529,10 +529,9 @@ func (ln *link) messages(rep Reply, n int) ([]*chunk, error) {
 }
 
 // leave tells the publisher to release this member's leases.
-func (ln *link) leave(ctx context.Context) {
-	if _, err := ln.call(ctx, &Request{Op: OpLeave}, time.Second); err != nil {
-		ln.m.log.Debug("leave", "peer", ln.node, "err", err)
-	}
+func (ln *link) leave(ctx context.Context) error {
+	_, err := ln.call(ctx, &Request{Op: OpLeave}, 1<<63-1) // ctx alone bounds it
+	return err
 }
 
 // Info asks the publisher at endpoint for the state of a group of stream

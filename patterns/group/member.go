@@ -16,6 +16,7 @@ import (
 
 	"github.com/fastmq/fastmq/discovery"
 	"github.com/fastmq/fastmq/socket"
+	"github.com/fastmq/fastmq/spool"
 )
 
 // StreamWatcher finds the publishers of a stream; *discovery.Membership
@@ -86,10 +87,9 @@ type MemberConfig struct {
 	// at most Buffer records plus one per publisher (for a moment one
 	// more, while the debt of a link just stopped is repaid).
 	Buffer int
-	// Start and StartValue place a new group's cursor (StartEarliest,
-	// StartLatest, StartOffset, StartTime). Default earliest.
-	Start      uint8
-	StartValue uint64
+	// Start places a new group's cursor on each publisher. Default
+	// spool.Earliest().
+	Start spool.Start
 	// Ordered makes a new group ordered by key (the fastmq-key header,
 	// see Key): records of one key are never in flight to two members at
 	// once and are delivered in offset order; different keys go in
@@ -108,7 +108,9 @@ type MemberConfig struct {
 // Member is one member of a consumer group: it leases records from every
 // publisher of the stream. A Member is safe for concurrent use: Next and
 // the Message methods may be called from many goroutines. Next blocks
-// until a record is leased. Close is idempotent.
+// until a record is leased. Shutdown leaves the group gracefully, Close
+// stops at once; both are idempotent, and after either Next returns
+// ErrClosed.
 type Member struct {
 	cfg MemberConfig
 	id  string
@@ -151,6 +153,8 @@ type Member struct {
 	links  map[string]*link // by publisher node
 	nlinks atomic.Int32     // len(links)
 	closed bool
+	// stopped is closed once Close or Shutdown stopped the member.
+	stopped chan struct{}
 }
 
 // CheckName returns an error unless name is a valid stream or group
@@ -170,6 +174,9 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 	}
 	if cfg.Discovery == nil && len(cfg.Publishers) == 0 {
 		return nil, errors.New("group: member needs Discovery or Publishers")
+	}
+	if cfg.Start.Kind > spool.StartTime {
+		return nil, fmt.Errorf("group: unknown start kind %d", cfg.Start.Kind)
 	}
 	if cfg.AckWait <= 0 {
 		cfg.AckWait = DefaultAckWait
@@ -224,7 +231,8 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		id = cfg.Name + "/" + cfg.Incarnation + "." + hex.EncodeToString(rnd[:])
 	}
 	m := &Member{cfg: cfg, id: id,
-		out: make(chan *chunk, cfg.Buffer), tokens: make(chan int, cfg.Buffer), errs: make(chan error, 64), wake: make(chan struct{}, 1), links: make(map[string]*link)}
+		out: make(chan *chunk, cfg.Buffer), tokens: make(chan int, cfg.Buffer), errs: make(chan error, 64), wake: make(chan struct{}, 1), links: make(map[string]*link),
+		stopped: make(chan struct{})}
 	m.log = lg.With("component", "group-member", "stream", cfg.Stream, "group", cfg.Group)
 	m.tokens <- cfg.Buffer
 	m.ctx, m.cancel = context.WithCancel(context.Background())
@@ -569,55 +577,95 @@ func (m *Member) repay(n int) int {
 	return n
 }
 
-// Close leaves the group: each publisher is told to release this
-// member's leases at once (waiting at most a second), then the member's
-// goroutines stop. Records returned by Next and not acknowledged are
-// redelivered to other members. Close is idempotent.
-func (m *Member) Close() error {
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return nil
+// Shutdown leaves the group gracefully: each publisher is told to release
+// this member's leases at once, and Shutdown waits for their answers until
+// ctx ends; then the member's goroutines stop. Records returned by Next
+// and not acknowledged go to other members at once (on a publisher that
+// did not answer, after AckWait or once gossip reports this node gone).
+// The member is stopped when Shutdown returns, whatever it returns: ctx's
+// error if ctx ended before every publisher answered, ErrClosed if Close
+// cut it short, else the publishers' errors joined (nil when all answered).
+// A second Shutdown, or one after Close, waits for the member to stop (or
+// ctx to end) and returns nil.
+func (m *Member) Shutdown(ctx context.Context) error {
+	links, first := m.closing()
+	if !first {
+		select {
+		case <-m.stopped:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	m.closed = true
-	links := m.links
-	m.links = nil
-	m.mu.Unlock()
+	// A Close while the publishers answer ends the wait.
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(m.ctx, cancel)()
+	var mu sync.Mutex
+	var errs []error
 	var wg sync.WaitGroup
 	for _, ln := range links {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			ln.leave(ctx)
+		wg.Go(func() {
+			// A publisher that does not know the group holds no
+			// lease of the member: nothing to release.
+			if err := ln.leave(lctx); err != nil && !isUnknown(err) {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("group: leave publisher %s: %w", ln.node, err))
+				mu.Unlock()
+			}
 			ln.stop()
-		}()
+		})
 	}
 	wg.Wait()
-	m.cancel()
-	m.wg.Wait()
-	return nil
+	cut := m.ctx.Err() != nil
+	m.stop()
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case cut:
+		return ErrClosed
+	}
+	return errors.Join(errs...)
 }
 
-// Abandon stops the member without telling the publishers, as a crash
-// would: its leases run until AckWait or until gossip reports its node
-// gone. For tests and fault drills.
-func (m *Member) Abandon() {
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return
+// Close stops the member at once, without telling the publishers, as a
+// crash would: its leases run until AckWait or until gossip reports its
+// node gone (Shutdown releases them at once). A Shutdown under way stops
+// waiting for the publishers. Close returns after every goroutine of the
+// member has exited; it is idempotent and returns nil.
+func (m *Member) Close() error {
+	links, first := m.closing()
+	m.cancel()
+	if !first {
+		<-m.stopped
+		return nil
 	}
-	m.closed = true
-	links := m.links
-	m.links = nil
-	m.mu.Unlock()
 	for _, ln := range links {
 		ln.stop()
 	}
+	m.stop()
+	return nil
+}
+
+// closing marks the member closed and takes its links; first says the
+// call is the first to do so, the one that must stop the member.
+func (m *Member) closing() (links map[string]*link, first bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, false
+	}
+	m.closed = true
+	links = m.links
+	m.links = nil
+	return links, true
+}
+
+// stop stops the member's own goroutines, once its links are stopped.
+func (m *Member) stop() {
 	m.cancel()
 	m.wg.Wait()
+	close(m.stopped)
 }
 
 // Message is one leased record. Its methods are safe for concurrent use;

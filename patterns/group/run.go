@@ -17,7 +17,7 @@ type Handler func(ctx context.Context, msg *Message) error
 // ended, even for records already buffered); it returns that error after the
 // running handlers have returned and their records are settled. A handler
 // that fails once ctx ended (stopped by the shutdown ctx asks for) leaves
-// its record unsettled rather than naked: Close gives the lease back, as
+// its record unsettled rather than naked: Shutdown gives the lease back, as
 // it does the buffered records', without a failed delivery counted
 // against MaxDeliver. A handler's goroutine takes the next record as
 // soon as it returns. Its acks (or naks) go to the publisher in the
@@ -56,7 +56,7 @@ func (m *Member) Run(ctx context.Context, concurrency int, h Handler) error {
 			for {
 				if err := ctx.Err(); err != nil {
 					// No handler starts once ctx ended, though records
-					// wait in the buffer (they go back on Close).
+					// wait in the buffer (they go back on Shutdown).
 					w.flush()
 					errc <- err
 					return
@@ -73,7 +73,7 @@ func (m *Member) Run(ctx context.Context, concurrency int, h Handler) error {
 				}
 				if err == nil && ctx.Err() != nil {
 					// ctx ended while next waited and a chunk came too:
-					// the record is not handled (it goes back on Close).
+					// the record is not handled (it goes back on Shutdown).
 					err = ctx.Err()
 				}
 				if err != nil {
@@ -127,7 +127,7 @@ func (w *worker) handle(msg *Message) {
 			// failure is the shutdown's, not the record's. No nak,
 			// which would count against MaxDeliver (and could even
 			// lease the record back to this member): the lease stays,
-			// to be given back by Close or to run out.
+			// to be given back by Shutdown or to run out.
 			r.m.log.Debug("handler stopped by the end of Run", "offset", msg.Offset, "err", herr)
 			return
 		}

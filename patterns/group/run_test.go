@@ -173,7 +173,7 @@ func TestRunShutdownDoesNotNak(t *testing.T) {
 	if err := <-done; err != context.Canceled {
 		t.Fatalf("Run: %v, want context.Canceled", err)
 	}
-	a.Close()
+	shutdown(t, a)
 	if st := p.groups.Stats()["s/g"]; st.Naked != 0 || st.DeadLetters != 0 {
 		t.Fatalf("after the shutdown: %d naked, %d dead-lettered, want none", st.Naked, st.DeadLetters)
 	}
@@ -252,7 +252,7 @@ func TestGroupSettingsOfTheLastJoined(t *testing.T) {
 			t.Fatalf("a's fetch after b joined set %v %d, want b's 1m30s 10", w, d)
 		}
 	}
-	b.Close()
+	shutdown(t, b)
 	for i := 0; ; i++ {
 		take(a)
 		if w, d := settings(); w == 30*time.Second && d == 2 {

@@ -17,37 +17,6 @@ import (
 	"github.com/fastmq/fastmq/spool"
 )
 
-// StartKind says where a consumer starts on a publisher it has no committed
-// offset for.
-type StartKind int
-
-// Start kinds.
-const (
-	StartEarliest StartKind = iota // the oldest retained record
-	StartLatest                    // only records appended from now on
-	StartOffset                    // a given offset
-	StartTime                      // the first record at or after a time
-)
-
-// Start is a start position. The zero value is Earliest.
-type Start struct {
-	Kind   StartKind
-	Offset uint64
-	Time   time.Time
-}
-
-// Earliest starts at the oldest retained record.
-func Earliest() Start { return Start{Kind: StartEarliest} }
-
-// Latest starts after the newest record.
-func Latest() Start { return Start{Kind: StartLatest} }
-
-// AtOffset starts at offset o.
-func AtOffset(o uint64) Start { return Start{Kind: StartOffset, Offset: o} }
-
-// AtTime starts at the first record at or after t.
-func AtTime(t time.Time) Start { return Start{Kind: StartTime, Time: t} }
-
 // OutOfRangePolicy says what a consumer does when its position fell below
 // a publisher's retention.
 type OutOfRangePolicy int
@@ -88,8 +57,9 @@ type ConsumerConfig struct {
 	// (see "Log identity and epochs" in the package documentation), as
 	// before the check existed.
 	Resume func(publisher string) (next uint64, ok bool)
-	// Start applies to publishers without a committed position.
-	Start Start
+	// Start applies to publishers without a committed position. Default
+	// spool.Earliest().
+	Start spool.Start
 	// Discovery finds the publishers of Stream. Either Discovery or
 	// Publishers (or both) must be set.
 	Discovery StreamWatcher
@@ -342,6 +312,9 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	}
 	if cfg.Discovery == nil && len(cfg.Publishers) == 0 {
 		return nil, errors.New("pull: consumer needs Discovery or Publishers")
+	}
+	if cfg.Start.Kind > spool.StartTime {
+		return nil, fmt.Errorf("pull: unknown start kind %d", cfg.Start.Kind)
 	}
 	if cfg.MaxBytes <= 0 {
 		cfg.MaxBytes = 1 << 20

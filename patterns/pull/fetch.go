@@ -456,11 +456,11 @@ func (c *Consumer) startPosition(ctx context.Context, pc *pullConn, ps *pubState
 // publisher, asking it where needed.
 func (c *Consumer) policyStart(ctx context.Context, pc *pullConn, ps *pubState, unlisted bool) (uint64, error) {
 	switch c.cfg.Start.Kind {
-	case StartOffset:
+	case spool.StartOffset:
 		return c.cfg.Start.Offset, nil
 	}
 	op, arg := OpMeta, uint64(0)
-	if c.cfg.Start.Kind == StartTime {
+	if c.cfg.Start.Kind == spool.StartTime {
 		op, arg = OpSeekTime, uint64(c.cfg.Start.Time.UnixNano())
 	}
 	refused := 0 // bad requests in a row
@@ -471,7 +471,7 @@ func (c *Consumer) policyStart(ctx context.Context, pc *pullConn, ps *pubState, 
 			return 0, forbidden(rep)
 		}
 		if err == nil && rep.Status == StatusOK {
-			if c.cfg.Start.Kind == StartEarliest {
+			if c.cfg.Start.Kind == spool.StartEarliest {
 				return rep.Oldest, nil
 			}
 			return rep.Next, nil // the next offset (latest) or the time's offset

@@ -260,7 +260,7 @@ func TestConsumerCrossesRepairGap(t *testing.T) {
 		}
 	})
 	t.Run("from inside the gap", func(t *testing.T) {
-		c := discovered(t, pull.ConsumerConfig{Start: pull.AtOffset(585)}, map[string]*pull.Server{"pa": srv})
+		c := discovered(t, pull.ConsumerConfig{Start: spool.AtOffset(585)}, map[string]*pull.Server{"pa": srv})
 		expectRecords(t, c, "pa", "g", span(590, 1000))
 		if st, _ := publisherStats(c, "pa"); st.GapsSkipped != 1 || st.RecordsSkipped != 5 {
 			t.Fatalf("gaps %d, records skipped %d; want 1 and 5", st.GapsSkipped, st.RecordsSkipped)

@@ -173,22 +173,6 @@ func (c *Consumer) diverged(lg *slog.Logger, ps *pubState, pos uint64, rep Reply
 	}
 }
 
-// String returns the kind's name: "earliest", "latest", "offset" or
-// "time".
-func (k StartKind) String() string {
-	switch k {
-	case StartEarliest:
-		return "earliest"
-	case StartLatest:
-		return "latest"
-	case StartOffset:
-		return "offset"
-	case StartTime:
-		return "time"
-	}
-	return "unknown"
-}
-
 // committedPosition returns a publisher's committed position: from
 // ResumePosition, Resume or the offset store, in that order. checked says
 // the position's log and epoch are known, so that the publisher checks

@@ -297,7 +297,7 @@ func TestRepliesEndAtEpochBoundaries(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	c := startConsumer(t, pull.ConsumerConfig{Stream: "logs", Publishers: map[string]string{"p": srv.Endpoints()[0]}, Start: pull.AtOffset(500), Offsets: store, CommitInterval: -1, MaxBytes: 64 << 10})
+	c := startConsumer(t, pull.ConsumerConfig{Stream: "logs", Publishers: map[string]string{"p": srv.Endpoints()[0]}, Start: spool.AtOffset(500), Offsets: store, CommitInterval: -1, MaxBytes: 64 << 10})
 	for o := uint64(500); o < 1010; o++ {
 		m := next(t, c)
 		want := uint32(0)

@@ -219,12 +219,12 @@ func TestStartPositions(t *testing.T) {
 	eps := map[string]string{"p": srv.Endpoints()[0]}
 	cases := []struct {
 		name  string
-		start pull.Start
+		start spool.Start
 		want  uint64
 	}{
-		{"earliest", pull.Earliest(), 0},
-		{"offset", pull.AtOffset(42), 42},
-		{"time", pull.AtTime(mid), 100},
+		{"earliest", spool.Earliest(), 0},
+		{"offset", spool.AtOffset(42), 42},
+		{"time", spool.AtTime(mid), 100},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -239,7 +239,7 @@ func TestStartPositions(t *testing.T) {
 		// not satisfy the wait below.
 		srv := startServer(t, map[string]*spool.Log{"s": l})
 		eps := map[string]string{"p": srv.Endpoints()[0]}
-		c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Publishers: eps, Start: pull.Latest(), MaxWait: 20 * time.Second})
+		c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Publishers: eps, Start: spool.Latest(), MaxWait: 20 * time.Second})
 		testutil.WaitFor(t, "a parked fetch", 0, func() bool { return srv.Stats().Parked > 0 })
 		appendN(t, l, "z", 150, 1)
 		if m := next(t, c); m.Offset != 150 {
@@ -259,7 +259,7 @@ func TestOutOfRangeMovesToOldest(t *testing.T) {
 		t.Fatal("retention removed nothing; the test needs a non-zero oldest offset")
 	}
 	srv := startServer(t, map[string]*spool.Log{"s": l})
-	c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Publishers: map[string]string{"p": srv.Endpoints()[0]}, Start: pull.AtOffset(0)})
+	c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Publishers: map[string]string{"p": srv.Endpoints()[0]}, Start: spool.AtOffset(0)})
 	m := next(t, c)
 	if m.Offset != oldest {
 		t.Fatalf("first offset %d, want the oldest %d", m.Offset, oldest)
@@ -280,7 +280,7 @@ func TestOutOfRangeStopPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := startServer(t, map[string]*spool.Log{"s": l})
-	c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Publishers: map[string]string{"p": srv.Endpoints()[0]}, Start: pull.AtOffset(0), OnOutOfRange: pull.StopPublisher})
+	c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Publishers: map[string]string{"p": srv.Endpoints()[0]}, Start: spool.AtOffset(0), OnOutOfRange: pull.StopPublisher})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := c.Next(ctx)
@@ -348,7 +348,7 @@ func TestOffsetBeyondEndResets(t *testing.T) {
 	l := openSpool(t, spool.Config{})
 	appendN(t, l, "new", 0, 5)
 	srv := startServer(t, map[string]*spool.Log{"s": l})
-	c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Publishers: map[string]string{"p": srv.Endpoints()[0]}, Start: pull.AtOffset(1000)})
+	c := startConsumer(t, pull.ConsumerConfig{Stream: "s", Publishers: map[string]string{"p": srv.Endpoints()[0]}, Start: spool.AtOffset(1000)})
 	if m := next(t, c); m.Offset != 0 || string(m.Value) != "new-0" {
 		t.Fatalf("got %q@%d, want new-0@0", m.Value, m.Offset)
 	}
