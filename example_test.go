@@ -118,13 +118,3 @@ func ExampleNode_PublishAsync() {
 	// Output:
 	// all 1000 durable; the last at offset 999
 }
-
-// A program moving records at full speed keeps some heap room between
-// garbage collections, once, in main (the fastmq command keeps
-// DefaultHeapRoom unless GOGC is set).
-func ExampleKeepHeapRoom() {
-	if _, set := os.LookupEnv("GOGC"); !set {
-		defer fastmq.KeepHeapRoom(fastmq.DefaultHeapRoom)()
-	}
-	// ... start the node, publish, consume ...
-}

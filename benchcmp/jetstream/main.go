@@ -16,7 +16,7 @@
 // median over the rounds, with min and max, and the load average.
 //
 // Every process of both sides keeps FastMQ's default heap room between
-// garbage collections (fastmq.KeepHeapRoom; `fastmq` does so itself)
+// garbage collections (heaproom.Keep; `fastmq` does so itself)
 // unless GOGC is set, and the consumer processes of both run at
 // --consumer-procs (GOMAXPROCS) and hold --batch records ahead.
 //
@@ -47,7 +47,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	fastmqlib "github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/heaproom"
 	"github.com/fastmq/fastmq/internal/benchkit"
 )
 
@@ -95,7 +95,7 @@ func main() {
 		// The heap room fastmq's processes keep (its publisher and
 		// members are fastmq commands), kept here too: JetStream's
 		// server in this process and its consumer processes.
-		defer fastmqlib.KeepHeapRoom(fastmqlib.DefaultHeapRoom)()
+		defer heaproom.Keep(heaproom.Default)()
 	}
 	if *role == "consumer" {
 		must(consume(*url))

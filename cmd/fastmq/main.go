@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/heaproom"
 )
 
 // rootCmd is the top of the command tree. Each subcommand file registers
@@ -46,7 +46,7 @@ func main() {
 		// A member or publisher with a few MiB live would otherwise
 		// collect dozens of times a second at full speed. GOGC in the
 		// environment is the user's choice, and turns this off.
-		defer fastmq.KeepHeapRoom(fastmq.DefaultHeapRoom)()
+		defer heaproom.Keep(heaproom.Default)()
 	}
 	rootCmd.Version = version()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
