@@ -150,14 +150,6 @@ func (n *Node) groupHost() (*groupHost, error) {
 	return h, nil
 }
 
-// ServeGroups makes the node answer consumer group requests for its
-// streams. New calls it, so every node does from the start; it is safe to
-// call more than once.
-func (n *Node) ServeGroups() error {
-	_, err := n.groupHost()
-	return err
-}
-
 // Handle hands a group request to the group server (pull.Extension),
 // once the spool server's ACL lets the client read the request's stream
 // (frame 1); a refusal is answered at once, the same whether the stream

@@ -25,9 +25,6 @@ func TestGroupQueueAcrossNodes(t *testing.T) {
 	pubs := []*fastmq.Node{seed, newNode(t, "gpub-1", seed.GossipAddr())}
 	const n = 200
 	for _, p := range pubs {
-		if err := p.ServeGroups(); err != nil {
-			t.Fatal(err)
-		}
 		publish(t, p, "jobs", n)
 	}
 	type key struct {
@@ -156,9 +153,6 @@ func TestGroupQueueAcrossNodes(t *testing.T) {
 // a stream a group consumes, and bad group names are refused.
 func TestGroupAndConsumerCoexist(t *testing.T) {
 	p := newNode(t, "gco-pub")
-	if err := p.ServeGroups(); err != nil {
-		t.Fatal(err)
-	}
 	publish(t, p, "mix", 50)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

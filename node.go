@@ -263,7 +263,7 @@ func New(cfg Config) (*Node, error) {
 	n.members = m
 	sec.members.Store(m)
 	// Every node answers consumer group requests for its streams.
-	if err := n.ServeGroups(); err != nil {
+	if _, err := n.groupHost(); err != nil {
 		n.Close()
 		return nil, err
 	}

@@ -40,9 +40,6 @@ func TestCLIGroupMemberKill(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer n.Close()
-		if err := n.ServeGroups(); err != nil {
-			t.Fatal(err)
-		}
 		recs := make([]spool.Record, perPub)
 		for j := range recs {
 			recs[j].Value = fmt.Appendf(nil, "pub%d-%05d", i, j)
