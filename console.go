@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fastmq/fastmq/discovery"
+	"github.com/fastmq/fastmq/internal/diskguard"
 	"github.com/fastmq/fastmq/spool"
 )
 
@@ -109,7 +110,7 @@ func (n *Node) hostStatus(st *Status) {
 		}
 	}
 	st.Disk = DiskStatus{Path: n.cfg.DataDir}
-	total, free, err := diskSpace(n.cfg.DataDir)
+	total, free, err := diskguard.Space(n.cfg.DataDir)
 	if err != nil {
 		st.Disk.Error = err.Error()
 	}

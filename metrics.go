@@ -127,7 +127,7 @@ func (n *Node) Status() Status {
 	}
 	n.hostStatus(&st)
 	st.RPC = n.RPCStatus()
-	st.DiskGuard = n.guard.status()
+	st.DiskGuard = n.guard.Status()
 	st.Groups = n.groupStatuses()
 	st.GroupsBehind = n.GroupsBehind()
 	return st

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/fastmq/fastmq/discovery"
+	"github.com/fastmq/fastmq/internal/diskguard"
 	"github.com/fastmq/fastmq/patterns/follow"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/socket"
@@ -178,7 +179,7 @@ type Node struct {
 	sockets   map[*socket.Socket]*follow.Follower // nil for served sockets
 	closed    bool
 
-	guard *diskGuard // set by New before the node is shared
+	guard *diskguard.Guard // set by New before the node is shared
 
 	sec      *nodeSecurity  // the node's CURVE keys, trust and ACL (security.go)
 	interest *interestWatch // groups far behind (interest.go); set by New
@@ -287,7 +288,12 @@ func New(cfg Config) (*Node, error) {
 			}
 		}
 	}
-	n.startDiskGuard()
+	guard, err := diskguard.New(diskguard.Config{Limits: cfg.DiskGuard, Dir: cfg.DataDir, Logs: n.streamLogs, Logger: n.log})
+	if err != nil {
+		n.Close()
+		return nil, err
+	}
+	n.guard = guard
 	n.startInterest()
 	n.log.Info("node started", "endpoint", n.spoolEP, "gossip", m.GossipAddr(), "curve", sec.enabled)
 	return n, nil
@@ -366,7 +372,7 @@ func (n *Node) close(ctx context.Context) error {
 	n.mu.Unlock()
 
 	if n.guard != nil {
-		n.guard.close()
+		n.guard.Close()
 	}
 	n.interest.close()
 	n.closeRPC() // servers stop (their sockets are closed below), clients too

@@ -154,7 +154,7 @@ func (n *Node) Publish(ctx context.Context, stream string, value []byte, headers
 // record; a loop of PublishAsync calls, then a wait on the last Ack, does
 // not (Acks complete in order).
 func (n *Node) PublishAsync(ctx context.Context, stream string, value []byte, headers ...spool.Header) (*spool.Ack, error) {
-	if err := n.guard.allow(); err != nil {
+	if err := n.guard.Allow(); err != nil {
 		return nil, err
 	}
 	l, err := n.Stream(stream)
@@ -169,7 +169,7 @@ func (n *Node) PublishAsync(ctx context.Context, stream string, value []byte, he
 // the node's disk guard refuses appends (see DiskGuard), it returns an
 // error wrapping ErrDiskFull that names the limit, and writes nothing.
 func (n *Node) Append(ctx context.Context, stream string, recs ...spool.Record) (uint64, error) {
-	if err := n.guard.allow(); err != nil {
+	if err := n.guard.Allow(); err != nil {
 		return 0, err
 	}
 	l, err := n.Stream(stream)

@@ -1,12 +1,12 @@
 //go:build linux || darwin
 
-package fastmq
+package diskguard
 
 import "syscall"
 
-// diskSpace returns the size of the file system holding path and the bytes
+// Space returns the size of the file system holding path and the bytes
 // available on it to this process's user.
-func diskSpace(path string) (total, free uint64, err error) {
+func Space(path string) (total, free uint64, err error) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(path, &st); err != nil {
 		return 0, 0, err
