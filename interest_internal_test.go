@@ -89,9 +89,8 @@ func TestInterestRetention(t *testing.T) {
 		t.Fatalf("groups behind: %+v", behind)
 	}
 	// The log line comes once as b crosses the threshold, not at every look.
-	was := map[[2]string]bool{}
 	for range 3 {
-		was = n.logGroupsBehind(was)
+		n.interest.Check()
 	}
 	if c := logs.Count("consumer group far behind"); c != 1 {
 		t.Fatalf("%d far-behind log lines for one crossing, want 1:\n%s", c, logs.String())
@@ -118,7 +117,7 @@ func TestInterestRetention(t *testing.T) {
 	if b := n.GroupsBehind(); len(b) != 0 {
 		t.Fatalf("groups behind after acks: %+v", b)
 	}
-	n.logGroupsBehind(was)
+	n.interest.Check()
 	if logs.Count("consumer group caught up") != 1 {
 		t.Fatalf("no caught-up line:\n%s", logs.String())
 	}

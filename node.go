@@ -12,6 +12,7 @@ import (
 	"github.com/fastmq/fastmq/discovery"
 	"github.com/fastmq/fastmq/internal/diskguard"
 	"github.com/fastmq/fastmq/patterns/follow"
+	"github.com/fastmq/fastmq/patterns/group"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/socket"
 	"github.com/fastmq/fastmq/spool"
@@ -181,8 +182,8 @@ type Node struct {
 
 	guard *diskguard.Guard // set by New before the node is shared
 
-	sec      *nodeSecurity  // the node's CURVE keys, trust and ACL (security.go)
-	interest *interestWatch // groups far behind (interest.go); set by New
+	sec      *nodeSecurity      // the node's CURVE keys, trust and ACL (security.go)
+	interest *group.BehindWatch // logs groups far behind; set by New
 }
 
 // New starts a node: opens nothing on disk until a stream is used, starts
@@ -294,7 +295,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.guard = guard
-	n.startInterest()
+	n.interest = group.NewBehindWatch(n.GroupsBehind, n.cfg.Interest.CheckInterval, n.log)
 	n.log.Info("node started", "endpoint", n.spoolEP, "gossip", m.GossipAddr(), "curve", sec.enabled)
 	return n, nil
 }
@@ -374,7 +375,9 @@ func (n *Node) close(ctx context.Context) error {
 	if n.guard != nil {
 		n.guard.Close()
 	}
-	n.interest.close()
+	if n.interest != nil {
+		n.interest.Close()
+	}
 	n.closeRPC() // servers stop (their sockets are closed below), clients too
 	var errs []error
 	for s, f := range socks {
