@@ -137,6 +137,7 @@ func (n *Node) groupHost() (*groupHost, error) {
 		Logger:  n.cfg.Logger,
 
 		LeaseAfterSync: n.cfg.GroupLeaseAfterSync,
+		Authorize:      n.authorizeGroup,
 	})
 	if err != nil {
 		return nil, err
@@ -151,15 +152,8 @@ func (n *Node) groupHost() (*groupHost, error) {
 }
 
 // Handle hands a group request to the group server (pull.Extension),
-// once the spool server's ACL lets the client read the request's stream
-// (frame 1); a refusal is answered at once, the same whether the stream
-// exists or not.
-func (h *groupHost) Handle(env [][]byte, frames [][]byte) {
-	if h.n.forbidGroup(env, frames) {
-		return
-	}
-	h.srv.Handle(env, frames)
-}
+// which asks the node's ACL first (authorizeGroup).
+func (h *groupHost) Handle(env [][]byte, frames [][]byte) { h.srv.Handle(env, frames) }
 
 // Close stops the node's members and its group server; the node's spool
 // server calls it as it closes.

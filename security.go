@@ -1,14 +1,12 @@
 package fastmq
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"sync/atomic"
 
 	"github.com/fastmq/fastmq/discovery"
-	"github.com/fastmq/fastmq/patterns/group"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/socket"
 )
@@ -235,19 +233,13 @@ func (s *nodeSecurity) publicZ85() string {
 	return s.public.Z85()
 }
 
-// forbidGroup answers a group request whose client the spool server's ACL
-// does not let read the request's stream (frame 1 of the group protocol)
-// and reports true; the answer is the same whether the stream exists or
-// not: group.StatusForbidden, which a member reports through Next
-// (group.ErrForbidden).
-func (n *Node) forbidGroup(env, frames [][]byte) bool {
-	if len(frames) < 2 || len(frames[0]) < 6 || n.server.Allowed(env, string(frames[1])) {
-		return false
+// authorizeGroup is the group server's Authorize: a client the spool
+// server's ACL does not let read a stream is refused its groups too.
+func (n *Node) authorizeGroup(env [][]byte, stream, _ string) error {
+	if n.server.Allowed(env, stream) {
+		return nil
 	}
-	id := binary.BigEndian.Uint32(frames[0][2:])
-	msg := "forbidden: " + pull.ForbiddenMessage(string(frames[1]))
-	_ = n.server.Send(env, group.EncodeReply(&group.Reply{Status: group.StatusForbidden, ID: id, Data: []byte(msg)}))
-	return true
+	return errors.New(pull.ForbiddenMessage(stream))
 }
 
 // CurvePublicKey returns the node's CURVE public key, which it gossips

@@ -112,6 +112,13 @@ type ServerConfig struct {
 	// flight, up to one LazyCommit). Default DefaultLazyCommit, at most
 	// 1 s; negative: no wait.
 	LazyCommit time.Duration
+	// Authorize, if set, is asked about every request once decoded, with
+	// the client's routing envelope (as the spool server hands it to its
+	// extensions) and the request's stream and group: an error is
+	// answered StatusForbidden ("forbidden: " and the error's text,
+	// ErrForbidden at the member), the same whether the stream exists or
+	// not. It is called from the spool server's goroutine: keep it quick.
+	Authorize func(env [][]byte, stream, group string) error
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -261,6 +268,12 @@ func (s *Server) Handle(env [][]byte, frames [][]byte) {
 		}
 		s.send(env, &Reply{Status: StatusBadRequest, ID: id, Data: []byte(err.Error())})
 		return
+	}
+	if s.cfg.Authorize != nil {
+		if err := s.cfg.Authorize(env, req.Stream, req.Group); err != nil {
+			s.send(env, &Reply{Status: StatusForbidden, ID: req.ID, Data: []byte("forbidden: " + err.Error())})
+			return
+		}
 	}
 	if req.Op >= OpList && req.Op <= OpReplay {
 		s.handleAdmin(env, req)
