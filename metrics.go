@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fastmq/fastmq/internal/metrics"
+	"github.com/fastmq/fastmq/patterns/group"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/spool"
 )
@@ -31,7 +32,7 @@ type Status struct {
 	DiskGuard DiskGuardStatus `json:"disk_guard"`
 	// Groups are the consumer groups of the node's streams, this node
 	// being their publisher.
-	Groups []GroupStatus `json:"groups"`
+	Groups []group.GroupStats `json:"groups"`
 	// GroupsBehind lists the consumer groups far behind on the node's
 	// streams (see InterestConfig).
 	GroupsBehind []GroupBehind `json:"groups_behind,omitempty"`
@@ -128,7 +129,9 @@ func (n *Node) Status() Status {
 	n.hostStatus(&st)
 	st.RPC = n.RPCStatus()
 	st.DiskGuard = n.guard.Status()
-	st.Groups = n.groupStatuses()
+	if srv := n.groupServer(); srv != nil {
+		st.Groups = srv.List()
+	}
 	st.GroupsBehind = n.GroupsBehind()
 	return st
 }
@@ -169,7 +172,7 @@ func (st Status) snapshot() metrics.Snapshot {
 	for _, m := range st.Members {
 		snap.Members[m.Status]++
 	}
-	snap.Groups = groupMetrics(st.Groups)
+	snap.Groups = st.Groups
 	return snap
 }
 

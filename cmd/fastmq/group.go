@@ -136,7 +136,7 @@ func publishersOf(ctx context.Context, n *fastmq.Node, stream, only string, wait
 // groupRow is one group on one publisher, as ls, info and seek print it.
 type groupRow struct {
 	Publisher string `json:"publisher"`
-	fastmq.GroupStatus
+	group.GroupStats
 	Error string `json:"error,omitempty"`
 }
 
@@ -151,7 +151,7 @@ func groupRows[T any](res []group.Result[T], stats func(T) []group.GroupStats) [
 			continue
 		}
 		for _, st := range stats(r.Value) {
-			rows = append(rows, groupRow{Publisher: r.Publisher.Name, GroupStatus: fastmq.GroupStatusOf(st)})
+			rows = append(rows, groupRow{Publisher: r.Publisher.Name, GroupStats: st})
 		}
 	}
 	sort.SliceStable(rows, func(i, j int) bool {
@@ -206,7 +206,7 @@ func printGroupRows(w io.Writer, rows []groupRow, asJSON bool) error {
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", r.Stream, r.Group, r.Publisher,
-			r.Floor, r.Cursor, r.High, r.LagRecords, durOr(r.LagTime), r.Pending, r.InFlight, r.Members,
+			r.Floor, r.Next, r.High, r.Lag, durOr(r.LagTime), r.Pending, r.InFlight, r.Members,
 			r.Delivered, r.Redelivered, r.Acked, r.Naked, r.Expired, r.DeadLettered)
 	}
 	return tw.Flush()

@@ -99,13 +99,13 @@ func TestCLIGroupAdmin(t *testing.T) {
 	cli := func(name string, args ...string) *cliProc {
 		return startCLI(t, append(args, "--data", filepath.Join(dir, name), "--join", gossip)...)
 	}
-	stat := func(i int) fastmq.GroupStatus {
+	stat := func(i int) group.GroupStats {
 		for _, g := range pubs[i].Status().Groups {
 			if g.Stream == "jobs" && g.Group == "workers" {
 				return g
 			}
 		}
-		return fastmq.GroupStatus{}
+		return group.GroupStats{}
 	}
 
 	// Records ending in 3 or 7 fail every time: after two deliveries

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fastmq/fastmq"
 	"github.com/fastmq/fastmq/internal/testutil"
+	"github.com/fastmq/fastmq/patterns/group"
 )
 
 // TestCLIGroupExecFailures: a command that fails is logged, its record
@@ -153,11 +154,11 @@ func TestCLIGroupConsumeFlags(t *testing.T) {
 }
 
 // groupStatus returns node's status of stream's group, zero if it has none.
-func groupStatus(node *fastmq.Node, stream, group string) fastmq.GroupStatus {
+func groupStatus(node *fastmq.Node, stream, grp string) group.GroupStats {
 	for _, g := range node.Status().Groups {
-		if g.Stream == stream && g.Group == group {
+		if g.Stream == stream && g.Group == grp {
 			return g
 		}
 	}
-	return fastmq.GroupStatus{}
+	return group.GroupStats{}
 }

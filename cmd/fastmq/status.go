@@ -157,7 +157,7 @@ func printGroupsReport(tw io.Writer, v console.View) {
 		}
 		for _, g := range m.State.Groups {
 			k := m.Name + "/" + g.Stream + "/" + g.Group
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", g.Group, g.Stream, m.Name, g.LagRecords,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", g.Group, g.Stream, m.Name, g.Lag,
 				durOr(g.LagTime), g.InFlight, g.Redelivered, g.DeadLettered, rateOr(v.GroupDeliverRate, k), rateOr(v.GroupAckRate, k))
 		}
 	}

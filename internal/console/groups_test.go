@@ -39,7 +39,7 @@ func TestConsoleGroups(t *testing.T) {
 	first := as[1].con.Mesh(ctx)
 	take(5)
 	var v console.View
-	var g fastmq.GroupStatus
+	var g group.GroupStats
 	testutil.WaitFor(t, "a later gathering with 10 acknowledged", 0, func() bool {
 		v = as[1].con.Mesh(ctx)
 		mm, ok := member(v, "gp")
@@ -49,7 +49,7 @@ func TestConsoleGroups(t *testing.T) {
 		g = mm.State.Groups[0]
 		return v.Mesh.Time.After(first.Mesh.Time) && g.Acked == 10
 	})
-	if g.Stream != "s" || g.Group != "w" || g.LagRecords != 10 || g.High != 20 {
+	if g.Stream != "s" || g.Group != "w" || g.Lag != 10 || g.High != 20 {
 		t.Fatalf("group in the view: %+v", g)
 	}
 	if r := v.GroupAckRate["gp/s/w"]; r <= 0 {

@@ -1,24 +1,10 @@
 package metrics
 
 import (
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
-)
 
-// Group is one consumer group of a local stream, on this node as its
-// publisher.
-type Group struct {
-	Stream, Group string
-	// Counters since the node started.
-	Delivered, Redelivered, Acked, Naked, Expired, Released, DeadLetters uint64
-	// DeadLettered: records in the group's dead-letter stream.
-	DeadLettered uint64
-	// Now.
-	InFlight, Pending, Members int
-	LagRecords                 uint64
-	LagTime                    time.Duration
-}
+	"github.com/fastmq/fastmq/patterns/group"
+)
 
 var (
 	groupLabels       = []string{"stream", "group"}
@@ -41,7 +27,7 @@ var (
 )
 
 // collectGroups exports the node's consumer groups.
-func collectGroups(ch chan<- prometheus.Metric, gs []Group) {
+func collectGroups(ch chan<- prometheus.Metric, gs []group.GroupStats) {
 	for _, g := range gs {
 		l := []string{g.Stream, g.Group}
 		c := func(d *prometheus.Desc, v uint64) {
@@ -61,7 +47,7 @@ func collectGroups(ch chan<- prometheus.Metric, gs []Group) {
 		v(descGrpInFlight, float64(g.InFlight))
 		v(descGrpPending, float64(g.Pending))
 		v(descGrpMembers, float64(g.Members))
-		v(descGrpLagRecords, float64(g.LagRecords))
+		v(descGrpLagRecords, float64(g.Lag))
 		v(descGrpLagSecs, g.LagTime.Seconds())
 	}
 }

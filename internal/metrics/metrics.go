@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fastmq/fastmq/patterns/group"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/patterns/rpc"
 	"github.com/fastmq/fastmq/spool"
@@ -27,7 +28,7 @@ type Snapshot struct {
 	RPCServers map[string]rpc.ServerStats
 	Disk       Disk
 	// Groups are the consumer groups of the node's streams.
-	Groups []Group
+	Groups []group.GroupStats
 	// Consumer groups far behind on the node's streams.
 	GroupsBehind []GroupBehind
 }

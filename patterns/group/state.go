@@ -104,17 +104,6 @@ func (s *settings) backoff(n uint32) time.Duration {
 	return s.Backoff[i]
 }
 
-// Counters of one group on one publisher since the server started.
-type Counters struct {
-	Delivered   uint64 // leases given (first deliveries and redeliveries)
-	Redelivered uint64 // leases of records delivered before
-	Acked       uint64
-	Naked       uint64
-	Expired     uint64 // leases that ran out (AckWait)
-	Released    uint64 // leases released because their member left or failed
-	DeadLetters uint64 // records appended to the dead-letter stream
-}
-
 // state is one (stream, group)'s state on the publisher. The server's
 // mutex guards it.
 type state struct {

@@ -8,33 +8,50 @@ import (
 	"github.com/fastmq/fastmq/spool"
 )
 
+// Counters of one group on one publisher since the server started.
+type Counters struct {
+	Delivered   uint64 `json:"delivered"`   // leases given (first deliveries and redeliveries)
+	Redelivered uint64 `json:"redelivered"` // leases of records delivered before
+	Acked       uint64 `json:"acked"`
+	Naked       uint64 `json:"naked"`
+	Expired     uint64 `json:"expired"`      // leases that ran out (AckWait)
+	Released    uint64 `json:"released"`     // leases released because their member left or failed
+	DeadLetters uint64 `json:"dead_letters"` // records appended to the dead-letter stream
+}
+
 // GroupStats describe one group on this publisher. Counters count since
-// the server started; the rest is the group's state now.
+// the server started; the rest is the group's state now. It is the one
+// shape of a group's stats: the group protocol's info, list and seek
+// answers carry it as JSON, and so do a node's /status (fastmq.Status)
+// and the CLI's --json output, with the JSON names of its tags.
 type GroupStats struct {
 	Counters
-	Stream    string
-	Group     string
-	Floor     uint64 // every record below is acknowledged or dead-lettered
-	Next      uint64 // the cursor: the first record never leased
-	High      uint64 // the end of what may be leased: the stream's written end, or its durable end under LeaseAfterSync (High-Next: records never delivered)
-	Pending   int    // records in flight or waiting for redelivery
-	Available int    // of those, records waiting for redelivery
-	InFlight  int    // of those, records leased to a member
-	Members   int    // members holding leases
+	Stream string `json:"stream"`
+	Group  string `json:"group"`
+	Floor  uint64 `json:"floor"`  // every record below is acknowledged or dead-lettered
+	Next   uint64 `json:"cursor"` // the cursor: the first record never leased
+	// High is the end of what may be leased: the stream's written end, or
+	// its durable end under LeaseAfterSync (High-Next: records never
+	// delivered).
+	High      uint64 `json:"high"`
+	Pending   int    `json:"pending"`   // records in flight or waiting for redelivery
+	Available int    `json:"waiting"`   // of those, records waiting for redelivery
+	InFlight  int    `json:"in_flight"` // of those, records leased to a member
+	Members   int    `json:"members"`   // members holding leases
 	// Lag is the records not settled (acknowledged or dead-lettered):
 	// those never delivered (High-Next) and the pending ones.
-	Lag uint64
+	Lag uint64 `json:"lag_records"`
 	// LagTime is the age of the oldest record not settled (the one at
 	// Floor); 0 when none is.
-	LagTime time.Duration
+	LagTime time.Duration `json:"lag_time_ns"`
 	// DeadLettered is the records in the group's dead-letter stream on
 	// this publisher (DLQStream), over its whole life: unlike the
 	// DeadLetters counter it survives restarts.
-	DeadLettered uint64
+	DeadLettered uint64 `json:"dead_lettered"`
 	// The group's settings, as its members last asked for them.
-	AckWait    time.Duration
-	MaxDeliver int
-	Ordered    bool
+	AckWait    time.Duration `json:"ack_wait_ns"`
+	MaxDeliver int           `json:"max_deliver"`
+	Ordered    bool          `json:"ordered,omitempty"`
 }
 
 // Stats returns the state and counters of every group this server
