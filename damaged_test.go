@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/internal/metrics"
 	"github.com/fastmq/fastmq/spool"
 )
 
@@ -69,7 +70,7 @@ func TestDamagedStreamDoesNotStopNode(t *testing.T) {
 		t.Errorf("Stream(bad) = %v, want a CorruptError", err)
 	}
 	rec := httptest.NewRecorder()
-	n.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	metrics.NodeHandler(n).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	m, _ := io.ReadAll(rec.Body)
 	for _, want := range []string{`fastmq_stream_failed{stream="bad"} 1`, `fastmq_stream_failed{stream="good"} 0`} {
 		if !strings.Contains(string(m), want) {

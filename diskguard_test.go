@@ -80,7 +80,7 @@ func TestDiskGuardMinFree(t *testing.T) {
 	if st := n.Status().DiskGuard; st.Refusing == "" || st.Refused == 0 || st.Policy != "refuse" {
 		t.Fatalf("disk guard status %+v", st)
 	}
-	srv := httptest.NewServer(n.Handler())
+	srv := httptest.NewServer(nodeHTTP(n))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/metrics")
 	if err != nil {

@@ -45,7 +45,7 @@ func TestStatusGroups(t *testing.T) {
 		st := n.Status()
 		return len(st.Groups) == 1 && st.Groups[0].DeadLettered == 1
 	})
-	srv := httptest.NewServer(n.Handler())
+	srv := httptest.NewServer(nodeHTTP(n))
 	defer srv.Close()
 	get := func(path string) []byte {
 		resp, err := http.Get(srv.URL + path)

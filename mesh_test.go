@@ -29,7 +29,7 @@ func httpNodeWith(tb testing.TB, name string, wrap func(http.Handler) http.Handl
 	if err != nil {
 		tb.Fatalf("start node %s: %v", name, err)
 	}
-	h := n.Handler()
+	h := nodeHTTP(n)
 	if wrap != nil {
 		h = wrap(h)
 	}
@@ -131,7 +131,7 @@ func BenchmarkMeshGather(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		srv := httptest.NewServer(n.Handler())
+		srv := httptest.NewServer(nodeHTTP(n))
 		b.Cleanup(func() {
 			srv.Close()
 			n.Close()

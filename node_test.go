@@ -233,7 +233,7 @@ func TestNodeRejectsBadInput(t *testing.T) {
 func TestMetricsAndStatus(t *testing.T) {
 	n := newNode(t, "m")
 	publish(t, n, "s", 5)
-	srv := httptest.NewServer(n.Handler())
+	srv := httptest.NewServer(nodeHTTP(n))
 	defer srv.Close()
 	for path, want := range map[string]string{
 		"/metrics": `fastmq_stream_next_offset{stream="s"} 5`,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/internal/metrics"
 	"github.com/fastmq/fastmq/internal/testutil"
 )
 
@@ -36,7 +37,7 @@ func TestStatusConsumerCounters(t *testing.T) {
 		st := n.Status()
 		return len(st.Consumers) == 1 && len(st.Consumers[0].Publishers) == 1 && st.Consumers[0].Publishers[0].Fetched == 5
 	})
-	srv := httptest.NewServer(n.Handler())
+	srv := httptest.NewServer(nodeHTTP(n))
 	defer srv.Close()
 	get := func(path string) []byte {
 		resp, err := http.Get(srv.URL + path)
@@ -86,4 +87,12 @@ func TestStatusConsumerCounters(t *testing.T) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
+}
+
+// nodeHTTP serves n's /status and /metrics, as the fastmq agent does.
+func nodeHTTP(n *fastmq.Node) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/status", n.StatusHandler())
+	mux.Handle("/metrics", metrics.NodeHandler(n))
+	return mux
 }

@@ -33,6 +33,7 @@ import (
 
 	"github.com/fastmq/fastmq"
 	"github.com/fastmq/fastmq/discovery"
+	"github.com/fastmq/fastmq/internal/metrics"
 	"github.com/fastmq/fastmq/spool"
 )
 
@@ -120,18 +121,24 @@ func (c *Console) Close() {
 }
 
 // Handler serves the console at "/" and its API, with the node's own
-// /status and /metrics (fastmq.Node.Handler):
+// /status and /metrics, on a mux of its own (see Register).
+func (c *Console) Handler() http.Handler {
+	mux := http.NewServeMux()
+	c.Register(mux)
+	return mux
+}
+
+// Register registers the console's handlers on mux, as net/http/pprof
+// does on the default mux:
 //
 //	/            the page (and /assets/...)
 //	/api/mesh    the View as JSON
 //	/api/peek    ?node=NAME&stream=S&from=OFFSET|time=RFC3339&limit=N
-//	/status      this node's fastmq.Status
-//	/metrics     this node's Prometheus metrics
-func (c *Console) Handler() http.Handler {
-	mux := http.NewServeMux()
-	node := c.cfg.Node.Handler()
-	mux.Handle("/status", node)
-	mux.Handle("/metrics", node)
+//	/status      this node's fastmq.Status (fastmq.Node.StatusHandler)
+//	/metrics     this node's Prometheus metrics (metrics.NodeHandler)
+func (c *Console) Register(mux *http.ServeMux) {
+	mux.Handle("/status", c.cfg.Node.StatusHandler())
+	mux.Handle("/metrics", metrics.NodeHandler(c.cfg.Node))
 	mux.HandleFunc("/api/mesh", c.serveMesh)
 	mux.HandleFunc("/api/peek", c.servePeek)
 	static, _ := fs.Sub(assets, "assets")
@@ -141,7 +148,6 @@ func (c *Console) Handler() http.Handler {
 		w.Header().Set("Cache-Control", "no-cache")
 		http.ServeFileFS(w, r, static, "index.html")
 	})
-	return mux
 }
 
 // View is what /api/mesh serves: the gathered mesh, the rates derived from

@@ -1,7 +1,9 @@
 // Package metrics exports a node's counters to Prometheus. Nothing is
 // counted here: when scraped, the collector takes a Snapshot from its
 // source (the node's Status) and turns it into constant metrics, so hot
-// paths pay nothing for metrics.
+// paths pay nothing for metrics. Whoever serves a node's /metrics (the
+// console, cmd/fastmq) mounts NodeHandler: the library's root does not
+// link Prometheus.
 package metrics
 
 import (

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/fastmq/fastmq/internal/metrics"
 	"github.com/fastmq/fastmq/patterns/group"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/spool"
@@ -144,42 +143,4 @@ func (n *Node) StatusHandler() http.Handler {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(n.Status())
 	})
-}
-
-// MetricsHandler serves the node's Prometheus metrics. Values are read from
-// the node's counters when scraped; nothing is counted twice on hot paths.
-func (n *Node) MetricsHandler() http.Handler {
-	return metrics.Handler(func() metrics.Snapshot { return n.Status().snapshot() })
-}
-
-// snapshot is st as the metrics collector takes it.
-func (st Status) snapshot() metrics.Snapshot {
-	snap := metrics.Snapshot{Server: st.Server, Members: map[string]int{},
-		RPCClients: st.RPC.Clients, RPCServers: st.RPC.Servers,
-		Disk: metrics.Disk{Known: st.Disk.Error == "", Total: st.Disk.TotalBytes, Free: st.Disk.FreeBytes,
-			Refusing: st.DiskGuard.Refusing != "", Warning: st.DiskGuard.Warning,
-			DroppedSegments: st.DiskGuard.DroppedSegments, DroppedBytes: st.DiskGuard.DroppedBytes, Refused: st.DiskGuard.Refused}}
-	for _, s := range st.Streams {
-		snap.Streams = append(snap.Streams, metrics.Stream{Name: s.Name, Oldest: s.Oldest, Next: s.Next, Failed: s.Error != "",
-			Bytes: s.Bytes, Fsyncs: s.Fsyncs, RetentionForced: s.RetentionForced})
-	}
-	for _, g := range st.GroupsBehind {
-		snap.GroupsBehind = append(snap.GroupsBehind, metrics.GroupBehind{Stream: g.Stream, Group: g.Group, Records: g.Records, Bytes: g.Bytes, Capped: g.Capped})
-	}
-	for _, c := range st.Consumers {
-		snap.Consumers = append(snap.Consumers, metrics.Consumer{Name: c.Name, Stream: c.Stream, Publishers: c.Publishers})
-	}
-	for _, m := range st.Members {
-		snap.Members[m.Status]++
-	}
-	snap.Groups = st.Groups
-	return snap
-}
-
-// Handler serves /metrics and /status.
-func (n *Node) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", n.MetricsHandler())
-	mux.Handle("/status", n.StatusHandler())
-	return mux
 }

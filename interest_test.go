@@ -1,4 +1,4 @@
-package fastmq
+package fastmq_test
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/internal/metrics"
 	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/patterns/group"
 	"github.com/fastmq/fastmq/spool"
@@ -26,9 +28,9 @@ func TestInterestRetention(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var logs testutil.LogBuffer
-	n, err := New(Config{Name: "interest", DataDir: filepath.Join(t.TempDir(), "n"),
+	n, err := fastmq.New(fastmq.Config{Name: "interest", DataDir: filepath.Join(t.TempDir(), "n"),
 		Spool:    spool.Config{SegmentBytes: 4 << 10, RetentionAge: time.Hour, RetentionInterval: time.Hour},
-		Interest: InterestConfig{Retain: true, BehindRecords: 50, CheckInterval: time.Hour},
+		Interest: fastmq.InterestConfig{Retain: true, BehindRecords: 50, CheckInterval: time.Hour},
 		Logger:   slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +52,7 @@ func TestInterestRetention(t *testing.T) {
 	}
 	cfg := group.MemberConfig{AckWait: time.Hour, Buffer: 4}
 	// Group a acknowledges everything.
-	ma, err := n.Group(GroupConfig{Stream: "s", Group: "a", Member: cfg})
+	ma, err := n.Group(fastmq.GroupConfig{Stream: "s", Group: "a", Member: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +66,7 @@ func TestInterestRetention(t *testing.T) {
 		}
 	}
 	// Group b takes one record and settles nothing.
-	mb, err := n.Group(GroupConfig{Stream: "s", Group: "b", Member: cfg})
+	mb, err := n.Group(fastmq.GroupConfig{Stream: "s", Group: "b", Member: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +92,7 @@ func TestInterestRetention(t *testing.T) {
 	}
 	// The log line comes once as b crosses the threshold, not at every look.
 	for range 3 {
-		n.interest.Check()
+		n.CheckGroupsBehind()
 	}
 	if c := logs.Count("consumer group far behind"); c != 1 {
 		t.Fatalf("%d far-behind log lines for one crossing, want 1:\n%s", c, logs.String())
@@ -117,7 +119,7 @@ func TestInterestRetention(t *testing.T) {
 	if b := n.GroupsBehind(); len(b) != 0 {
 		t.Fatalf("groups behind after acks: %+v", b)
 	}
-	n.interest.Check()
+	n.CheckGroupsBehind()
 	if logs.Count("consumer group caught up") != 1 {
 		t.Fatalf("no caught-up line:\n%s", logs.String())
 	}
@@ -127,7 +129,7 @@ func TestInterestRetention(t *testing.T) {
 	if _, err := n.Stream("old"); err != nil {
 		t.Fatal(err)
 	}
-	mc, err := n.Group(GroupConfig{Stream: "old", Group: "c", Member: cfg})
+	mc, err := n.Group(fastmq.GroupConfig{Stream: "old", Group: "c", Member: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +161,7 @@ func TestInterestRetention(t *testing.T) {
 		t.Fatalf("status: %+v\n%s", st.GroupsBehind, b)
 	}
 	rec := httptest.NewRecorder()
-	n.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	metrics.NodeHandler(n).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	for _, want := range []string{`fastmq_group_retention_capped{group="c",stream="old"} 1`,
 		fmt.Sprintf(`fastmq_stream_retention_forced_records_total{stream="old"} %d`, lo.RetentionForced())} {
 		if !strings.Contains(rec.Body.String(), want) {
@@ -178,10 +180,10 @@ func TestInterestRetentionAfterRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dir := filepath.Join(t.TempDir(), "n")
-	start := func() *Node {
-		n, err := New(Config{Name: "restart", DataDir: dir,
+	start := func() *fastmq.Node {
+		n, err := fastmq.New(fastmq.Config{Name: "restart", DataDir: dir,
 			Spool:    spool.Config{SegmentBytes: 4 << 10, RetentionInterval: time.Hour},
-			Interest: InterestConfig{Retain: true, CheckInterval: time.Hour}})
+			Interest: fastmq.InterestConfig{Retain: true, CheckInterval: time.Hour}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,8 +200,8 @@ func TestInterestRetentionAfterRestart(t *testing.T) {
 		}
 	}
 	cfg := group.MemberConfig{AckWait: time.Hour, Buffer: 4}
-	settleAll := func(n *Node, g string) {
-		m, err := n.Group(GroupConfig{Stream: "s", Group: g, Member: cfg})
+	settleAll := func(n *fastmq.Node, g string) {
+		m, err := n.Group(fastmq.GroupConfig{Stream: "s", Group: g, Member: cfg})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,7 +217,7 @@ func TestInterestRetentionAfterRestart(t *testing.T) {
 		m.Close()
 	}
 	settleAll(n, "a")
-	mb, err := n.Group(GroupConfig{Stream: "s", Group: "b", Member: cfg})
+	mb, err := n.Group(fastmq.GroupConfig{Stream: "s", Group: "b", Member: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +230,7 @@ func TestInterestRetentionAfterRestart(t *testing.T) {
 	n = start()
 	defer n.Close()
 	// a's member comes back (its floor is all), b's does not.
-	ma, err := n.Group(GroupConfig{Stream: "s", Group: "a", Member: cfg})
+	ma, err := n.Group(fastmq.GroupConfig{Stream: "s", Group: "a", Member: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
