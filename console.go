@@ -1,8 +1,6 @@
 package fastmq
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -13,9 +11,9 @@ import (
 	"github.com/fastmq/fastmq/spool"
 )
 
-// What a web console (package console) needs from a Node: the node's HTTP
-// address in gossip, richer per-stream and per-member status, the disk
-// under the data directory, and a read-only peek at a local stream.
+// What a web console needs from a Node: the node's HTTP address in gossip,
+// richer per-stream and per-member status, the disk under the data
+// directory, and its local streams (LookupStream) for a read-only peek.
 
 // HTTPService is the service name under which a node advertises the address
 // of its HTTP server (console, /status, /metrics), with kind HTTPKind.
@@ -27,9 +25,6 @@ const HTTPKind = "HTTP"
 // ObserverTag is the gossip tag of short-lived observer nodes (those of the
 // CLI's members command): status gathering and member lists skip them.
 const ObserverTag = "fastmq-observer"
-
-// ErrNoStream reports a stream the node does not hold.
-var ErrNoStream = errors.New("fastmq: no such stream")
 
 // ServiceStatus is one service a member advertises.
 type ServiceStatus struct {
@@ -120,47 +115,7 @@ func (n *Node) hostStatus(st *Status) {
 	}
 }
 
-// Peek reads up to limit records of a local stream from offset from (the
-// oldest retained one if from is older), without consuming anything: no
-// offset is committed anywhere. It returns the records and the offset after
-// the last one (where the next page starts). It does not wait for records
-// at the tail, and returns ErrNoStream, without creating the stream, when
-// the node does not hold it.
-func (n *Node) Peek(ctx context.Context, stream string, from uint64, limit int) ([]spool.Record, uint64, error) {
-	l, ok := n.lookupStream(stream)
-	if !ok {
-		return nil, from, fmt.Errorf("%w: %q", ErrNoStream, stream)
-	}
-	from = max(from, l.OldestOffset())
-	end := l.NextOffset()
-	if limit <= 0 || from >= end {
-		return nil, from, nil
-	}
-	r, err := l.NewReader(from)
-	if err != nil {
-		return nil, from, err
-	}
-	defer r.Close()
-	var recs []spool.Record
-	next := from
-	for len(recs) < limit && r.Offset() < end {
-		rec, err := r.Next(ctx)
-		if err != nil {
-			return recs, next, fmt.Errorf("fastmq: peek %q at %d: %w", stream, r.Offset(), err)
-		}
-		recs = append(recs, rec)
-		next = rec.Offset + 1
-	}
-	return recs, next, nil
-}
-
-// OffsetAt returns the first offset of a local stream whose record time is
-// at or after t (the stream's next offset when there is none), for a peek
-// by time. It returns ErrNoStream when the node does not hold the stream.
-func (n *Node) OffsetAt(stream string, t time.Time) (uint64, error) {
-	l, ok := n.lookupStream(stream)
-	if !ok {
-		return 0, fmt.Errorf("%w: %q", ErrNoStream, stream)
-	}
-	return l.SeekTime(t)
-}
+// LookupStream returns the local spool of a stream the node holds (open
+// and served), without creating it as Stream does; false when it holds
+// none. The node owns the log: do not Close it.
+func (n *Node) LookupStream(name string) (*spool.Log, bool) { return n.lookupStream(name) }

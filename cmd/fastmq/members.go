@@ -15,6 +15,7 @@ import (
 
 	"github.com/fastmq/fastmq"
 	"github.com/fastmq/fastmq/discovery"
+	"github.com/fastmq/fastmq/internal/console"
 )
 
 // membersPollInterval is how often --watch compares the member list.
@@ -110,7 +111,7 @@ func askedMembers(ctx context.Context, m *discovery.Membership, w io.Writer) (me
 func agentMembers(ctx context.Context, addr string) ([]fastmq.MemberStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, agentTimeout)
 	defer cancel()
-	st, err := fastmq.FetchStatus(ctx, nil, addr)
+	st, err := console.FetchStatus(ctx, nil, addr)
 	if err != nil {
 		return nil, err
 	}

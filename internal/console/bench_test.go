@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/fastmq/fastmq/internal/console"
 )
 
 // BenchmarkGatherMesh20x60 gathers the mesh as the console's page does
@@ -32,7 +34,7 @@ func BenchmarkGatherMesh20x60(b *testing.B) {
 	b.ResetTimer()
 	var size int
 	for range b.N {
-		ms := as[0].node.GatherMesh(ctx, client)
+		ms := console.GatherMesh(ctx, as[0].node, client)
 		if len(ms.Members) != len(names) {
 			b.Fatalf("%d members gathered, want %d", len(ms.Members), len(names))
 		}

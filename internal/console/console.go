@@ -5,10 +5,16 @@
 //
 // The node serving the page gathers the others' state itself: every node
 // advertises its HTTP address in gossip (fastmq.Node.AdvertiseHTTP), and the
-// console fetches their /status concurrently with a timeout
-// (fastmq.Node.GatherMesh). A node that is down shows as down. The page is
-// plain HTML, JavaScript and CSS embedded in the binary: no build step, no
-// network access beyond the mesh.
+// console fetches their /status concurrently with a timeout (GatherMesh,
+// FetchStatus). A node that is down shows as down. A peek reads the
+// node's own spool (Peek, OffsetAt) or is relayed to the node that holds
+// the stream. The page is plain HTML, JavaScript and CSS embedded in the
+// binary: no build step, no network access beyond the mesh.
+//
+// It is the node's HTTP back-end, on the floor above it: Register mounts
+// the page, its API, the node's /status and its /metrics on a mux, as
+// net/http/pprof does; the fastmq package itself serves only its Status
+// (fastmq.Node.StatusHandler).
 //
 // It is internal: the fastmq agent (cmd/fastmq, --http) serves it. It
 // stays out of the public API until the console's JSON API settles; the
@@ -153,7 +159,7 @@ func (c *Console) Register(mux *http.ServeMux) {
 // View is what /api/mesh serves: the gathered mesh, the rates derived from
 // the previous gatherings, and the charts' history.
 type View struct {
-	Mesh fastmq.MeshStatus `json:"mesh"`
+	Mesh MeshStatus `json:"mesh"`
 	// Rates are per second over the last RateWindow or so, keyed
 	// "node/stream" for appends and "node/consumer/stream/publisher" for
 	// deliveries and acknowledgements; a key is absent until two
@@ -181,7 +187,7 @@ func (c *Console) Mesh(ctx context.Context) View {
 		return *last
 	}
 	gctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	ms := c.cfg.Node.GatherMesh(gctx, c.cfg.Client)
+	ms := GatherMesh(gctx, c.cfg.Node, c.cfg.Client)
 	cancel()
 	for _, m := range ms.Members {
 		if m.Down && m.Status == "alive" {
@@ -274,7 +280,7 @@ func (c *Console) servePeek(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusBadRequest, PeekPage{Error: "time: want RFC 3339, e.g. 2006-01-02T15:04:05Z"})
 			return
 		}
-		o, err := n.OffsetAt(stream, t)
+		o, err := OffsetAt(n, stream, t)
 		if err != nil {
 			page.Error = err.Error()
 			writeJSON(w, statusOf(err), page)
@@ -291,7 +297,7 @@ func (c *Console) servePeek(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), c.cfg.Timeout)
 	defer cancel()
-	recs, next, err := n.Peek(ctx, stream, page.From, limit)
+	recs, next, err := Peek(ctx, n, stream, page.From, limit)
 	page.Next = next
 	page.Records = make([]PeekRecord, 0, len(recs))
 	for _, rec := range recs {
@@ -354,7 +360,7 @@ func (c *Console) proxyPeek(w http.ResponseWriter, r *http.Request, node string)
 }
 
 func statusOf(err error) int {
-	if errors.Is(err, fastmq.ErrNoStream) {
+	if errors.Is(err, ErrNoStream) {
 		return http.StatusNotFound
 	}
 	return http.StatusInternalServerError

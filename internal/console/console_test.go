@@ -123,13 +123,13 @@ func getJSON(t *testing.T, u string, v any) int {
 	return resp.StatusCode
 }
 
-func member(v console.View, name string) (fastmq.MeshMember, bool) {
+func member(v console.View, name string) (console.MeshMember, bool) {
 	for _, m := range v.Mesh.Members {
 		if m.Name == name {
 			return m, true
 		}
 	}
-	return fastmq.MeshMember{}, false
+	return console.MeshMember{}, false
 }
 
 func consumerLag(v console.View, node, consumer, publisher string) (pull.PublisherStats, bool) {

@@ -1,10 +1,6 @@
 package console
 
-import (
-	"time"
-
-	"github.com/fastmq/fastmq"
-)
+import "time"
 
 // RateWindow is about how far back the per-stream and per-consumer rates of
 // a View look.
@@ -40,7 +36,7 @@ type history struct {
 	samples []Sample
 }
 
-func countersOf(ms fastmq.MeshStatus) counters {
+func countersOf(ms MeshStatus) counters {
 	c := counters{t: ms.Time, next: map[string]uint64{}, deliv: map[string]uint64{}, ack: map[string]uint64{},
 		gdeliv: map[string]uint64{}, gack: map[string]uint64{}}
 	for _, m := range ms.Members {
@@ -90,7 +86,7 @@ func sum(m map[string]float64) float64 {
 }
 
 // add records a gathering and returns its View.
-func (h *history) add(ms fastmq.MeshStatus) View {
+func (h *history) add(ms MeshStatus) View {
 	cur := countersOf(ms)
 	v := View{Mesh: ms, AppendRate: map[string]float64{}, DeliverRate: map[string]float64{}, AckRate: map[string]float64{},
 		GroupDeliverRate: map[string]float64{}, GroupAckRate: map[string]float64{}}

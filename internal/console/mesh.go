@@ -1,4 +1,4 @@
-package fastmq
+package console
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/fastmq/fastmq"
 )
 
 // MeshStatus is the mesh as one node sees it: every member its gossip
@@ -23,7 +25,7 @@ type MeshStatus struct {
 // MeshMember is one member in a MeshStatus: the gathering node's gossip
 // view of it, and the member's own Status when it answered.
 type MeshMember struct {
-	MemberStatus
+	fastmq.MemberStatus
 	// Missing marks a node that is no gossip member (any more) but that a
 	// consumer of the gathering node still pulls from or did: expected,
 	// and missing.
@@ -33,10 +35,10 @@ type MeshMember struct {
 	NoHTTP bool `json:"no_http,omitempty"`
 	// Down says the member's status could not be had because it is not
 	// alive or did not answer in time (Error says which).
-	Down  bool          `json:"down"`
-	Error string        `json:"error,omitempty"`
-	Took  time.Duration `json:"took_ns"`         // how long its status took
-	State *Status       `json:"state,omitempty"` // nil when Down
+	Down  bool           `json:"down"`
+	Error string         `json:"error,omitempty"`
+	Took  time.Duration  `json:"took_ns"`         // how long its status took
+	State *fastmq.Status `json:"state,omitempty"` // nil when Down
 }
 
 // meshFetchLimit bounds the concurrent status fetches of GatherMesh.
@@ -45,28 +47,29 @@ const meshFetchLimit = 16
 // maxStatusBytes caps the size of a member's status answer.
 const maxStatusBytes = 16 << 20
 
-// GatherMesh collects the mesh's status: this node's own Status, and that
-// of every other alive member that advertises an HTTP address (see
-// AdvertiseHTTP), fetched concurrently from its /status with client (nil:
+// GatherMesh collects the mesh's status as n sees it: n's own Status, and
+// that of every other alive member that advertises an HTTP address (see
+// fastmq.Node.AdvertiseHTTP), fetched concurrently from its /status with client (nil:
 // http.DefaultClient). ctx bounds the whole gathering: give it a timeout. A
 // member that fails to answer in time is marked Down with the error; the
-// gathering itself never fails. Observers (ObserverTag) are left out. It
+// gathering itself never fails. Observers (fastmq.ObserverTag) are left
+// out. It
 // blocks until every fetch has returned.
-func (n *Node) GatherMesh(ctx context.Context, client *http.Client) MeshStatus {
+func GatherMesh(ctx context.Context, n *fastmq.Node, client *http.Client) MeshStatus {
 	if client == nil {
 		client = http.DefaultClient
 	}
 	self := n.Status()
-	ms := MeshStatus{Node: n.cfg.Name, Time: self.Time}
+	ms := MeshStatus{Node: n.Name(), Time: self.Time}
 	known := map[string]bool{}
 	for _, m := range self.Members {
 		known[m.Name] = true
-		if m.Tags[ObserverTag] != "" {
+		if m.Tags[fastmq.ObserverTag] != "" {
 			continue
 		}
 		mm := MeshMember{MemberStatus: m}
 		switch {
-		case m.Name == n.cfg.Name:
+		case m.Name == n.Name():
 			st := self
 			mm.State = &st
 		case m.Status != "alive":
@@ -81,7 +84,7 @@ func (n *Node) GatherMesh(ctx context.Context, client *http.Client) MeshStatus {
 		for _, p := range c.Publishers {
 			if !known[p.Publisher] {
 				known[p.Publisher] = true
-				ms.Members = append(ms.Members, MeshMember{MemberStatus: MemberStatus{Name: p.Publisher, Status: "missing", SpoolEndpoint: p.Endpoint},
+				ms.Members = append(ms.Members, MeshMember{MemberStatus: fastmq.MemberStatus{Name: p.Publisher, Status: "missing", SpoolEndpoint: p.Endpoint},
 					Missing: true, Down: true, Error: "not a gossip member, but consumed from"})
 			}
 		}
@@ -121,8 +124,8 @@ func (n *Node) GatherMesh(ctx context.Context, client *http.Client) MeshStatus {
 // FetchStatus gets a node's Status from its HTTP server at addr (host:port)
 // with client (nil: http.DefaultClient). It blocks until the answer or ctx's
 // end.
-func FetchStatus(ctx context.Context, client *http.Client, addr string) (Status, error) {
-	var st Status
+func FetchStatus(ctx context.Context, client *http.Client, addr string) (fastmq.Status, error) {
+	var st fastmq.Status
 	err := getJSON(ctx, client, "http://"+addr+"/status", &st)
 	return st, err
 }

@@ -1,4 +1,4 @@
-package fastmq_test
+package console_test
 
 import (
 	"context"
@@ -12,10 +12,11 @@ import (
 	"time"
 
 	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/internal/console"
 	"github.com/fastmq/fastmq/internal/testutil"
 )
 
-// httpNode starts a node whose Handler is served on a real HTTP server on
+// httpNode starts a node whose StatusHandler is served on a real HTTP server on
 // loopback, advertised in gossip.
 func httpNode(tb testing.TB, name string, seeds ...string) *fastmq.Node {
 	tb.Helper()
@@ -29,7 +30,7 @@ func httpNodeWith(tb testing.TB, name string, wrap func(http.Handler) http.Handl
 	if err != nil {
 		tb.Fatalf("start node %s: %v", name, err)
 	}
-	h := nodeHTTP(n)
+	h := n.StatusHandler()
 	if wrap != nil {
 		h = wrap(h)
 	}
@@ -79,8 +80,8 @@ func TestMeshGatherOneDown(t *testing.T) {
 		})
 	}, n1.GossipAddr())
 	waitHTTPMembers(t, n1, 3)
-	publish(t, n2, "events", 7)
-	ms := n1.GatherMesh(context.Background(), nil)
+	publishN(t, n2, "events", 0, 7)
+	ms := console.GatherMesh(context.Background(), n1, nil)
 	if ms.Node != "g1" || len(ms.Members) != 3 {
 		t.Fatalf("gathered %+v", ms)
 	}
@@ -97,7 +98,7 @@ func TestMeshGatherOneDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	ms = n1.GatherMesh(ctx, nil)
+	ms = console.GatherMesh(ctx, n1, nil)
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("gathering took %v despite the timeout", took)
 	}
@@ -131,7 +132,7 @@ func BenchmarkMeshGather(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		srv := httptest.NewServer(nodeHTTP(n))
+		srv := httptest.NewServer(n.StatusHandler())
 		b.Cleanup(func() {
 			srv.Close()
 			n.Close()
@@ -152,7 +153,7 @@ func BenchmarkMeshGather(b *testing.B) {
 	up := 0
 	for b.Loop() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		ms := seed.GatherMesh(ctx, nil)
+		ms := console.GatherMesh(ctx, seed, nil)
 		cancel()
 		for _, m := range ms.Members {
 			if m.State != nil && len(m.State.Streams) == streams {
