@@ -64,7 +64,7 @@ func (n *Node) Consume(cfg ConsumerConfig) (*pull.Consumer, error) {
 	pcfg := cfg.Pull
 	pcfg.Stream, pcfg.Name = cfg.Stream, cfg.Name
 	pcfg.Offsets, pcfg.Discovery, pcfg.Logger = store, n.members, n.cfg.Logger
-	pcfg.Socket = n.sec.clientSocket(n.cfg.Socket)
+	pcfg.Socket = n.sec.ClientSocket(n.cfg.Socket)
 	pcfg.Socket.Identity = nil // each consumer socket gets its own identity
 	pcfg.OnClose = func() {
 		if cfg.Pull.OnClose != nil {

@@ -82,7 +82,7 @@ func (n *Node) Group(cfg GroupConfig) (*group.Member, error) {
 	}
 	mcfg := cfg.Member
 	mcfg.Stream, mcfg.Group, mcfg.Name = cfg.Stream, cfg.Group, n.cfg.Name
-	mcfg.Discovery, mcfg.Socket, mcfg.Logger = n.members, n.sec.clientSocket(n.cfg.Socket), n.cfg.Logger
+	mcfg.Discovery, mcfg.Socket, mcfg.Logger = n.members, n.sec.ClientSocket(n.cfg.Socket), n.cfg.Logger
 	mcfg.Publishers = nil
 	mcfg.Incarnation = h.incarnation
 	m, err := group.NewMember(mcfg)

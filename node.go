@@ -11,6 +11,7 @@ import (
 
 	"github.com/fastmq/fastmq/discovery"
 	"github.com/fastmq/fastmq/internal/diskguard"
+	"github.com/fastmq/fastmq/internal/nodesec"
 	"github.com/fastmq/fastmq/patterns/follow"
 	"github.com/fastmq/fastmq/patterns/group"
 	"github.com/fastmq/fastmq/patterns/pull"
@@ -182,7 +183,7 @@ type Node struct {
 
 	guard *diskguard.Guard // set by New before the node is shared
 
-	sec      *nodeSecurity      // the node's CURVE keys, trust and ACL (security.go)
+	sec      *nodesec.Security  // the node's CURVE keys, trust and ACL
 	interest *group.BehindWatch // logs groups far behind; set by New
 }
 
@@ -233,8 +234,8 @@ func New(cfg Config) (*Node, error) {
 	srv, err := pull.NewServer(pull.ServerConfig{
 		Endpoints: cfg.SpoolEndpoints,
 		Lookup:    n.lookupStream,
-		Socket:    sec.serverSocket(cfg.Socket),
-		ACL:       sec.acl,
+		Socket:    sec.ServerSocket(cfg.Socket),
+		ACL:       sec.ACL(),
 		Logger:    cfg.Logger,
 	})
 	if err != nil {
@@ -255,7 +256,7 @@ func New(cfg Config) (*Node, error) {
 		Key:            cfg.Key,
 		AllowPlaintext: cfg.GossipPlaintext,
 		Profile:        cfg.Profile,
-		CurveKey:       sec.publicZ85(),
+		CurveKey:       sec.PublicZ85(),
 		Logger:         cfg.Logger,
 	})
 	if err != nil {
@@ -263,7 +264,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("fastmq: start discovery: %w", err)
 	}
 	n.members = m
-	sec.members.Store(m)
+	sec.SetMembers(m)
 	// Every node answers consumer group requests for its streams.
 	if _, err := n.groupHost(); err != nil {
 		n.Close()
@@ -296,7 +297,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.guard = guard
 	n.interest = group.NewBehindWatch(n.GroupsBehind, n.cfg.Interest.CheckInterval, n.log)
-	n.log.Info("node started", "endpoint", n.spoolEP, "gossip", m.GossipAddr(), "curve", sec.enabled)
+	n.log.Info("node started", "endpoint", n.spoolEP, "gossip", m.GossipAddr(), "curve", sec.Enabled())
 	return n, nil
 }
 

@@ -41,7 +41,7 @@ func (n *Node) Handle(service string, handler rpc.Handler, opts HandleOptions) (
 	if err != nil {
 		return nil, err
 	}
-	sc := n.sec.serverSocket(opts.Server.Socket)
+	sc := n.sec.ServerSocket(opts.Server.Socket)
 	if sc.Logger == nil {
 		sc.Logger = n.cfg.Logger
 	}
@@ -232,7 +232,7 @@ func (n *Node) rpcClient(service string) (*rpc.Client, error) {
 	if c, ok := nc.clients[service]; ok {
 		return c, nil
 	}
-	sc := n.sec.clientSocket(n.cfg.Socket)
+	sc := n.sec.ClientSocket(n.cfg.Socket)
 	if sc.Logger == nil {
 		sc.Logger = n.cfg.Logger
 	}

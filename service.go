@@ -15,7 +15,7 @@ import (
 // a CURVE server with that key, for the clients the node trusts, unless
 // cfg sets PLAIN or CURVE itself. The node closes the socket on Close.
 func (n *Node) Serve(kind socket.Kind, service, endpoint string, cfg socket.Config) (*socket.Socket, error) {
-	cfg = n.sec.serverSocket(cfg)
+	cfg = n.sec.ServerSocket(cfg)
 	if cfg.Logger == nil {
 		cfg.Logger = n.cfg.Logger
 	}
@@ -51,7 +51,7 @@ func (n *Node) Serve(kind socket.Kind, service, endpoint string, cfg socket.Conf
 // Config.CurveKey), unless cfg sets PLAIN or CURVE itself. The node
 // closes the socket on Close.
 func (n *Node) Dial(kind socket.Kind, service string, cfg socket.Config) (*socket.Socket, error) {
-	cfg = n.sec.clientSocket(cfg)
+	cfg = n.sec.ClientSocket(cfg)
 	if cfg.Logger == nil {
 		cfg.Logger = n.cfg.Logger
 	}
