@@ -26,8 +26,9 @@ type ConsumerConfig struct {
 	// and defaults from package pull. The node sets Stream and Name from
 	// the fields above, Offsets to the name's offset store, Discovery to
 	// its gossip, Socket to the node's Config.Socket (with a fresh
-	// identity, and the node's CURVE keys) and Logger to the node's logger, whatever they hold here.
-	// An OnClose set here runs before the node's own.
+	// identity, and the node's CURVE keys) and Logger to the node's
+	// logger: Consume refuses, with an error naming the field, a Pull that
+	// sets any of them. An OnClose set here runs before the node's own.
 	Pull pull.ConsumerConfig
 }
 
@@ -40,6 +41,11 @@ func (n *Node) Consume(cfg ConsumerConfig) (*pull.Consumer, error) {
 	}
 	if !streamNameRE.MatchString(cfg.Stream) {
 		return nil, fmt.Errorf("%w: %q", ErrBadStreamName, cfg.Stream)
+	}
+	pc := cfg.Pull
+	if err := nodeOwned("ConsumerConfig.Pull", owned{"Stream", pc.Stream}, owned{"Name", pc.Name}, owned{"Offsets", pc.Offsets},
+		owned{"Discovery", pc.Discovery}, owned{"Socket", pc.Socket}, owned{"Logger", pc.Logger}); err != nil {
+		return nil, err
 	}
 	key := consumerKey{cfg.Name, cfg.Stream}
 	n.mu.Lock()

@@ -18,10 +18,11 @@ type GroupConfig struct {
 	Group string
 	// Member configures the member: AckWait, MaxDeliver, Backoff,
 	// MaxAckPending, Buffer, Start and the others keep their meaning and
-	// defaults from package group. The node sets Stream, Group, Incarnation, Name (its
-	// own name: publishers release the member's leases at once when
-	// gossip says this node failed or left), Discovery, Socket and
-	// Logger, whatever they hold here.
+	// defaults from package group. The node sets Stream, Group,
+	// Incarnation, Name (its own name: publishers release the member's
+	// leases at once when gossip says this node failed or left),
+	// Publishers, Discovery, Socket and Logger itself: Group refuses, with
+	// an error naming the field, a Member that sets any of them.
 	Member group.MemberConfig
 }
 
@@ -73,6 +74,12 @@ func (n *Node) Group(cfg GroupConfig) (*group.Member, error) {
 	if !streamNameRE.MatchString(cfg.Group) {
 		return nil, fmt.Errorf("fastmq: bad group name %q", cfg.Group)
 	}
+	mcfg := cfg.Member
+	if err := nodeOwned("GroupConfig.Member", owned{"Stream", mcfg.Stream}, owned{"Group", mcfg.Group}, owned{"Name", mcfg.Name},
+		owned{"Incarnation", mcfg.Incarnation}, owned{"Publishers", mcfg.Publishers}, owned{"Discovery", mcfg.Discovery},
+		owned{"Socket", mcfg.Socket}, owned{"Logger", mcfg.Logger}); err != nil {
+		return nil, err
+	}
 	h, err := n.groupHost()
 	if err != nil {
 		return nil, err
@@ -80,10 +87,8 @@ func (n *Node) Group(cfg GroupConfig) (*group.Member, error) {
 	if err := h.advertiseMembers(); err != nil {
 		return nil, err
 	}
-	mcfg := cfg.Member
 	mcfg.Stream, mcfg.Group, mcfg.Name = cfg.Stream, cfg.Group, n.cfg.Name
 	mcfg.Discovery, mcfg.Socket, mcfg.Logger = n.members, n.sec.ClientSocket(n.cfg.Socket), n.cfg.Logger
-	mcfg.Publishers = nil
 	mcfg.Incarnation = h.incarnation
 	m, err := group.NewMember(mcfg)
 	if err != nil {
@@ -103,13 +108,10 @@ func (n *Node) Group(cfg GroupConfig) (*group.Member, error) {
 // GroupStats returns the state of every consumer group of this node's
 // streams, by "stream/group" (nil before any group asked this node).
 func (n *Node) GroupStats() map[string]group.GroupStats {
-	n.groupsMu.Lock()
-	h := n.groups
-	n.groupsMu.Unlock()
-	if h == nil {
-		return nil
+	if srv := n.groupServer(); srv != nil {
+		return srv.Stats()
 	}
-	return h.srv.Stats()
+	return nil
 }
 
 // groupHost returns the node's group host, starting it on first use (New

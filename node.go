@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 
 	"github.com/fastmq/fastmq/discovery"
@@ -432,4 +433,22 @@ func closeSocket(ctx context.Context, s *socket.Socket) error {
 		return nil // ctx's end is reported once, by Shutdown
 	}
 	return err
+}
+
+// owned is a field of a nested config that a Node method sets itself.
+type owned struct {
+	name  string
+	value any
+}
+
+// nodeOwned returns an error naming the first of fields that the caller
+// set (to other than its zero value): a Node method that takes a nested
+// library config refuses a field it sets itself rather than overwrite it.
+func nodeOwned(config string, fields ...owned) error {
+	for _, f := range fields {
+		if v := reflect.ValueOf(f.value); v.IsValid() && !v.IsZero() {
+			return fmt.Errorf("fastmq: %s.%s is set by the node: leave it zero", config, f.name)
+		}
+	}
+	return nil
 }

@@ -297,14 +297,15 @@ func TestConcurrentConsumeStartsOne(t *testing.T) {
 }
 
 // TestConsumePullConfig checks what the node sets in ConsumerConfig.Pull:
-// Stream and Name come from the outer fields, and a caller's OnClose runs
+// Stream and Name come from the outer fields (setting them in Pull is
+// refused: TestConsumeRefusesNodeFields), and a caller's OnClose runs
 // before the node frees the name.
 func TestConsumePullConfig(t *testing.T) {
 	n := newNode(t, "pc")
 	publish(t, n, "s", 3)
 	closed := make(chan bool, 1)
 	c, err := n.Consume(fastmq.ConsumerConfig{Stream: "s", Name: "c", Pull: pull.ConsumerConfig{
-		Stream: "other", Name: "ignored", Start: spool.Latest(),
+		Start: spool.Latest(),
 		OnClose: func() {
 			_, err := n.Consume(fastmq.ConsumerConfig{Stream: "s", Name: "c"})
 			closed <- errors.Is(err, fastmq.ErrConsumerExists)

@@ -23,9 +23,11 @@ type HandleOptions struct {
 	// Advertise is the endpoint advertised, if not the bound one.
 	Advertise string
 	// Server tunes the server: Concurrency, QueueSize, CacheWindow,
-	// CacheSize, DrainGrace, NoLocalIPC, LocalIPCDir, Socket. Its
-	// Service, Handler, Listener, Endpoints, Discovery and Node fields
-	// are set by Handle.
+	// CacheSize, DrainGrace, NoLocalIPC, LocalIPCDir, Socket, Logger (the
+	// node's by default). Handle sets its Service, Handler, Listener,
+	// Endpoints, AdvertiseEndpoints, Discovery and Node fields itself, and
+	// refuses, with an error naming the field, a Server that sets any of
+	// them (Endpoint and Advertise above say where to bind).
 	Server rpc.ServerConfig
 }
 
@@ -37,15 +39,21 @@ type HandleOptions struct {
 // server the node handles before it leaves the mesh, and Close stops them
 // without draining.
 func (n *Node) Handle(service string, handler rpc.Handler, opts HandleOptions) (*rpc.Server, error) {
+	sc := opts.Server
+	if err := nodeOwned("HandleOptions.Server", owned{"Service", sc.Service}, owned{"Handler", sc.Handler}, owned{"Listener", sc.Listener},
+		owned{"Endpoints", sc.Endpoints}, owned{"AdvertiseEndpoints", sc.AdvertiseEndpoints}, owned{"Discovery", sc.Discovery},
+		owned{"Node", sc.Node}); err != nil {
+		return nil, err
+	}
 	ep, adv, err := n.rpcEndpoints(opts.Endpoint, opts.Advertise)
 	if err != nil {
 		return nil, err
 	}
-	sc := n.sec.ServerSocket(opts.Server.Socket)
-	if sc.Logger == nil {
-		sc.Logger = n.cfg.Logger
+	sock := n.sec.ServerSocket(opts.Server.Socket)
+	if sock.Logger == nil {
+		sock.Logger = n.cfg.Logger
 	}
-	s, err := socket.New(socket.Router, sc)
+	s, err := socket.New(socket.Router, sock)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +79,7 @@ func (n *Node) Handle(service string, handler rpc.Handler, opts HandleOptions) (
 	n.mu.Unlock()
 	cfg := opts.Server
 	cfg.Service, cfg.Handler, cfg.Listener = service, handler, s
-	cfg.Endpoints, cfg.AdvertiseEndpoints = nil, []string{adv}
+	cfg.AdvertiseEndpoints = []string{adv}
 	cfg.Discovery, cfg.Node = n.members, n.cfg.Name
 	cfg.NoLocalIPC = cfg.NoLocalIPC || n.cfg.NoLocalIPC
 	if cfg.LocalIPCDir == "" {
