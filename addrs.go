@@ -1,100 +1,18 @@
 package fastmq
 
-import (
-	"errors"
-	"fmt"
-	"net"
-	"strings"
+import "github.com/fastmq/fastmq/internal/netaddr"
 
-	"github.com/fastmq/fastmq/discovery"
-)
-
-// resolveNetwork fills in the gossip address and the spool endpoints a
-// Config left empty, so that the defaults work across hosts or fail clearly:
-//
-//   - With no Seeds, or only seeds on loopback, gossip binds 127.0.0.1:0.
-//   - With a seed on another host, gossip binds the address of the local
-//     interface that routes to it (port 0: others learn it by gossip), so
-//     the node never advertises loopback to a remote mesh; an explicit
-//     loopback GossipAddr with such a seed and no AdvertiseAddr is refused.
-//   - The spool server binds the gossip host (port 0), or every interface
-//     when gossip binds every interface; an explicit loopback spool
-//     endpoint on a node that gossips beyond loopback, with no
-//     SpoolAdvertise, is refused: remote consumers could not reach it.
-//
-// The gossip timers follow the bind address (discovery.ProfileAuto).
+// resolveNetwork fills in the gossip address and the spool endpoints cfg
+// left empty (see netaddr.Resolve): with a seed on another host, gossip
+// binds the local address that routes to it, never loopback, and the
+// spool server binds the gossip host; loopback addresses a remote mesh
+// could not reach are refused.
 func resolveNetwork(cfg *Config) error {
-	remote := remoteSeed(cfg.Seeds)
-	switch {
-	case cfg.GossipAddr == "" && remote == "":
-		cfg.GossipAddr = "127.0.0.1:0"
-	case cfg.GossipAddr == "":
-		ip, err := routeTo(remote)
-		if err != nil {
-			return fmt.Errorf("fastmq: find the local address that reaches seed %s: %w; set GossipAddr", remote, err)
-		}
-		cfg.GossipAddr = net.JoinHostPort(ip, "0")
-	case remote != "" && cfg.AdvertiseAddr == "" && isLoopback(hostOf(cfg.GossipAddr)):
-		return fmt.Errorf("fastmq: gossip bound to loopback (%s) cannot be reached from seed %s on another host: set GossipAddr to this host's address, or AdvertiseAddr", cfg.GossipAddr, remote)
+	a, err := netaddr.Resolve(netaddr.Addrs{Gossip: cfg.GossipAddr, Advertise: cfg.AdvertiseAddr, Seeds: cfg.Seeds,
+		SpoolEndpoints: cfg.SpoolEndpoints, SpoolAdvertise: cfg.SpoolAdvertise})
+	if err != nil {
+		return err
 	}
-	gossipHost := hostOf(cfg.GossipAddr)
-	if cfg.AdvertiseAddr != "" {
-		gossipHost = hostOf(cfg.AdvertiseAddr)
-	}
-	if len(cfg.SpoolEndpoints) == 0 {
-		host := hostOf(cfg.GossipAddr)
-		switch {
-		case host == "" || isLoopback(host):
-			host = "127.0.0.1"
-		case discovery.IsWildcard(host):
-			host = "0.0.0.0"
-		}
-		cfg.SpoolEndpoints = []string{"tcp://" + net.JoinHostPort(host, "0")}
-		return nil
-	}
-	if cfg.SpoolAdvertise == "" && gossipHost != "" && !isLoopback(gossipHost) {
-		if ep := cfg.SpoolEndpoints[0]; strings.HasPrefix(ep, "tcp://") && isLoopback(hostOf(strings.TrimPrefix(ep, "tcp://"))) {
-			return fmt.Errorf("fastmq: spool endpoint %s is on loopback while the node gossips on %s: remote consumers could not reach it; bind SpoolEndpoints to this host's address, or set SpoolAdvertise", ep, gossipHost)
-		}
-	}
+	cfg.GossipAddr, cfg.SpoolEndpoints = a.Gossip, a.SpoolEndpoints
 	return nil
-}
-
-// remoteSeed returns the first seed that is not on loopback, or "".
-func remoteSeed(seeds []string) string {
-	for _, s := range seeds {
-		if h := hostOf(s); h != "" && !isLoopback(h) {
-			return s
-		}
-	}
-	return ""
-}
-
-// routeTo returns the local address the kernel would send from to reach
-// addr. It sends nothing: connecting a UDP socket only picks the route.
-func routeTo(addr string) (string, error) {
-	c, err := net.Dial("udp", addr)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	ua, ok := c.LocalAddr().(*net.UDPAddr)
-	if !ok || ua.IP == nil {
-		return "", errors.New("no local address")
-	}
-	return ua.IP.String(), nil
-}
-
-// hostOf returns the host of "host:port", or "" if addr is not one.
-func hostOf(addr string) string {
-	h, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return ""
-	}
-	return h
-}
-
-func isLoopback(host string) bool {
-	ip := net.ParseIP(host)
-	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/fastmq/fastmq/discovery"
+	"github.com/fastmq/fastmq/internal/netaddr"
 	"github.com/fastmq/fastmq/patterns/rpc"
 	"github.com/fastmq/fastmq/socket"
 )
@@ -64,9 +65,9 @@ func (n *Node) Handle(service string, handler rpc.Handler, opts HandleOptions) (
 	}
 	if adv == "" {
 		adv = bound
-		if host := hostOf(strings.TrimPrefix(bound, "tcp://")); strings.HasPrefix(bound, "tcp://") && discovery.IsWildcard(host) {
+		if host := netaddr.HostOf(strings.TrimPrefix(bound, "tcp://")); strings.HasPrefix(bound, "tcp://") && discovery.IsWildcard(host) {
 			_, port, _ := net.SplitHostPort(strings.TrimPrefix(bound, "tcp://"))
-			adv = "tcp://" + net.JoinHostPort(hostOf(strings.TrimPrefix(n.spoolEP, "tcp://")), port)
+			adv = "tcp://" + net.JoinHostPort(netaddr.HostOf(strings.TrimPrefix(n.spoolEP, "tcp://")), port)
 		}
 	}
 	n.mu.Lock()
@@ -112,7 +113,7 @@ func (n *Node) rpcEndpoints(ep, adv string) (string, string, error) {
 	spool := n.cfg.SpoolEndpoints[0]
 	host := "127.0.0.1"
 	if rest, ok := strings.CutPrefix(spool, "tcp://"); ok {
-		if h := hostOf(rest); h != "" {
+		if h := netaddr.HostOf(rest); h != "" {
 			host = h
 		}
 	}
