@@ -287,7 +287,7 @@ func New(cfg Config) (*Node, error) {
 				if errors.Is(err, ErrClosed) {
 					return nil, err
 				}
-				n.log.Error("stream not served", "topic", e.Name(), "err", err)
+				n.log.Error("stream not served", "stream", e.Name(), "err", err)
 			}
 		}
 	}

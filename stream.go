@@ -110,7 +110,7 @@ func (n *Node) Stream(name string) (*spool.Log, error) {
 	n.streams[name] = l
 	delete(n.failed, name)
 	n.mu.Unlock()
-	n.log.Info("stream open", "topic", name, "offset", l.NextOffset())
+	n.log.Info("stream open", "stream", name, "offset", l.NextOffset())
 	return l, nil
 }
 
