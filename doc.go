@@ -10,5 +10,11 @@
 // used without it: Consume makes a pull.Consumer (patterns/pull) keeping its
 // offsets under the node's data directory, Dial a socket that a
 // follow.Follower (patterns/follow) keeps connected to a service's
-// instances, and the node's spools are served by a pull.Server.
+// instances, Group a group.Member whose publishers' group.Server the node
+// runs, and the node's spools are served by a pull.Server. The node only
+// wires: its disk guard, CURVE trust and address defaults live in internal
+// packages, groups far behind are watched by group.BehindWatch, and its
+// HTTP side beyond Status (the web console, Prometheus metrics) sits on
+// the floor above, served by the fastmq command. A program that wants the
+// garbage collector tuned for a small heap calls heaproom.Keep in main.
 package fastmq
