@@ -15,7 +15,7 @@ import (
 
 	"github.com/fastmq/fastmq"
 	"github.com/fastmq/fastmq/discovery"
-	"github.com/fastmq/fastmq/internal/console"
+	"github.com/fastmq/fastmq/console"
 )
 
 // membersPollInterval is how often --watch compares the member list.

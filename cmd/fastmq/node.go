@@ -16,7 +16,7 @@ import (
 
 	"github.com/fastmq/fastmq"
 	"github.com/fastmq/fastmq/discovery"
-	"github.com/fastmq/fastmq/internal/console"
+	"github.com/fastmq/fastmq/console"
 	"github.com/fastmq/fastmq/spool"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fastmq/fastmq/discovery"
-	"github.com/fastmq/fastmq/internal/console"
+	"github.com/fastmq/fastmq/console"
 )
 
 // meshView asks the agent serving HTTP at addr for the mesh as its console

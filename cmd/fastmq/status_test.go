@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/fastmq/fastmq"
-	"github.com/fastmq/fastmq/internal/console"
+	"github.com/fastmq/fastmq/console"
 	"github.com/fastmq/fastmq/internal/testutil"
 )
 

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/fastmq/fastmq"
-	"github.com/fastmq/fastmq/internal/console"
+	"github.com/fastmq/fastmq/console"
 	"github.com/fastmq/fastmq/internal/testutil"
 )
 

@@ -12,12 +12,13 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/fastmq/fastmq"
+	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/patterns/group"
 )
 
 // chromiumPath finds Debian's chromium (FASTMQ_CHROMIUM overrides). The
-// test skips when there is none, unless FASTMQ_BROWSER_REQUIRED is set, as
-// CI sets it.
+// test skips when there is none, and fails under CI or with
+// FASTMQ_BROWSER_REQUIRED set (testutil.Missing).
 func chromiumPath(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("FASTMQ_CHROMIUM"); p != "" {
@@ -28,10 +29,7 @@ func chromiumPath(t *testing.T) string {
 			return p
 		}
 	}
-	if os.Getenv("FASTMQ_BROWSER_REQUIRED") != "" {
-		t.Fatal("chromium not found and FASTMQ_BROWSER_REQUIRED is set: install Debian's chromium (apt-get install chromium)")
-	}
-	t.Skip("chromium not found: install Debian's chromium (apt-get install chromium) to run the browser test; set FASTMQ_BROWSER_REQUIRED=1 to make its absence fail")
+	testutil.Missing(t, "chromium not found", "install Debian's chromium (apt-get install chromium)", "FASTMQ_BROWSER_REQUIRED")
 	return ""
 }
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fastmq/fastmq/internal/console"
+	"github.com/fastmq/fastmq/console"
 )
 
 // BenchmarkGatherMesh20x60 gathers the mesh as the console's page does

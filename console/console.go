@@ -16,9 +16,16 @@
 // net/http/pprof does; the fastmq package itself serves only its Status
 // (fastmq.Node.StatusHandler).
 //
-// It is internal: the fastmq agent (cmd/fastmq, --http) serves it. It
-// stays out of the public API until the console's JSON API settles; the
-// project's top-level layout keeps private packages under internal/.
+// The fastmq agent (cmd/fastmq, --http) serves it; a program that embeds
+// a node serves the same (page, /status and /metrics) on its own mux:
+//
+//	c, err := console.New(console.Config{Node: node})
+//	...
+//	c.Register(mux) // or http.ListenAndServe(addr, c.Handler())
+//	node.AdvertiseHTTP(addr)
+//
+// The JSON under /api/ is the page's and may change between releases;
+// /status and /metrics are the stable interfaces.
 package console
 
 import (
