@@ -1,12 +1,16 @@
 package group
 
-import "encoding/binary"
+import (
+	"encoding/binary"
 
-// ackRangesLocked applies an OpAckRanges request: an ack of every offset
-// of its ranges, refused per offset as OpAck's entries are. The part of a
+	"github.com/fastmq/fastmq/patterns/group/internal/wire"
+)
+
+// ackRangesLocked applies an wire.OpAckRanges request: an ack of every offset
+// of its ranges, refused per offset as wire.OpAck's entries are. The part of a
 // range that falls in a lease run of the member's (see runs.go) is
 // settled at once; the rest record by record.
-func (s *Server) ackRangesLocked(g *state, req Request) *Reply {
+func (s *Server) ackRangesLocked(g *state, req wire.Request) *wire.Reply {
 	var refused []byte
 	n, nref, acked := uint32(0), uint32(0), 0
 	for _, r := range req.Ranges {
@@ -40,9 +44,9 @@ func (s *Server) ackRangesLocked(g *state, req Request) *Reply {
 				if p == nil || p.member != req.Member || p.deliveries != r.Delivery {
 					g.settled(run, o)
 					run = o + 1
-					code := RefusedNotLeased
+					code := wire.RefusedNotLeased
 					if p == nil {
-						code = RefusedUnknown
+						code = wire.RefusedUnknown
 					}
 					refused = append(binary.BigEndian.AppendUint64(refused, o), code)
 					nref++
@@ -61,9 +65,9 @@ func (s *Server) ackRangesLocked(g *state, req Request) *Reply {
 		}
 	}
 	if nref > 0 {
-		return &Reply{Status: StatusPartial, ID: req.ID, Count: nref, Data: refused}
+		return &wire.Reply{Status: wire.StatusPartial, ID: req.ID, Count: nref, Data: refused}
 	}
-	return &Reply{Status: StatusOK, ID: req.ID, Count: n}
+	return &wire.Reply{Status: wire.StatusOK, ID: req.ID, Count: n}
 }
 
 // ackOneLocked acks o for member with delivery count d, whether o is a
@@ -72,7 +76,7 @@ func (s *Server) ackRangesLocked(g *state, req Request) *Reply {
 func (s *Server) ackOneLocked(g *state, o uint64, member string, d uint32) (code uint8, ok bool) {
 	if p := g.pend[o]; p != nil {
 		if p.member != member || p.deliveries != d {
-			return RefusedNotLeased, false
+			return wire.RefusedNotLeased, false
 		}
 		g.cnt.Acked++
 		g.settleLeased(o, p)
@@ -81,10 +85,10 @@ func (s *Server) ackOneLocked(g *state, o uint64, member string, d uint32) (code
 	}
 	i := g.runAt(o)
 	if i < 0 || g.runs[i].acked.has(o) {
-		return RefusedUnknown, false
+		return wire.RefusedUnknown, false
 	}
 	if _, ok := g.ackInRun(i, o, o+1, member, d); !ok {
-		return RefusedNotLeased, false
+		return wire.RefusedNotLeased, false
 	}
 	g.cnt.Acked++
 	g.settled(o, o+1)

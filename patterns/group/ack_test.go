@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fastmq/fastmq/patterns/group"
+	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 	"github.com/fastmq/fastmq/socket"
 )
 
@@ -40,18 +41,18 @@ func TestAckRanges(t *testing.T) {
 	defer cancel()
 	// Offsets 0..3 are a's (delivery 1); 6 was never leased, nor
 	// written. Another member's ranges are all refused.
-	req := &group.Request{Op: group.OpAckRanges, Stream: "s", Group: "g", Member: a.ID(),
-		Ranges: []group.Range{{Offset: 0, Count: 2, Delivery: 1}, {Offset: 2, Count: 1, Delivery: 2}, {Offset: 6, Count: 1, Delivery: 1}}}
+	req := &wire.Request{Op: wire.OpAckRanges, Stream: "s", Group: "g", Member: a.ID(),
+		Ranges: []wire.Range{{Offset: 0, Count: 2, Delivery: 1}, {Offset: 2, Count: 1, Delivery: 2}, {Offset: 6, Count: 1, Delivery: 1}}}
 	for _, mem := range []string{"b/x", a.ID()} {
 		req.Member = mem
-		if err := sock.Send(cctx, socket.Msg{Frames: group.EncodeRequest(req)}); err != nil {
+		if err := sock.Send(cctx, socket.Msg{Frames: wire.EncodeRequest(req)}); err != nil {
 			t.Fatal(err)
 		}
 		m, err := sock.Recv(cctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := group.DecodeReply(m.Frames, false)
+		rep, err := wire.DecodeReply(m.Frames, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +64,7 @@ func TestAckRanges(t *testing.T) {
 		if mem != a.ID() {
 			want = map[uint64]uint8{0: group.RefusedNotLeased, 1: group.RefusedNotLeased, 2: group.RefusedNotLeased, 6: group.RefusedUnknown}
 		}
-		if rep.Status != group.StatusPartial || len(refused) != len(want) {
+		if rep.Status != wire.StatusPartial || len(refused) != len(want) {
 			t.Fatalf("member %s: status %d, refused %v, want %v", mem, rep.Status, refused, want)
 		}
 		for o, c := range want {

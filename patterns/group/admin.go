@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fastmq/fastmq/patterns/group/internal/wire"
+
 	"github.com/fastmq/fastmq/socket"
 	"github.com/fastmq/fastmq/spool"
 )
@@ -48,46 +50,46 @@ func Seek(ctx context.Context, endpoint, stream, group string, to spool.Start, c
 	if to.Kind > spool.StartTime {
 		return GroupStats{}, fmt.Errorf("group: unknown start kind %d", to.Kind)
 	}
-	rep, err := adminCall(ctx, endpoint, cfg, &Request{Op: OpSeek, ID: 1, Stream: stream, Group: group, Member: "admin",
+	rep, err := adminCall(ctx, endpoint, cfg, &wire.Request{Op: wire.OpSeek, ID: 1, Stream: stream, Group: group, Member: "admin",
 		Start: startKind(to), StartValue: startValue(to)})
 	if err != nil {
 		return GroupStats{}, err
 	}
-	if rep.Status != StatusOK {
-		return GroupStats{}, &StatusError{Status: rep.Status, Msg: string(rep.Data)}
+	if rep.Status != wire.StatusOK {
+		return GroupStats{}, statusError(&rep)
 	}
 	return Info(ctx, endpoint, stream, group, cfg)
 }
 
 // adminCall sends one request to the publisher at endpoint on a DEALER of
 // its own and returns the reply.
-func adminCall(ctx context.Context, endpoint string, cfg socket.Config, r *Request) (Reply, error) {
+func adminCall(ctx context.Context, endpoint string, cfg socket.Config, r *wire.Request) (wire.Reply, error) {
 	return call1(ctx, endpoint, cfg, r, false)
 }
 
 // adminCallRecords is adminCall for a reply that carries records.
-func adminCallRecords(ctx context.Context, endpoint string, cfg socket.Config, r *Request) (Reply, error) {
+func adminCallRecords(ctx context.Context, endpoint string, cfg socket.Config, r *wire.Request) (wire.Reply, error) {
 	return call1(ctx, endpoint, cfg, r, true)
 }
 
-func call1(ctx context.Context, endpoint string, cfg socket.Config, r *Request, records bool) (Reply, error) {
+func call1(ctx context.Context, endpoint string, cfg socket.Config, r *wire.Request, records bool) (wire.Reply, error) {
 	cfg.Identity = nil
 	sock, err := socket.New(socket.Dealer, cfg)
 	if err != nil {
-		return Reply{}, err
+		return wire.Reply{}, err
 	}
 	defer sock.Close()
 	if err := sock.Connect(endpoint); err != nil {
-		return Reply{}, err
+		return wire.Reply{}, err
 	}
-	if err := sock.Send(ctx, socket.Msg{Frames: EncodeRequest(r)}); err != nil {
-		return Reply{}, err
+	if err := sock.Send(ctx, socket.Msg{Frames: wire.EncodeRequest(r)}); err != nil {
+		return wire.Reply{}, err
 	}
 	msg, err := sock.Recv(ctx)
 	if err != nil {
-		return Reply{}, err
+		return wire.Reply{}, err
 	}
-	rep, err := DecodeReply(msg.Frames, records)
+	rep, err := wire.DecodeReply(msg.Frames, records)
 	if err != nil {
 		return rep, err
 	}
@@ -101,12 +103,12 @@ func call1(ctx context.Context, endpoint string, cfg socket.Config, r *Request, 
 // stream it has (AllStreams: of every stream), sorted by stream and group.
 // It blocks until the answer comes or ctx ends.
 func List(ctx context.Context, endpoint, stream string, cfg socket.Config) ([]GroupStats, error) {
-	rep, err := adminCall(ctx, endpoint, cfg, &Request{Op: OpList, ID: 1, Stream: stream, Group: "*", Member: "admin"})
+	rep, err := adminCall(ctx, endpoint, cfg, &wire.Request{Op: wire.OpList, ID: 1, Stream: stream, Group: "*", Member: "admin"})
 	if err != nil {
 		return nil, err
 	}
-	if rep.Status != StatusOK {
-		return nil, &StatusError{Status: rep.Status, Msg: string(rep.Data)}
+	if rep.Status != wire.StatusOK {
+		return nil, statusError(&rep)
 	}
 	var out []GroupStats
 	if err := json.Unmarshal(rep.Data, &out); err != nil {
@@ -123,15 +125,15 @@ func List(ctx context.Context, endpoint, stream string, cfg socket.Config) ([]Gr
 // letters there gives a *StatusError with StatusUnknown. It blocks until
 // the answer comes or ctx ends.
 func DeadLetters(ctx context.Context, endpoint, stream, group string, from uint64, max int, cfg socket.Config) ([]Record, error) {
-	rep, err := adminCallRecords(ctx, endpoint, cfg, &Request{Op: OpDLQ, ID: 1, Stream: stream, Group: group, Member: "admin",
+	rep, err := adminCallRecords(ctx, endpoint, cfg, &wire.Request{Op: wire.OpDLQ, ID: 1, Stream: stream, Group: group, Member: "admin",
 		StartValue: from, MaxRecords: uint32(max)})
 	if err != nil {
 		return nil, err
 	}
-	if rep.Status != StatusOK {
-		return nil, &StatusError{Status: rep.Status, Msg: string(rep.Data)}
+	if rep.Status != wire.StatusOK {
+		return nil, statusError(&rep)
 	}
-	return rep.Records, nil
+	return deadLetters(rep.Records), nil
 }
 
 // Replay asks the publisher at endpoint to append the dead letters of a
@@ -142,13 +144,13 @@ func DeadLetters(ctx context.Context, endpoint, stream, group string, from uint6
 // It blocks until the records are appended or ctx ends.
 func Replay(ctx context.Context, endpoint, stream, group string, from uint64, count uint32, cfg socket.Config) (ReplayResult, error) {
 	var res ReplayResult
-	rep, err := adminCall(ctx, endpoint, cfg, &Request{Op: OpReplay, ID: 1, Stream: stream, Group: group, Member: "admin",
+	rep, err := adminCall(ctx, endpoint, cfg, &wire.Request{Op: wire.OpReplay, ID: 1, Stream: stream, Group: group, Member: "admin",
 		StartValue: from, MaxRecords: count})
 	if err != nil {
 		return res, err
 	}
-	if rep.Status != StatusOK {
-		return res, &StatusError{Status: rep.Status, Msg: string(rep.Data)}
+	if rep.Status != wire.StatusOK {
+		return res, statusError(&rep)
 	}
 	if err := json.Unmarshal(rep.Data, &res); err != nil {
 		return res, fmt.Errorf("group: replay reply: %w", err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fastmq/fastmq/internal/fsutil"
+	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 	"github.com/fastmq/fastmq/spool"
 )
 
@@ -20,46 +21,46 @@ import (
 const AllStreams = "*"
 
 // handleAdmin answers the operators' ops: list, dead letters, replay.
-func (s *Server) handleAdmin(env [][]byte, req Request) {
-	fail := func(st Status, format string, a ...any) {
-		s.send(env, &Reply{Status: st, ID: req.ID, Data: fmt.Appendf(nil, format, a...)})
+func (s *Server) handleAdmin(env [][]byte, req wire.Request) {
+	fail := func(st wire.Status, format string, a ...any) {
+		s.send(env, &wire.Reply{Status: st, ID: req.ID, Data: fmt.Appendf(nil, format, a...)})
 	}
-	if req.Op == OpList {
+	if req.Op == wire.OpList {
 		if req.Stream != AllStreams && !validName(req.Stream) {
-			fail(StatusBadRequest, "bad stream name %q", req.Stream)
+			fail(wire.StatusBadRequest, "bad stream name %q", req.Stream)
 			return
 		}
 		b, _ := json.Marshal(s.list(req.Stream))
-		s.send(env, &Reply{Status: StatusOK, ID: req.ID, Data: b})
+		s.send(env, &wire.Reply{Status: wire.StatusOK, ID: req.ID, Data: b})
 		return
 	}
 	if !validName(req.Stream) || !validName(req.Group) {
-		fail(StatusBadRequest, "bad stream %q or group %q", req.Stream, req.Group)
+		fail(wire.StatusBadRequest, "bad stream %q or group %q", req.Stream, req.Group)
 		return
 	}
 	dl, ok := s.cfg.Lookup(DLQStream(req.Stream, req.Group))
 	if !ok {
-		fail(StatusUnknown, "no dead letters of group %s of stream %s", req.Group, req.Stream)
+		fail(wire.StatusUnknown, "no dead letters of group %s of stream %s", req.Group, req.Stream)
 		return
 	}
 	switch req.Op {
-	case OpDLQ:
+	case wire.OpDLQ:
 		recs, err := readDeadLetters(dl, req.StartValue, int(req.MaxRecords), int(req.MaxBytes))
 		if err != nil {
-			fail(StatusInternal, "read dead letters: %v", err)
+			fail(wire.StatusInternal, "read dead letters: %v", err)
 			return
 		}
-		s.send(env, &Reply{Status: StatusOK, ID: req.ID, Records: recs})
-	case OpReplay:
+		s.send(env, &wire.Reply{Status: wire.StatusOK, ID: req.ID, Records: recs})
+	case wire.OpReplay:
 		l, ok := s.cfg.Lookup(req.Stream)
 		if !ok {
-			fail(StatusUnknown, "unknown stream %s", req.Stream)
+			fail(wire.StatusUnknown, "unknown stream %s", req.Stream)
 			return
 		}
 		s.mu.Lock()
 		if s.closed || s.replaying {
 			s.mu.Unlock()
-			fail(StatusUnavailable, "a replay is running, or the server is closing")
+			fail(wire.StatusUnavailable, "a replay is running, or the server is closing")
 			return
 		}
 		s.replaying = true
@@ -97,7 +98,7 @@ func (s *Server) loadAll() {
 		}
 		s.mu.Lock()
 		if !s.closed && s.groups[stream+"\x00"+grp] == nil && len(s.groups) < MaxGroups {
-			if _, err := s.groupLocked(Request{Op: OpInfo, Stream: stream, Group: grp}, l); err != nil {
+			if _, err := s.groupLocked(wire.Request{Op: wire.OpInfo, Stream: stream, Group: grp}, l); err != nil {
 				s.log.Warn("load group state", "stream", stream, "group", grp, "err", err)
 			}
 		}
@@ -107,7 +108,7 @@ func (s *Server) loadAll() {
 
 // readDeadLetters reads up to max records (at most maxFetchRecords, about
 // maxBytes) of a dead-letter stream from offset from.
-func readDeadLetters(dl *spool.Log, from uint64, max, maxBytes int) ([]Record, error) {
+func readDeadLetters(dl *spool.Log, from uint64, max, maxBytes int) ([]wire.Record, error) {
 	if max <= 0 || max > maxFetchRecords {
 		max = maxFetchRecords
 	}
@@ -126,14 +127,14 @@ func readDeadLetters(dl *spool.Log, from uint64, max, maxBytes int) ([]Record, e
 	defer rd.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var out []Record
+	var out []wire.Record
 	size := 0
 	for len(out) < max && size < maxBytes && rd.Offset() < end {
 		r, err := rd.Next(ctx)
 		if err != nil {
 			return out, err
 		}
-		out = append(out, toWire(r, 0))
+		out = append(out, wire.FromSpool(r, 0))
 		size += len(r.Value) + 64
 	}
 	return out, nil
@@ -170,7 +171,7 @@ func replayedPath(dir, stream, group string) string {
 // minus the dead-letter ones, skipping those replayed before; then it
 // notes them as replayed and answers. A crash between the append and the
 // note replays the batch again: at least once.
-func (s *Server) replay(env [][]byte, req Request, dl, l *spool.Log) {
+func (s *Server) replay(env [][]byte, req wire.Request, dl, l *spool.Log) {
 	defer s.wg.Done()
 	res, err := s.doReplay(req, dl, l)
 	// Done before the answer: a second replay sent once this one is
@@ -179,14 +180,14 @@ func (s *Server) replay(env [][]byte, req Request, dl, l *spool.Log) {
 	s.replaying = false
 	s.mu.Unlock()
 	if err != nil {
-		s.send(env, &Reply{Status: StatusInternal, ID: req.ID, Data: fmt.Appendf(nil, "replay: %v (%d replayed before the error)", err, res.Replayed)})
+		s.send(env, &wire.Reply{Status: wire.StatusInternal, ID: req.ID, Data: fmt.Appendf(nil, "replay: %v (%d replayed before the error)", err, res.Replayed)})
 		return
 	}
 	b, _ := json.Marshal(res)
-	s.send(env, &Reply{Status: StatusOK, ID: req.ID, Data: b})
+	s.send(env, &wire.Reply{Status: wire.StatusOK, ID: req.ID, Data: b})
 }
 
-func (s *Server) doReplay(req Request, dl, l *spool.Log) (ReplayResult, error) {
+func (s *Server) doReplay(req wire.Request, dl, l *spool.Log) (ReplayResult, error) {
 	var done spanSet
 	p := replayedPath(s.cfg.Dir, req.Stream, req.Group)
 	if b, err := os.ReadFile(p); err == nil {

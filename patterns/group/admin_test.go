@@ -14,6 +14,7 @@ import (
 	"github.com/fastmq/fastmq/discovery/discoverytest"
 	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/patterns/group"
+	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/socket"
 	"github.com/fastmq/fastmq/spool"
@@ -61,7 +62,7 @@ func newPublisherWrapped(t testing.TB, dir string, edit func(*group.ServerConfig
 }
 
 // rawCaller sends group requests on a DEALER of its own.
-func rawCaller(t *testing.T, p *publisher) func(r *group.Request) group.Reply {
+func rawCaller(t *testing.T, p *publisher) func(r *wire.Request) wire.Reply {
 	t.Helper()
 	sock, err := socket.New(socket.Dealer, socket.Config{})
 	if err != nil {
@@ -71,18 +72,18 @@ func rawCaller(t *testing.T, p *publisher) func(r *group.Request) group.Reply {
 	if err := sock.Connect(p.srv.Endpoints()[0]); err != nil {
 		t.Fatal(err)
 	}
-	return func(r *group.Request) group.Reply {
+	return func(r *wire.Request) wire.Reply {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := sock.Send(ctx, socket.Msg{Frames: group.EncodeRequest(r)}); err != nil {
+		if err := sock.Send(ctx, socket.Msg{Frames: wire.EncodeRequest(r)}); err != nil {
 			t.Fatal(err)
 		}
 		m, err := sock.Recv(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := group.DecodeReply(m.Frames, r.Op == group.OpFetch)
+		rep, err := wire.DecodeReply(m.Frames, r.Op == wire.OpFetch)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,13 +103,13 @@ func TestMaxGroups(t *testing.T) {
 	p.publish(t, "s", 1)
 	call := rawCaller(t, p)
 	for i := 0; i < group.MaxGroups; i++ {
-		rep := call(&group.Request{Op: group.OpFetch, ID: uint32(i), MaxRecords: 1, Stream: "s", Group: fmt.Sprintf("g%d", i), Member: "m/1"})
-		if rep.Status != group.StatusOK || len(rep.Records) != 1 {
+		rep := call(&wire.Request{Op: wire.OpFetch, ID: uint32(i), MaxRecords: 1, Stream: "s", Group: fmt.Sprintf("g%d", i), Member: "m/1"})
+		if rep.Status != wire.StatusOK || len(rep.Records) != 1 {
 			t.Fatalf("group %d: status %d, %d records: %s", i, rep.Status, len(rep.Records), rep.Data)
 		}
 	}
-	rep := call(&group.Request{Op: group.OpFetch, ID: 9999, MaxRecords: 1, Stream: "s", Group: "one-too-many", Member: "m/1"})
-	if rep.Status == group.StatusOK || !strings.Contains(string(rep.Data), "MaxGroups") || !strings.Contains(string(rep.Data), "1024") {
+	rep := call(&wire.Request{Op: wire.OpFetch, ID: 9999, MaxRecords: 1, Stream: "s", Group: "one-too-many", Member: "m/1"})
+	if rep.Status == wire.StatusOK || !strings.Contains(string(rep.Data), "MaxGroups") || !strings.Contains(string(rep.Data), "1024") {
 		t.Fatalf("group %d: status %d %q, want a refusal naming MaxGroups", group.MaxGroups+1, rep.Status, rep.Data)
 	}
 	if n := len(p.groups.Stats()); n != group.MaxGroups {
@@ -118,7 +119,7 @@ func TestMaxGroups(t *testing.T) {
 		t.Fatal("the refused group is kept")
 	}
 	// An existing group is still served.
-	if rep := call(&group.Request{Op: group.OpInfo, ID: 1, Stream: "s", Group: "g7", Member: "m/1"}); rep.Status != group.StatusOK {
+	if rep := call(&wire.Request{Op: wire.OpInfo, ID: 1, Stream: "s", Group: "g7", Member: "m/1"}); rep.Status != wire.StatusOK {
 		t.Fatalf("info of an existing group: status %d %s", rep.Status, rep.Data)
 	}
 	p.close()
@@ -166,8 +167,8 @@ func TestSeek(t *testing.T) {
 	}
 	// A lease from before the seek is gone: its ack is refused.
 	call := rawCaller(t, p)
-	rep := call(&group.Request{Op: group.OpAck, Stream: "s", Group: "g", Member: a.ID(), Entries: []group.Entry{{Offset: last.Offset, Delivery: last.Delivery}}})
-	if rep.Status != group.StatusPartial || rep.Data[8] != group.RefusedUnknown {
+	rep := call(&wire.Request{Op: wire.OpAck, Stream: "s", Group: "g", Member: a.ID(), Entries: []wire.Entry{{Offset: last.Offset, Delivery: last.Delivery}}})
+	if rep.Status != wire.StatusPartial || rep.Data[8] != group.RefusedUnknown {
 		t.Fatalf("ack of a lease from before the seek: status %d %x", rep.Status, rep.Data)
 	}
 	b := member(t, group.MemberConfig{Name: "b", Buffer: 1}, p)
@@ -438,23 +439,23 @@ func TestAdminBadInput(t *testing.T) {
 	p.publish(t, "s", 3)
 	call := rawCaller(t, p)
 	for _, c := range []struct {
-		r    group.Request
-		want group.Status
+		r    wire.Request
+		want wire.Status
 	}{
-		{group.Request{Op: group.OpList, Stream: "../x", Group: "*", Member: "m"}, group.StatusBadRequest},
-		{group.Request{Op: group.OpDLQ, Stream: "s", Group: "../x", Member: "m"}, group.StatusBadRequest},
-		{group.Request{Op: group.OpReplay, Stream: "*", Group: "g", Member: "m"}, group.StatusBadRequest},
-		{group.Request{Op: group.OpDLQ, Stream: "s", Group: "nosuch", Member: "m"}, group.StatusUnknown},
-		{group.Request{Op: group.OpReplay, Stream: "s", Group: "nosuch", Member: "m"}, group.StatusUnknown},
-		{group.Request{Op: group.OpSeek, Stream: "nosuch", Group: "g", Member: "m"}, group.StatusUnknown},
-		{group.Request{Op: group.OpSeek, Stream: "s", Group: "nosuch", Member: "m"}, group.StatusUnknown},
-		{group.Request{Op: group.OpInfo, Stream: "s", Group: "nosuch", Member: "m"}, group.StatusUnknown},
+		{wire.Request{Op: wire.OpList, Stream: "../x", Group: "*", Member: "m"}, wire.StatusBadRequest},
+		{wire.Request{Op: wire.OpDLQ, Stream: "s", Group: "../x", Member: "m"}, wire.StatusBadRequest},
+		{wire.Request{Op: wire.OpReplay, Stream: "*", Group: "g", Member: "m"}, wire.StatusBadRequest},
+		{wire.Request{Op: wire.OpDLQ, Stream: "s", Group: "nosuch", Member: "m"}, wire.StatusUnknown},
+		{wire.Request{Op: wire.OpReplay, Stream: "s", Group: "nosuch", Member: "m"}, wire.StatusUnknown},
+		{wire.Request{Op: wire.OpSeek, Stream: "nosuch", Group: "g", Member: "m"}, wire.StatusUnknown},
+		{wire.Request{Op: wire.OpSeek, Stream: "s", Group: "nosuch", Member: "m"}, wire.StatusUnknown},
+		{wire.Request{Op: wire.OpInfo, Stream: "s", Group: "nosuch", Member: "m"}, wire.StatusUnknown},
 	} {
 		if rep := call(&c.r); rep.Status != c.want {
 			t.Errorf("op %d %s/%s: status %d %q, want %d", c.r.Op, c.r.Stream, c.r.Group, rep.Status, rep.Data, c.want)
 		}
 	}
-	if rep := call(&group.Request{Op: group.OpList, Stream: group.AllStreams, Group: "*", Member: "m"}); rep.Status != group.StatusOK || string(rep.Data) != "[]" {
+	if rep := call(&wire.Request{Op: wire.OpList, Stream: group.AllStreams, Group: "*", Member: "m"}); rep.Status != wire.StatusOK || string(rep.Data) != "[]" {
 		t.Fatalf("list of a publisher without groups: %d %q", rep.Status, rep.Data)
 	}
 	if n := len(p.groups.Stats()); n != 0 {
@@ -568,9 +569,9 @@ type oldPublisher struct {
 }
 
 func (o *oldPublisher) Handle(env [][]byte, frames [][]byte) {
-	if req, err := group.DecodeRequest(frames); err == nil && req.Flags&o.flags != 0 {
+	if req, err := wire.DecodeRequest(frames); err == nil && req.Flags&o.flags != 0 {
 		o.refused.Add(1)
-		o.srv.Send(env, group.EncodeReply(&group.Reply{Status: group.StatusBadRequest, ID: req.ID, Data: []byte("unknown flags")}))
+		o.srv.Send(env, wire.EncodeReply(&wire.Reply{Status: wire.StatusBadRequest, ID: req.ID, Data: []byte("unknown flags")}))
 		return
 	}
 	o.Server.Handle(env, frames)
@@ -582,7 +583,7 @@ func (o *oldPublisher) Handle(env [][]byte, frames [][]byte) {
 func TestMemberFallsBackWithoutFrames(t *testing.T) {
 	var old *oldPublisher
 	p := newPublisherWrapped(t, t.TempDir(), func(*group.ServerConfig) {}, func(gs *group.Server, srv *pull.Server) pull.Extension {
-		old = &oldPublisher{Server: gs, srv: srv, flags: group.FlagFrames | group.FlagPipeline | group.FlagStream}
+		old = &oldPublisher{Server: gs, srv: srv, flags: wire.FlagFrames | wire.FlagPipeline | wire.FlagStream}
 		return old
 	})
 	p.publish(t, "s", 20)
@@ -614,7 +615,7 @@ func TestMemberPipelinesFetches(t *testing.T) {
 	p.open("s")
 	var old *oldPublisher
 	q := newPublisherWrapped(t, t.TempDir(), func(*group.ServerConfig) {}, func(gs *group.Server, srv *pull.Server) pull.Extension {
-		old = &oldPublisher{Server: gs, srv: srv, flags: group.FlagPipeline | group.FlagStream}
+		old = &oldPublisher{Server: gs, srv: srv, flags: wire.FlagPipeline | wire.FlagStream}
 		return old
 	})
 	q.open("s")

@@ -5,6 +5,8 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+
+	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 )
 
 // A group commit (flush) writes, for every group that changed, one
@@ -130,8 +132,8 @@ func (s *Server) flush() error {
 	s.setDurable(floors, failed)
 	for _, r := range replies {
 		frames := r.frames
-		if firstErr != nil && frames[0][1] == byte(StatusOK) && !isFetchReply(frames) {
-			frames = EncodeReply(&Reply{Status: StatusInternal, ID: idOf(frames[0]), Data: []byte(firstErr.Error())})
+		if firstErr != nil && frames[0][1] == byte(wire.StatusOK) && !isFetchReply(frames) {
+			frames = wire.EncodeReply(&wire.Reply{Status: wire.StatusInternal, ID: idOf(frames[0]), Data: []byte(firstErr.Error())})
 		}
 		if err := s.cfg.Send.Send(r.env, frames); err != nil && s.log.Enabled(context.Background(), slog.LevelDebug) {
 			s.log.Debug("send reply failed", "err", err)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/fastmq/fastmq/patterns/group"
+	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 	"github.com/fastmq/fastmq/socket"
 )
 
@@ -41,7 +41,7 @@ func TestFrameBytesReadInPlace(t *testing.T) {
 	}
 	frames := [][]byte{in.Frames[0], make([]byte, 10)}
 	for range 4 {
-		frames = append(frames, make([]byte, group.FrameBytes))
+		frames = append(frames, make([]byte, wire.FrameBytes))
 	}
 	if err := r.Send(ctx, socket.Msg{Frames: frames}); err != nil {
 		t.Fatal(err)
@@ -62,6 +62,6 @@ func TestFrameBytesReadInPlace(t *testing.T) {
 		}
 	}
 	if inPlace == 0 {
-		t.Fatalf("no two of %d data frames of %d bytes adjacent: each was read into a buffer of its own", len(data), group.FrameBytes)
+		t.Fatalf("no two of %d data frames of %d bytes adjacent: each was read into a buffer of its own", len(data), wire.FrameBytes)
 	}
 }

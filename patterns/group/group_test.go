@@ -18,6 +18,7 @@ import (
 
 	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/patterns/group"
+	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/socket"
 	"github.com/fastmq/fastmq/spool"
@@ -393,7 +394,7 @@ func TestBadInput(t *testing.T) {
 	if err := sock.Connect(p.srv.Endpoints()[0]); err != nil {
 		t.Fatal(err)
 	}
-	call := func(frames [][]byte) group.Reply {
+	call := func(frames [][]byte) wire.Reply {
 		t.Helper()
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -404,39 +405,39 @@ func TestBadInput(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := group.DecodeReply(m.Frames, false)
+		rep, err := wire.DecodeReply(m.Frames, false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return rep
 	}
-	settle := func(op group.Op, stream, grp, mem string, e group.Entry) group.Reply {
-		return call(group.EncodeRequest(&group.Request{Op: op, Stream: stream, Group: grp, Member: mem, Entries: []group.Entry{e}}))
+	settle := func(op wire.Op, stream, grp, mem string, e wire.Entry) wire.Reply {
+		return call(wire.EncodeRequest(&wire.Request{Op: op, Stream: stream, Group: grp, Member: mem, Entries: []wire.Entry{e}}))
 	}
 	// Another member acks a's lease: refused, not its lease.
-	if rep := settle(group.OpAck, "s", "g", "b/x", group.Entry{Offset: msg.Offset, Delivery: msg.Delivery}); rep.Status != group.StatusPartial || rep.Data[8] != group.RefusedNotLeased {
+	if rep := settle(wire.OpAck, "s", "g", "b/x", wire.Entry{Offset: msg.Offset, Delivery: msg.Delivery}); rep.Status != wire.StatusPartial || rep.Data[8] != group.RefusedNotLeased {
 		t.Fatalf("ack of another's lease: status %d data %x", rep.Status, rep.Data)
 	}
 	// a's own id, an older delivery: refused.
-	if rep := settle(group.OpAck, "s", "g", a.ID(), group.Entry{Offset: msg.Offset, Delivery: msg.Delivery + 1}); rep.Status != group.StatusPartial {
+	if rep := settle(wire.OpAck, "s", "g", a.ID(), wire.Entry{Offset: msg.Offset, Delivery: msg.Delivery + 1}); rep.Status != wire.StatusPartial {
 		t.Fatalf("ack of another delivery: status %d", rep.Status)
 	}
 	// An offset never leased.
-	if rep := settle(group.OpNak, "s", "g", a.ID(), group.Entry{Offset: 2, Delivery: 1}); rep.Status != group.StatusPartial || rep.Data[8] != group.RefusedUnknown {
+	if rep := settle(wire.OpNak, "s", "g", a.ID(), wire.Entry{Offset: 2, Delivery: 1}); rep.Status != wire.StatusPartial || rep.Data[8] != group.RefusedUnknown {
 		t.Fatalf("nak of an offset never leased: status %d data %x", rep.Status, rep.Data)
 	}
-	if rep := settle(group.OpAck, "s", "nosuch", a.ID(), group.Entry{Offset: 0, Delivery: 1}); rep.Status != group.StatusUnknown {
+	if rep := settle(wire.OpAck, "s", "nosuch", a.ID(), wire.Entry{Offset: 0, Delivery: 1}); rep.Status != wire.StatusUnknown {
 		t.Fatalf("unknown group: status %d %s", rep.Status, rep.Data)
 	}
-	if rep := settle(group.OpAck, "nosuch", "g", a.ID(), group.Entry{Offset: 0, Delivery: 1}); rep.Status != group.StatusUnknown {
+	if rep := settle(wire.OpAck, "nosuch", "g", a.ID(), wire.Entry{Offset: 0, Delivery: 1}); rep.Status != wire.StatusUnknown {
 		t.Fatalf("unknown stream: status %d %s", rep.Status, rep.Data)
 	}
-	bad := group.EncodeRequest(&group.Request{Op: group.OpAck, Stream: "s", Group: "g", Member: "m", Entries: []group.Entry{{Offset: 0, Delivery: 1}}})
+	bad := wire.EncodeRequest(&wire.Request{Op: wire.OpAck, Stream: "s", Group: "g", Member: "m", Entries: []wire.Entry{{Offset: 0, Delivery: 1}}})
 	bad[4] = bad[4][:5]
-	if rep := call(bad); rep.Status != group.StatusBadRequest || !strings.Contains(string(rep.Data), "malformed") {
+	if rep := call(bad); rep.Status != wire.StatusBadRequest || !strings.Contains(string(rep.Data), "malformed") {
 		t.Fatalf("malformed: status %d %s", rep.Status, rep.Data)
 	}
-	if rep := settle(group.OpAck, "s", "../x", a.ID(), group.Entry{Offset: 0, Delivery: 1}); rep.Status != group.StatusBadRequest {
+	if rep := settle(wire.OpAck, "s", "../x", a.ID(), wire.Entry{Offset: 0, Delivery: 1}); rep.Status != wire.StatusBadRequest {
 		t.Fatalf("bad group name: status %d %s", rep.Status, rep.Data)
 	}
 	after := p.groups.Stats()["s/g"]
@@ -726,7 +727,7 @@ func TestParkedFetchesBounded(t *testing.T) {
 	defer cancel()
 	const fetches = 5
 	for i := range fetches {
-		req := group.EncodeRequest(&group.Request{Op: group.OpFetch, ID: uint32(i + 1), Stream: "empty", Group: "g", Member: "m",
+		req := wire.EncodeRequest(&wire.Request{Op: wire.OpFetch, ID: uint32(i + 1), Stream: "empty", Group: "g", Member: "m",
 			MaxRecords: 10, WaitMillis: 60_000})
 		if err := sock.Send(ctx, socket.Msg{Frames: req}); err != nil {
 			t.Fatal(err)
@@ -737,11 +738,11 @@ func TestParkedFetchesBounded(t *testing.T) {
 		if err != nil {
 			t.Fatalf("reply %d: %v", i, err)
 		}
-		rep, err := group.DecodeReply(m.Frames, false)
+		rep, err := wire.DecodeReply(m.Frames, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rep.Status != group.StatusOK || rep.ID != uint32(i) || len(rep.Records) != 0 {
+		if rep.Status != wire.StatusOK || rep.ID != uint32(i) || len(rep.Records) != 0 {
 			t.Fatalf("reply %d: status %d id %d, %d records", i, rep.Status, rep.ID, len(rep.Records))
 		}
 	}

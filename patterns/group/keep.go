@@ -2,6 +2,8 @@ package group
 
 import (
 	"time"
+
+	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 )
 
 // Leases of buffered records. A publisher starts a lease when it sends
@@ -68,7 +70,7 @@ func (m *Member) extendBuffered(now time.Time, age time.Duration) {
 		}
 		ln := c.rest[0].ln
 		for i := range c.rest {
-			byLink[ln] = append(byLink[ln], settleRec{off: c.rest[i].Offset, del: c.rest[i].Delivery, op: OpProgress})
+			byLink[ln] = append(byLink[ln], settleRec{off: c.rest[i].Offset, del: c.rest[i].Delivery, op: wire.OpProgress})
 		}
 	}
 	clear(m.inbuf[len(kept):])

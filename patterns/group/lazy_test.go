@@ -11,6 +11,7 @@ import (
 
 	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/patterns/group"
+	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 	"github.com/fastmq/fastmq/patterns/pull"
 )
 
@@ -27,14 +28,14 @@ type settleSpy struct {
 
 func (s *settleSpy) Handle(env [][]byte, frames [][]byte) {
 	now := time.Now()
-	req, err := group.DecodeRequest(frames)
-	if err == nil && (req.Op == group.OpAck || req.Op == group.OpAckRanges) {
+	req, err := wire.DecodeRequest(frames)
+	if err == nil && (req.Op == wire.OpAck || req.Op == wire.OpAckRanges) {
 		n := len(req.Entries)
 		for _, r := range req.Ranges {
 			n += int(r.Count)
 		}
 		s.mu.Lock()
-		if req.Flags&group.FlagLazy != 0 {
+		if req.Flags&wire.FlagLazy != 0 {
 			s.lazyAcks += n
 			s.came[req.ID] = now
 		} else {
@@ -192,7 +193,7 @@ func TestUrgentSettleCommitsLazyOnes(t *testing.T) {
 func TestMemberFallsBackWithoutLazy(t *testing.T) {
 	var old *oldPublisher
 	p := newPublisherWrapped(t, t.TempDir(), func(*group.ServerConfig) {}, func(gs *group.Server, srv *pull.Server) pull.Extension {
-		old = &oldPublisher{Server: gs, srv: srv, flags: group.FlagLazy}
+		old = &oldPublisher{Server: gs, srv: srv, flags: wire.FlagLazy}
 		return old
 	})
 	p.publish(t, "s", 30)

@@ -9,14 +9,15 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 	"github.com/fastmq/fastmq/spool"
 )
 
 // fetchLocked leases records to the member and replies, or parks the
-// fetch until records are available or its wait ends. A FlagStream fetch
+// fetch until records are available or its wait ends. A wire.FlagStream fetch
 // that took every record there was, with room for more, is answered
-// StatusOpen and parked for the rest (see leased.open). It unlocks s.mu.
-func (s *Server) fetchLocked(g *state, l *spool.Log, env [][]byte, req Request) {
+// wire.StatusOpen and parked for the rest (see leased.open). It unlocks s.mu.
+func (s *Server) fetchLocked(g *state, l *spool.Log, env [][]byte, req wire.Request) {
 	ld := s.leaseLocked(g, l, req, time.Now())
 	parkable := req.WaitMillis > 0 && len(g.parked) < maxParked
 	var old *parkedFetch
@@ -25,24 +26,24 @@ func (s *Server) fetchLocked(g *state, l *spool.Log, env [][]byte, req Request) 
 		old = s.parkLocked(g, l, env, req)
 	case ld.open && parkable:
 		old = s.parkLocked(g, l, env, ld.rest)
-		s.postLocked(env, fetchReplyStatus(StatusOpen, req.ID, ld.n, ld.data))
+		s.postLocked(env, wire.FetchReplyStatus(wire.StatusOpen, req.ID, ld.n, ld.data))
 	default:
-		s.postLocked(env, fetchReply(req.ID, ld.n, ld.data))
+		s.postLocked(env, wire.FetchReply(req.ID, ld.n, ld.data))
 	}
 	if old != nil {
-		s.postLocked(old.env, EncodeReply(&Reply{Status: StatusOK, ID: old.req.ID}))
+		s.postLocked(old.env, wire.EncodeReply(&wire.Reply{Status: wire.StatusOK, ID: old.req.ID}))
 	}
 	s.unlockAndSend()
 }
 
 // parkLocked parks a fetch until records are available or its wait ends.
-// One parked fetch per member (two with FlagPipeline): a newer one
+// One parked fetch per member (two with wire.FlagPipeline): a newer one
 // replaces the oldest, which it returns for the caller to answer empty,
 // so a member that keeps fetching without waiting for replies holds one
 // or two entries, not many.
-func (s *Server) parkLocked(g *state, l *spool.Log, env [][]byte, req Request) (old *parkedFetch) {
+func (s *Server) parkLocked(g *state, l *spool.Log, env [][]byte, req wire.Request) (old *parkedFetch) {
 	limit := 1
-	if req.Flags&FlagPipeline != 0 {
+	if req.Flags&wire.FlagPipeline != 0 {
 		limit = 2
 	}
 	oldest, held := -1, 0
@@ -75,21 +76,21 @@ func (s *Server) sendFrames(env [][]byte, frames [][]byte) {
 type leased struct {
 	data [][]byte // the records, as a fetch reply's data frames
 	n    uint32   // their count
-	// open: a FlagStream fetch that leased records, took every one
+	// open: a wire.FlagStream fetch that leased records, took every one
 	// there was (no limit cut it: count, bytes or MaxAckPending) and
 	// has a byte budget left stays open for rest (its count and bytes
 	// less these). A fetch cut by a limit ends, so that its member asks
 	// again at once, and its replies' bytes stay bounded as one
 	// fetch's.
 	open bool
-	rest Request
+	rest wire.Request
 }
 
 // leaseLocked leases up to the request's limits: due redeliveries first
 // (lowest offset first), then records from the cursor. It returns the
 // records as a fetch reply's data frames (one, or several with
-// FlagFrames), and their count.
-func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time) leased {
+// wire.FlagFrames), and their count.
+func (s *Server) leaseLocked(g *state, l *spool.Log, req wire.Request, now time.Time) leased {
 	n := int(req.MaxRecords)
 	if n <= 0 {
 		n = 1
@@ -104,7 +105,7 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 	}
 	maxBytes = min(maxBytes, maxFetchBytes)
 	ls := &lease{s: s, g: g, l: l, req: &req, now: now, n: n, maxBytes: maxBytes,
-		out: replyData{split: req.Flags&FlagFrames != 0, maxBytes: maxBytes}}
+		out: wire.ReplyData{Split: req.Flags&wire.FlagFrames != 0, MaxBytes: maxBytes}}
 	if g.avail > 0 && n > 0 {
 		ls.redeliveries()
 	}
@@ -116,8 +117,8 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req Request, now time.Time)
 		g.dirty = true
 		s.wakeAtLocked(now.Add(g.set.AckWait))
 	}
-	ld := leased{data: ls.out.done(), n: uint32(ls.cnt)}
-	if req.Flags&FlagStream != 0 && ls.cnt > 0 && ls.room() && int(req.MaxRecords) > ls.cnt {
+	ld := leased{data: ls.out.Done(), n: uint32(ls.cnt)}
+	if req.Flags&wire.FlagStream != 0 && ls.cnt > 0 && ls.room() && int(req.MaxRecords) > ls.cnt {
 		ld.open, ld.rest = true, req
 		ld.rest.MaxRecords -= uint32(ls.cnt)
 		ld.rest.MaxBytes = uint32(maxBytes - ls.size)
@@ -130,18 +131,18 @@ type lease struct {
 	s        *Server
 	g        *state
 	l        *spool.Log
-	req      *Request
+	req      *wire.Request
 	now      time.Time
 	n        int // records the fetch may take
 	maxBytes int
-	out      replyData
+	out      wire.ReplyData
 	cnt      int       // records leased
 	size     int       // their values, plus 64 bytes each
 	run      *leaseRun // the run this fetch leases fresh records in
 	// ahead, while fresh reads, is how many records the log holds from
 	// the one being read on: the reply's buffer is sized for those, not
 	// for all the fetch may take (a reply of one record, as at low
-	// rates, would otherwise take a FrameBytes buffer).
+	// rates, would otherwise take a wire.FrameBytes buffer).
 	ahead int
 	slab  []pending // for the pending entries of fresh records
 }
@@ -159,7 +160,7 @@ func (ls *lease) emit(r *spool.Record, deliveries uint32) {
 	if ls.ahead > 0 {
 		left = min(left, ls.ahead)
 	}
-	ls.out.add(r, deliveries, left)
+	ls.out.Add(r, deliveries, left)
 	ls.cnt++
 	ls.size += len(r.Value) + 64
 }
@@ -410,11 +411,6 @@ func readOne(l *spool.Log, o uint64) (spool.Record, error) {
 	return r, nil
 }
 
-// toWire returns r as a wire Record (for replies built from Records).
-func toWire(r spool.Record, delivery uint32) Record {
-	return Record{Offset: r.Offset, Delivery: delivery, Time: r.Time, Headers: r.Headers, Value: r.Value}
-}
-
 // kickLocked serves the group's parked fetches that can be served now.
 // It returns their replies, which the caller sends after it unlocks s.mu
 // (leases need not be on disk before they are sent: a lease lost in a
@@ -432,12 +428,12 @@ func (s *Server) kickLocked(g *state, l *spool.Log) {
 			continue
 		}
 		if ld.open && p.deadline.After(now) {
-			s.postLocked(p.env, fetchReplyStatus(StatusOpen, p.req.ID, ld.n, ld.data))
+			s.postLocked(p.env, wire.FetchReplyStatus(wire.StatusOpen, p.req.ID, ld.n, ld.data))
 			p.req = ld.rest
 			keep = append(keep, p)
 			continue
 		}
-		s.postLocked(p.env, fetchReply(p.req.ID, ld.n, ld.data))
+		s.postLocked(p.env, wire.FetchReply(p.req.ID, ld.n, ld.data))
 	}
 	for i := len(keep); i < len(g.parked); i++ {
 		g.parked[i] = nil
@@ -447,7 +443,7 @@ func (s *Server) kickLocked(g *state, l *spool.Log) {
 
 // postLocked queues a fetch reply made under s.mu; unlockAndSend sends
 // the queued replies, once s.mu is unlocked, in the order they were made:
-// the replies of a stream fetch (StatusOpen, then the last) are made by
+// the replies of a stream fetch (wire.StatusOpen, then the last) are made by
 // whichever goroutine serves it, and must reach the member in order.
 // The outbox is bounded as the fetches are: every reply in it answers a
 // parked or arriving fetch, within that fetch's max bytes (a stream's
@@ -602,7 +598,7 @@ func (s *Server) clockLoop() {
 // flushLoop is the group commit: it appends dead letters, writes the
 // state of every changed group, then sends the replies that waited for
 // it. Acknowledgements are answered only once they are on disk. A lazy
-// settle (FlagLazy) waits up to LazyCommit from when the flusher takes
+// settle (wire.FlagLazy) waits up to LazyCommit from when the flusher takes
 // its wake-up (so one that comes during a commit waits for that commit,
 // then LazyCommit), less if a settle that is not lazy comes.
 func (s *Server) flushLoop() {

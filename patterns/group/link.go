@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fastmq/fastmq/patterns/group/internal/wire"
+
 	"github.com/fastmq/fastmq/socket"
 )
 
@@ -33,11 +35,11 @@ type link struct {
 	waiting map[uint32]waiter
 
 	settles  chan settleReq
-	noRanges atomic.Bool // the publisher refused OpAckRanges
-	noFrames atomic.Bool // the publisher refused FlagFrames
-	noLazy   atomic.Bool // the publisher refused FlagLazy
-	noStream atomic.Bool // the publisher refused FlagStream
-	noPipe   atomic.Bool // the publisher refused FlagPipeline
+	noRanges atomic.Bool // the publisher refused wire.OpAckRanges
+	noFrames atomic.Bool // the publisher refused wire.FlagFrames
+	noLazy   atomic.Bool // the publisher refused wire.FlagLazy
+	noStream atomic.Bool // the publisher refused wire.FlagStream
+	noPipe   atomic.Bool // the publisher refused wire.FlagPipeline
 	// gathering is held (filled) by the fetch loop taking buffer slots
 	// for its next fetch: one of the two at a time (see fetchLoop).
 	gathering chan struct{}
@@ -62,7 +64,7 @@ type link struct {
 
 type waiter struct {
 	fetch  bool
-	stream bool // a FlagStream fetch: its StatusOpen replies leave it waiting
+	stream bool // a wire.FlagStream fetch: its wire.StatusOpen replies leave it waiting
 	ch     chan replyOrErr
 	// done is closed when the request stops waiting: a stream's next
 	// reply is then not handed over (ch may still hold the last one).
@@ -70,7 +72,7 @@ type waiter struct {
 }
 
 type replyOrErr struct {
-	rep Reply
+	rep wire.Reply
 	err error
 }
 
@@ -118,7 +120,7 @@ func (ln *link) recvLoop() {
 		id := binary.BigEndian.Uint32(msg.Frames[0][2:])
 		ln.mu.Lock()
 		w, ok := ln.waiting[id]
-		if !w.stream || Status(msg.Frames[0][1]) != StatusOpen {
+		if !w.stream || wire.Status(msg.Frames[0][1]) != wire.StatusOpen {
 			delete(ln.waiting, id) // its last reply
 		}
 		ln.mu.Unlock()
@@ -127,17 +129,17 @@ func (ln *link) recvLoop() {
 		}
 		// A fetch's records are decoded by fetchLoop, straight into
 		// its messages.
-		rep, err := DecodeReply(msg.Frames[:2], false)
+		rep, err := wire.DecodeReply(msg.Frames[:2], false)
 		switch {
 		case err != nil:
-		case rep.Status == StatusOpen && !w.stream:
-			err = malformed("status open for a request that is not a stream")
+		case rep.Status == wire.StatusOpen && !w.stream:
+			err = wire.Malformed("status open for a request that is not a stream")
 		case len(msg.Frames) > 2 && (!w.fetch || !hasRecords(rep.Status) || rep.Count == 0):
-			err = malformed("%d reply frames, want 2", len(msg.Frames))
+			err = wire.Malformed("%d reply frames, want 2", len(msg.Frames))
 		case w.fetch && hasRecords(rep.Status) && rep.Count > 0:
-			rep.parts = msg.Frames[1:]
-			if n := partsLen(rep.parts); uint64(rep.Count)*26 > n {
-				err = malformed("%d records in %d bytes", rep.Count, n)
+			rep.Parts = msg.Frames[1:]
+			if n := wire.PartsLen(rep.Parts); uint64(rep.Count)*26 > n {
+				err = wire.Malformed("%d records in %d bytes", rep.Count, n)
 			}
 		}
 		select {
@@ -158,12 +160,12 @@ func (ln *link) putReserve() {
 }
 
 // hasRecords tells the statuses of fetch replies that carry records.
-func hasRecords(st Status) bool { return st == StatusOK || st == StatusOpen }
+func hasRecords(st wire.Status) bool { return st == wire.StatusOK || st == wire.StatusOpen }
 
 // call sends r and waits for its reply, at most timeout.
-func (ln *link) call(ctx context.Context, r *Request, timeout time.Duration) (Reply, error) {
-	var rep Reply
-	err := ln.exchange(ctx, r, timeout, func(re Reply) error {
+func (ln *link) call(ctx context.Context, r *wire.Request, timeout time.Duration) (wire.Reply, error) {
+	var rep wire.Reply
+	err := ln.exchange(ctx, r, timeout, func(re wire.Reply) error {
 		rep = re
 		return nil
 	})
@@ -176,16 +178,16 @@ func (ln *link) call(ctx context.Context, r *Request, timeout time.Duration) (Re
 // is not handed to each); an error from each ends it too. A fetch is not
 // sent once the member leaves: the publisher must see no fetch after the
 // leave, or it would lease to a member that is gone.
-func (ln *link) exchange(ctx context.Context, r *Request, timeout time.Duration, each func(Reply) error) error {
-	if r.Op == OpFetch || r.Op == OpLeave {
+func (ln *link) exchange(ctx context.Context, r *wire.Request, timeout time.Duration, each func(wire.Reply) error) error {
+	if r.Op == wire.OpFetch || r.Op == wire.OpLeave {
 		ln.gate.Lock()
 		if ln.leaving {
 			ln.gate.Unlock()
 			return ErrClosed
 		}
-		ln.leaving = r.Op == OpLeave
+		ln.leaving = r.Op == wire.OpLeave
 		defer func() {
-			if r.Op == OpLeave {
+			if r.Op == wire.OpLeave {
 				ln.gate.Unlock()
 			}
 		}()
@@ -194,9 +196,9 @@ func (ln *link) exchange(ctx context.Context, r *Request, timeout time.Duration,
 	ln.mu.Lock()
 	ln.nextID++
 	r.ID = ln.nextID
-	stream := r.Op == OpFetch && r.Flags&FlagStream != 0
+	stream := r.Op == wire.OpFetch && r.Flags&wire.FlagStream != 0
 	done := make(chan struct{})
-	ln.waiting[r.ID] = waiter{fetch: r.Op == OpFetch, stream: stream, ch: ch, done: done}
+	ln.waiting[r.ID] = waiter{fetch: r.Op == wire.OpFetch, stream: stream, ch: ch, done: done}
 	ln.mu.Unlock()
 	defer func() {
 		ln.mu.Lock()
@@ -207,8 +209,8 @@ func (ln *link) exchange(ctx context.Context, r *Request, timeout time.Duration,
 	r.Stream, r.Group, r.Member = ln.m.cfg.Stream, ln.m.cfg.Group, ln.m.id
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	err := ln.sock.Send(ctx, socket.Msg{Frames: EncodeRequest(r)})
-	if r.Op == OpFetch {
+	err := ln.sock.Send(ctx, socket.Msg{Frames: wire.EncodeRequest(r)})
+	if r.Op == wire.OpFetch {
 		ln.gate.Unlock()
 	}
 	if err != nil {
@@ -221,10 +223,10 @@ func (ln *link) exchange(ctx context.Context, r *Request, timeout time.Duration,
 				return re.err
 			}
 			st := re.rep.Status
-			if st != StatusOK && st != StatusPartial && !(stream && st == StatusOpen) {
-				return &StatusError{Status: st, Msg: string(re.rep.Data)}
+			if st != wire.StatusOK && st != wire.StatusPartial && !(stream && st == wire.StatusOpen) {
+				return &StatusError{Status: Status(st), Msg: string(re.rep.Data)}
 			}
-			if err := each(re.rep); err != nil || st != StatusOpen {
+			if err := each(re.rep); err != nil || st != wire.StatusOpen {
 				return err
 			}
 		case <-ctx.Done():
@@ -240,26 +242,6 @@ func isBadRequest(err error) bool {
 	var se *StatusError
 	return errors.As(err, &se) && se.Status == StatusBadRequest && strings.Contains(se.Msg, "unknown flags")
 }
-
-// StatusError is an error status from a publisher.
-type StatusError struct {
-	Status Status
-	Msg    string
-}
-
-func (e *StatusError) Error() string {
-	return fmt.Sprintf("group: publisher answered status %d: %s", e.Status, e.Msg)
-}
-
-// Is makes a StatusForbidden error match ErrForbidden.
-func (e *StatusError) Is(target error) bool {
-	return target == ErrForbidden && e.Status == StatusForbidden
-}
-
-// ErrForbidden matches the error of a publisher whose spool server does
-// not let this member read the stream (StatusForbidden): the member stops
-// fetching from that publisher and Next returns the error once.
-var ErrForbidden = errors.New("group: forbidden")
 
 // fetchLoop leases records while the member has buffer room. The
 // second loop runs once the publisher took a fetch with FlagPipeline:
@@ -373,27 +355,27 @@ func (ln *link) fetchLoop(second bool) {
 			ln.putReserve() // free slots came: no need of it
 			n, reserved = n-1, false
 		}
-		req := &Request{Op: OpFetch, MaxRecords: uint32(n), MaxBytes: 1 << 20,
+		req := &wire.Request{Op: wire.OpFetch, MaxRecords: uint32(n), MaxBytes: 1 << 20,
 			WaitMillis: uint32(m.cfg.MaxWait / time.Millisecond), AckWaitMillis: uint32(m.cfg.AckWait / time.Millisecond),
 			MaxDeliver: uint16(min(m.cfg.MaxDeliver, 65535)), MaxAckPending: uint32(m.cfg.MaxAckPending),
 			Start: startKind(m.cfg.Start), StartValue: startValue(m.cfg.Start), Backoff: m.cfg.Backoff}
 		if m.cfg.Ordered {
-			req.Flags = FlagOrdered
+			req.Flags = wire.FlagOrdered
 		}
 		if !ln.noFrames.Load() {
-			req.Flags |= FlagFrames
+			req.Flags |= wire.FlagFrames
 		}
 		if !ln.noPipe.Load() {
-			req.Flags |= FlagPipeline
+			req.Flags |= wire.FlagPipeline
 		}
 		if !ln.noStream.Load() {
-			req.Flags |= FlagStream
+			req.Flags |= wire.FlagStream
 		}
 		used, owes := 0, false
 		// Each reply's records go to the buffer; a stream's replies
 		// come until its last one (never more than n records in all:
 		// the publisher leases a fetch no more than it asked for).
-		each := func(rep Reply) error {
+		each := func(rep wire.Reply) error {
 			ln.pipedOnce.Do(func() { close(ln.piped) })
 			if rep.Count == 0 {
 				return nil
@@ -431,18 +413,18 @@ func (ln *link) fetchLoop(second bool) {
 			return nil
 		}
 		err := ln.exchange(ln.ctx, req, m.cfg.MaxWait+5*time.Second, each)
-		for req.Flags&(FlagStream|FlagPipeline|FlagFrames) != 0 && isBadRequest(err) {
+		for req.Flags&(wire.FlagStream|wire.FlagPipeline|wire.FlagFrames) != 0 && isBadRequest(err) {
 			// A publisher from before a flag: fetch without the newest.
 			switch {
-			case req.Flags&FlagStream != 0:
+			case req.Flags&wire.FlagStream != 0:
 				ln.noStream.Store(true)
-				req.Flags &^= FlagStream
-			case req.Flags&FlagPipeline != 0:
+				req.Flags &^= wire.FlagStream
+			case req.Flags&wire.FlagPipeline != 0:
 				ln.noPipe.Store(true)
-				req.Flags &^= FlagPipeline
+				req.Flags &^= wire.FlagPipeline
 			default:
 				ln.noFrames.Store(true)
-				req.Flags &^= FlagFrames
+				req.Flags &^= wire.FlagFrames
 			}
 			err = ln.exchange(ln.ctx, req, m.cfg.MaxWait+5*time.Second, each)
 		}
@@ -474,7 +456,7 @@ func (ln *link) fetchLoop(second bool) {
 			backoff = 50 * time.Millisecond
 		}
 		if second && ln.noPipe.Load() {
-			return // the publisher refused FlagPipeline after all
+			return // the publisher refused wire.FlagPipeline after all
 		}
 		if err != nil {
 			if ln.ctx.Err() != nil {
@@ -509,7 +491,7 @@ const msgChunk = 256
 
 // messages decodes a fetch reply's records into messages, at most n (a
 // publisher never sends more than asked for), in chunks of msgChunk.
-func (ln *link) messages(rep Reply, n int) ([]*chunk, error) {
+func (ln *link) messages(rep wire.Reply, n int) ([]*chunk, error) {
 	count := min(int(rep.Count), n)
 	now := time.Now().UnixNano()
 	chunks := make([]*chunk, 0, (count+msgChunk-1)/msgChunk)
@@ -519,7 +501,7 @@ func (ln *link) messages(rep Reply, n int) ([]*chunk, error) {
 		chunks = append(chunks, c)
 	}
 	i := 0
-	err := decodeParts(rep.parts, rep.Count, func(r *Record) {
+	err := wire.DecodeParts(rep.Parts, rep.Count, func(r *wire.Record) {
 		if i < count {
 			chunks[i/msgChunk].rest[i%msgChunk] = Message{Publisher: ln.node, Offset: r.Offset, Delivery: r.Delivery, Time: r.Time, Headers: r.Headers, Value: r.Value, ln: ln}
 		}
@@ -530,7 +512,7 @@ func (ln *link) messages(rep Reply, n int) ([]*chunk, error) {
 
 // leave tells the publisher to release this member's leases.
 func (ln *link) leave(ctx context.Context) error {
-	_, err := ln.call(ctx, &Request{Op: OpLeave}, 1<<63-1) // ctx alone bounds it
+	_, err := ln.call(ctx, &wire.Request{Op: wire.OpLeave}, 1<<63-1) // ctx alone bounds it
 	return err
 }
 
@@ -548,19 +530,19 @@ func Info(ctx context.Context, endpoint, stream, group string, cfg socket.Config
 	if err := sock.Connect(endpoint); err != nil {
 		return st, err
 	}
-	if err := sock.Send(ctx, socket.Msg{Frames: EncodeRequest(&Request{Op: OpInfo, ID: 1, Stream: stream, Group: group, Member: "info"})}); err != nil {
+	if err := sock.Send(ctx, socket.Msg{Frames: wire.EncodeRequest(&wire.Request{Op: wire.OpInfo, ID: 1, Stream: stream, Group: group, Member: "info"})}); err != nil {
 		return st, err
 	}
 	msg, err := sock.Recv(ctx)
 	if err != nil {
 		return st, err
 	}
-	rep, err := DecodeReply(msg.Frames, false)
+	rep, err := wire.DecodeReply(msg.Frames, false)
 	if err != nil {
 		return st, err
 	}
-	if rep.Status != StatusOK {
-		return st, &StatusError{Status: rep.Status, Msg: string(rep.Data)}
+	if rep.Status != wire.StatusOK {
+		return st, statusError(&rep)
 	}
 	if err := json.Unmarshal(rep.Data, &st); err != nil {
 		return st, fmt.Errorf("group: info reply: %w", err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fastmq/fastmq/discovery"
+	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 	"github.com/fastmq/fastmq/socket"
 	"github.com/fastmq/fastmq/spool"
 )
@@ -73,7 +74,7 @@ type MemberConfig struct {
 	// asks for the free room (at least half the buffer while records
 	// wait), so a larger buffer makes larger batches (bench group: about
 	// 4x the throughput at 128 than at 16). Two fetches per publisher
-	// are open at a time (FlagPipeline), each asking for at most half
+	// are open at a time (wire.FlagPipeline), each asking for at most half
 	// the buffer: handlers faster than a round trip to the publisher run
 	// dry between replies, and a larger buffer then also costs less CPU
 	// per record (fewer, larger fetches). Buffered records' leases are
@@ -196,8 +197,8 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = 5 * time.Second
 	}
-	if len(cfg.Backoff) > maxBackoff {
-		return nil, fmt.Errorf("group: at most %d backoff values", maxBackoff)
+	if len(cfg.Backoff) > wire.MaxBackoff {
+		return nil, fmt.Errorf("group: at most %d backoff values", wire.MaxBackoff)
 	}
 	for _, d := range cfg.Backoff {
 		// The wire carries whole milliseconds in 32 bits: a negative
@@ -698,23 +699,25 @@ func (msg *Message) linkOf() *link {
 // Ack acknowledges the record; it returns once the publisher has written
 // the acknowledgement to disk. A refused ack (the lease ran out and moved)
 // gives a *RefusedError.
-func (msg *Message) Ack(ctx context.Context) error { return msg.settle(ctx, OpAck, 0, "") }
+func (msg *Message) Ack(ctx context.Context) error { return msg.settle(ctx, wire.OpAck, 0, "") }
 
 // Nak asks for redelivery after delay (0: the group's backoff).
 func (msg *Message) Nak(ctx context.Context, delay time.Duration) error {
-	return msg.settle(ctx, OpNak, delay, "")
+	return msg.settle(ctx, wire.OpNak, delay, "")
 }
 
 // InProgress extends the lease by AckWait.
-func (msg *Message) InProgress(ctx context.Context) error { return msg.settle(ctx, OpProgress, 0, "") }
+func (msg *Message) InProgress(ctx context.Context) error {
+	return msg.settle(ctx, wire.OpProgress, 0, "")
+}
 
 // Term gives up on the record: it goes to the dead-letter stream with
 // reason.
 func (msg *Message) Term(ctx context.Context, reason string) error {
-	return msg.settle(ctx, OpTerm, 0, reason)
+	return msg.settle(ctx, wire.OpTerm, 0, reason)
 }
 
-func (msg *Message) settle(ctx context.Context, op Op, delay time.Duration, reason string) error {
+func (msg *Message) settle(ctx context.Context, op wire.Op, delay time.Duration, reason string) error {
 	if msg.ln == nil {
 		return errors.New("group: settle of a message no member leased")
 	}
@@ -722,7 +725,7 @@ func (msg *Message) settle(ctx context.Context, op Op, delay time.Duration, reas
 	if ln == nil {
 		return fmt.Errorf("group: publisher %s is gone; the lease of %d will be released", msg.Publisher, msg.Offset)
 	}
-	return ln.settle(ctx, op, Entry{Offset: msg.Offset, Delivery: msg.Delivery, Delay: delay, Reason: reason})
+	return ln.settle(ctx, op, wire.Entry{Offset: msg.Offset, Delivery: msg.Delivery, Delay: delay, Reason: reason})
 }
 
 // RefusedError is a settle the publisher refused: the member does not

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 	"github.com/fastmq/fastmq/socket"
 	"github.com/fastmq/fastmq/spool"
 )
@@ -39,8 +40,8 @@ func TestReplySizedForRecordsHeld(t *testing.T) {
 	if _, err := l.Append(context.Background(), spool.Record{Value: val}, spool.Record{Value: val}); err != nil {
 		t.Fatal(err)
 	}
-	req := Request{Op: OpFetch, MaxRecords: 512, MaxBytes: 1 << 20, AckWaitMillis: 30000, MaxAckPending: 1000,
-		Flags: FlagFrames, Stream: "s", Group: "g", Member: "m"}
+	req := wire.Request{Op: wire.OpFetch, MaxRecords: 512, MaxBytes: 1 << 20, AckWaitMillis: 30000, MaxAckPending: 1000,
+		Flags: wire.FlagFrames, Stream: "s", Group: "g", Member: "m"}
 	s.mu.Lock()
 	g, err := s.groupLocked(req, l)
 	if err != nil {
@@ -92,7 +93,7 @@ func TestPostedRepliesInOrder(t *testing.T) {
 	o := &orderSender{first: make(chan struct{}), release: make(chan struct{})}
 	s := &Server{cfg: ServerConfig{Send: o}, log: slog.New(slog.DiscardHandler)}
 	reply := func(id uint32) [][]byte {
-		return EncodeReply(&Reply{Status: StatusOpen, ID: id, Count: 1, Data: []byte{0}})
+		return wire.EncodeReply(&wire.Reply{Status: wire.StatusOpen, ID: id, Count: 1, Data: []byte{0}})
 	}
 	s.mu.Lock()
 	s.postLocked(nil, reply(1))
@@ -164,8 +165,8 @@ func TestRecvLoopSkipsAbandonedStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := hello.Frames[0]
-	for _, r := range []*Reply{{Status: StatusOpen, ID: 1}, {Status: StatusOK, ID: 2}} {
-		if err := router.Send(ctx, socket.Msg{Frames: append([][]byte{id}, EncodeReply(r)...)}); err != nil {
+	for _, r := range []*wire.Reply{{Status: wire.StatusOpen, ID: 1}, {Status: wire.StatusOK, ID: 2}} {
+		if err := router.Send(ctx, socket.Msg{Frames: append([][]byte{id}, wire.EncodeReply(r)...)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 )
 
 // Handler processes one record for Run: nil acknowledges it, an error
@@ -120,7 +122,7 @@ type worker struct {
 // handle calls the handler for msg and notes its settle.
 func (w *worker) handle(msg *Message) {
 	r := w.r
-	op := OpAck
+	op := wire.OpAck
 	if herr := r.h(r.ctx, msg); herr != nil {
 		if r.ctx.Err() != nil {
 			// Run's ctx ended while the handler ran (a shutdown): the
@@ -134,7 +136,7 @@ func (w *worker) handle(msg *Message) {
 		if r.m.log.Enabled(r.ctx, slog.LevelDebug) {
 			r.m.log.Debug("handler failed", "offset", msg.Offset, "err", herr)
 		}
-		op = OpNak
+		op = wire.OpNak
 	}
 	// A record whose publisher is gone is not settled: its lease ends
 	// there.

@@ -57,3 +57,13 @@ func TestRunSnapshotAndBreak(t *testing.T) {
 		t.Fatalf("a second break changed the pending records: %d", len(g.pend))
 	}
 }
+func TestSpanSet(t *testing.T) {
+	var s spanSet
+	for _, o := range []uint64{5, 7, 6, 1, 2, 10, 0, 9, 8} {
+		s.add(o)
+	}
+	want := spanSet{{0, 3}, {5, 11}}
+	if !reflect.DeepEqual(s, want) {
+		t.Fatalf("got %v, want %v", s, want)
+	}
+}

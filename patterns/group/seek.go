@@ -3,6 +3,7 @@ package group
 import (
 	"time"
 
+	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 	"github.com/fastmq/fastmq/spool"
 )
 
@@ -13,7 +14,7 @@ import (
 // (skipped: neither acknowledged nor dead-lettered) and the records from
 // it on are delivered anew, first deliveries. The parked fetches stay
 // and are served from the new cursor. It returns the new cursor.
-func (s *Server) seekLocked(g *state, l *spool.Log, req Request) uint64 {
+func (s *Server) seekLocked(g *state, l *spool.Log, req wire.Request) uint64 {
 	target := s.seekTarget(l, req.Start, req.StartValue)
 	dropped := len(g.pend) + g.inRuns
 	g.pend = make(map[uint64]*pending)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fastmq/fastmq/discovery"
+	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 	"github.com/fastmq/fastmq/spool"
 )
 
@@ -18,6 +19,11 @@ import (
 // waits 10 s for its answer. (A variable so that tests may hold lazy
 // settles longer.)
 var maxLazyCommit = time.Second
+
+// Version is the group protocol's version byte, the first byte of every
+// request: a spool server hands the requests that start with it to a
+// Server (pull.Server.HandleVersion).
+const Version = wire.Version
 
 // ErrClosed is returned by calls on a closed Server or Member.
 var ErrClosed = errors.New("group: closed")
@@ -47,7 +53,7 @@ const (
 	// many AckWaits from when it began.
 	MaxLeaseFactor = 10
 	// DefaultLazyCommit is how long a publisher holds a lazy settle
-	// (FlagLazy) for the group commit; see ServerConfig.LazyCommit.
+	// (wire.FlagLazy) for the group commit; see ServerConfig.LazyCommit.
 	DefaultLazyCommit = 5 * time.Millisecond
 
 	// DefaultMemberCheck is how often a server without a
@@ -103,7 +109,7 @@ type ServerConfig struct {
 	// publish was never acknowledged. The stream then reopens in a new
 	// epoch and the group's state follows it (see the package doc).
 	LeaseAfterSync bool
-	// LazyCommit is how long a lazy settle (FlagLazy: Run's acks and
+	// LazyCommit is how long a lazy settle (wire.FlagLazy: Run's acks and
 	// naks, which no caller waits for) may wait for the group commit
 	// that writes it, so that one fdatasync takes those of many
 	// requests. A settle without the flag (Message.Ack and the other
@@ -178,7 +184,7 @@ type pendingReply struct {
 
 type parkedFetch struct {
 	env      [][]byte
-	req      Request
+	req      wire.Request
 	deadline time.Time
 }
 
@@ -260,77 +266,77 @@ func (s *Server) Close() error {
 
 // Handle answers one request (see pull.Extension).
 func (s *Server) Handle(env [][]byte, frames [][]byte) {
-	req, err := DecodeRequest(frames)
+	req, err := wire.DecodeRequest(frames)
 	if err != nil {
 		var id uint32
 		if len(frames) > 0 && len(frames[0]) >= 6 {
 			id = uint32(frames[0][2])<<24 | uint32(frames[0][3])<<16 | uint32(frames[0][4])<<8 | uint32(frames[0][5])
 		}
-		s.send(env, &Reply{Status: StatusBadRequest, ID: id, Data: []byte(err.Error())})
+		s.send(env, &wire.Reply{Status: wire.StatusBadRequest, ID: id, Data: []byte(err.Error())})
 		return
 	}
 	if s.cfg.Authorize != nil {
 		if err := s.cfg.Authorize(env, req.Stream, req.Group); err != nil {
-			s.send(env, &Reply{Status: StatusForbidden, ID: req.ID, Data: []byte("forbidden: " + err.Error())})
+			s.send(env, &wire.Reply{Status: wire.StatusForbidden, ID: req.ID, Data: []byte("forbidden: " + err.Error())})
 			return
 		}
 	}
-	if req.Op >= OpList && req.Op <= OpReplay {
+	if req.Op >= wire.OpList && req.Op <= wire.OpReplay {
 		s.handleAdmin(env, req)
 		return
 	}
 	s.noteIncarnation(req.Member)
 	if !validName(req.Group) {
-		s.send(env, &Reply{Status: StatusBadRequest, ID: req.ID, Data: []byte(fmt.Sprintf("bad group name %q", req.Group))})
+		s.send(env, &wire.Reply{Status: wire.StatusBadRequest, ID: req.ID, Data: []byte(fmt.Sprintf("bad group name %q", req.Group))})
 		return
 	}
 	l, ok := s.cfg.Lookup(req.Stream)
 	if !ok {
-		s.send(env, &Reply{Status: StatusUnknown, ID: req.ID, Data: []byte("unknown stream " + req.Stream)})
+		s.send(env, &wire.Reply{Status: wire.StatusUnknown, ID: req.ID, Data: []byte("unknown stream " + req.Stream)})
 		return
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		s.send(env, &Reply{Status: StatusUnavailable, ID: req.ID, Data: []byte("server closing")})
+		s.send(env, &wire.Reply{Status: wire.StatusUnavailable, ID: req.ID, Data: []byte("server closing")})
 		return
 	}
 	g, err := s.groupLocked(req, l)
 	if err != nil {
 		s.mu.Unlock()
-		s.send(env, &Reply{Status: StatusInternal, ID: req.ID, Data: []byte(err.Error())})
+		s.send(env, &wire.Reply{Status: wire.StatusInternal, ID: req.ID, Data: []byte(err.Error())})
 		return
 	}
 	if g == nil {
 		s.mu.Unlock()
-		s.send(env, &Reply{Status: StatusUnknown, ID: req.ID, Data: []byte(fmt.Sprintf("unknown group %s of stream %s", req.Group, req.Stream))})
+		s.send(env, &wire.Reply{Status: wire.StatusUnknown, ID: req.ID, Data: []byte(fmt.Sprintf("unknown group %s of stream %s", req.Group, req.Stream))})
 		return
 	}
 	switch req.Op {
-	case OpFetch:
+	case wire.OpFetch:
 		s.fetchLocked(g, l, env, req)
 		return // unlocked by fetchLocked
-	case OpInfo:
+	case wire.OpInfo:
 		st := g.stats(l, s.end)
 		s.mu.Unlock()
 		s.completeStats(&st, l)
 		b, _ := json.Marshal(st)
-		s.send(env, &Reply{Status: StatusOK, ID: req.ID, Data: b})
+		s.send(env, &wire.Reply{Status: wire.StatusOK, ID: req.ID, Data: b})
 		return
-	case OpSeek:
+	case wire.OpSeek:
 		// Answered once the moved state is on disk, as a settle is.
 		s.seekLocked(g, l, req)
 		s.kickLocked(g, l)
-		s.replies = append(s.replies, pendingReply{env, EncodeReply(&Reply{Status: StatusOK, ID: req.ID})})
+		s.replies = append(s.replies, pendingReply{env, wire.EncodeReply(&wire.Reply{Status: wire.StatusOK, ID: req.ID})})
 		s.unlockAndSend()
 		s.wakeFlusher()
 		return
 	}
 	rep := s.settleLocked(g, req)
 	s.kickLocked(g, l)
-	s.replies = append(s.replies, pendingReply{env, EncodeReply(rep)})
+	s.replies = append(s.replies, pendingReply{env, wire.EncodeReply(rep)})
 	s.unlockAndSend()
-	if req.Flags&FlagLazy != 0 && s.cfg.LazyCommit > 0 {
+	if req.Flags&wire.FlagLazy != 0 && s.cfg.LazyCommit > 0 {
 		select {
 		case s.wakeLazy <- struct{}{}:
 		default:
@@ -342,10 +348,10 @@ func (s *Server) Handle(env [][]byte, frames [][]byte) {
 
 // groupLocked returns the group's state, loading it from disk or (for a
 // fetch) creating it; nil for an unknown group.
-func (s *Server) groupLocked(req Request, l *spool.Log) (*state, error) {
+func (s *Server) groupLocked(req wire.Request, l *spool.Log) (*state, error) {
 	key := req.Stream + "\x00" + req.Group
 	if g := s.groups[key]; g != nil {
-		if req.Op == OpFetch {
+		if req.Op == wire.OpFetch {
 			s.applySettingsLocked(g, req)
 		}
 		return g, nil
@@ -365,7 +371,7 @@ func (s *Server) groupLocked(req Request, l *spool.Log) (*state, error) {
 		}
 	}
 	if g == nil {
-		if req.Op != OpFetch {
+		if req.Op != wire.OpFetch {
 			return nil, nil
 		}
 		if len(s.groups) >= MaxGroups {
@@ -390,7 +396,7 @@ func (s *Server) groupLocked(req Request, l *spool.Log) (*state, error) {
 	if g.set.Ordered {
 		s.rekey(g, l)
 	}
-	if req.Op == OpFetch {
+	if req.Op == wire.OpFetch {
 		s.applySettingsLocked(g, req)
 	}
 	if g.floor < l.OldestOffset() {
@@ -413,7 +419,7 @@ const maxJoined = 4096
 // rolling restart with new settings ends with them; when the member that
 // set them leaves or is gone, the next fetch sets them. A change is
 // logged.
-func (s *Server) applySettingsLocked(g *state, req Request) {
+func (s *Server) applySettingsLocked(g *state, req wire.Request) {
 	seq, ok := g.joined[req.Member]
 	if !ok {
 		if len(g.joined) >= maxJoined {
@@ -445,11 +451,11 @@ func forgetLocked(g *state, gone func(member string) bool) {
 	}
 }
 
-func settingsOf(req Request, old settings) settings {
+func settingsOf(req wire.Request, old settings) settings {
 	set := settings{AckWait: time.Duration(req.AckWaitMillis) * time.Millisecond, MaxDeliver: int(req.MaxDeliver),
 		Backoff: req.Backoff, Ordered: old.Ordered}
 	if old.AckWait == 0 { // a new group: ordered or not for good
-		set.Ordered = req.Flags&FlagOrdered != 0
+		set.Ordered = req.Flags&wire.FlagOrdered != 0
 	}
 	if set.AckWait <= 0 {
 		set.AckWait = DefaultAckWait
@@ -462,7 +468,7 @@ func settingsOf(req Request, old settings) settings {
 
 // maxAckPendingOf is the leases the member of req may hold on one
 // publisher: its own MaxAckPending, bounded.
-func maxAckPendingOf(req Request) int {
+func maxAckPendingOf(req wire.Request) int {
 	n := int(req.MaxAckPending)
 	if n <= 0 {
 		n = DefaultMaxAckPending
@@ -480,7 +486,7 @@ const (
 	maxFetchRecords = 4096
 	maxFetchBytes   = 8 << 20
 	// maxParked caps the fetches parked at one group (one per member, two
-	// with FlagPipeline).
+	// with wire.FlagPipeline).
 	maxParked = 8192
 	// MaxGroups caps the groups one publisher keeps state for: any fetch
 	// naming a new group creates one.
@@ -488,15 +494,15 @@ const (
 )
 
 // settleLocked applies an ack, nak, progress, term or leave request.
-func (s *Server) settleLocked(g *state, req Request) *Reply {
+func (s *Server) settleLocked(g *state, req wire.Request) *wire.Reply {
 	now := time.Now()
-	if req.Op == OpLeave {
+	if req.Op == wire.OpLeave {
 		forgetLocked(g, func(m string) bool { return m == req.Member })
 		s.dropParkedLocked(g, func(m string) bool { return m == req.Member })
 		n := s.releaseLocked(g, func(m string) bool { return m == req.Member }, now, true)
-		return &Reply{Status: StatusOK, ID: req.ID, Count: uint32(n)}
+		return &wire.Reply{Status: wire.StatusOK, ID: req.ID, Count: uint32(n)}
 	}
-	if req.Op == OpAckRanges {
+	if req.Op == wire.OpAckRanges {
 		return s.ackRangesLocked(g, req)
 	}
 	var refused []byte
@@ -509,9 +515,9 @@ func (s *Server) settleLocked(g *state, req Request) *Reply {
 			p = g.pend[e.Offset]
 		}
 		if p == nil || p.member != req.Member || p.deliveries != e.Delivery {
-			code := RefusedNotLeased
+			code := wire.RefusedNotLeased
 			if p == nil {
-				code = RefusedUnknown
+				code = wire.RefusedUnknown
 			}
 			refused = append(refused, byte(e.Offset>>56), byte(e.Offset>>48), byte(e.Offset>>40), byte(e.Offset>>32),
 				byte(e.Offset>>24), byte(e.Offset>>16), byte(e.Offset>>8), byte(e.Offset), code)
@@ -519,10 +525,10 @@ func (s *Server) settleLocked(g *state, req Request) *Reply {
 			continue
 		}
 		switch req.Op {
-		case OpAck:
+		case wire.OpAck:
 			g.cnt.Acked++
 			g.settle(e.Offset)
-		case OpProgress:
+		case wire.OpProgress:
 			// Extended by AckWait, up to MaxLeaseFactor x AckWait from
 			// the lease's start: a stuck member cannot hold a record
 			// for ever.
@@ -530,14 +536,14 @@ func (s *Server) settleLocked(g *state, req Request) *Reply {
 			if limit := p.leased.Add(MaxLeaseFactor * g.set.AckWait); p.deadline.After(limit) {
 				p.deadline = limit
 			}
-		case OpNak:
+		case wire.OpNak:
 			g.cnt.Naked++
 			delay := e.Delay
 			if delay <= 0 {
 				delay = g.set.backoff(p.deliveries)
 			}
 			s.returnLocked(g, e.Offset, p, now.Add(delay), "max deliveries")
-		case OpTerm:
+		case wire.OpTerm:
 			reason := e.Reason
 			if reason == "" {
 				reason = "terminated"
@@ -546,9 +552,9 @@ func (s *Server) settleLocked(g *state, req Request) *Reply {
 		}
 	}
 	if nref > 0 {
-		return &Reply{Status: StatusPartial, ID: req.ID, Count: nref, Data: refused}
+		return &wire.Reply{Status: wire.StatusPartial, ID: req.ID, Count: nref, Data: refused}
 	}
-	return &Reply{Status: StatusOK, ID: req.ID, Count: uint32(len(req.Entries))}
+	return &wire.Reply{Status: wire.StatusOK, ID: req.ID, Count: uint32(len(req.Entries))}
 }
 
 // returnLocked makes a leased record available again from notBefore, or
@@ -606,7 +612,7 @@ func (s *Server) dropParkedLocked(g *state, gone func(member string) bool) {
 	keep := g.parked[:0]
 	for _, p := range g.parked {
 		if gone(p.req.Member) {
-			s.replies = append(s.replies, pendingReply{p.env, EncodeReply(&Reply{Status: StatusOK, ID: p.req.ID})})
+			s.replies = append(s.replies, pendingReply{p.env, wire.EncodeReply(&wire.Reply{Status: wire.StatusOK, ID: p.req.ID})})
 			continue
 		}
 		keep = append(keep, p)
@@ -633,7 +639,7 @@ func (s *Server) signalClock() {
 	}
 }
 
-func (s *Server) send(env [][]byte, r *Reply) { s.sendFrames(env, EncodeReply(r)) }
+func (s *Server) send(env [][]byte, r *wire.Reply) { s.sendFrames(env, wire.EncodeReply(r)) }
 
 // nodeOf returns the node name of a member id ("node/incarnation.random").
 func nodeOf(member string) string {

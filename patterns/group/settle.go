@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 )
 
 // settleReq is what the settle goroutine takes from its queue: one
@@ -17,12 +19,12 @@ import (
 // buffer's lease extensions; they hold no pointer, so that the garbage
 // collector need not scan them).
 type settleReq struct {
-	op   Op
-	e    Entry
+	op   wire.Op
+	e    wire.Entry
 	recs []settleRec
 	done func(error) // called once per settle, from the settle goroutine
 	// lazy: no caller waits for the answer to go on (Run's settles);
-	// sent with FlagLazy when every settle of the request is lazy.
+	// sent with wire.FlagLazy when every settle of the request is lazy.
 	lazy bool
 }
 
@@ -30,7 +32,7 @@ type settleReq struct {
 type settleRec struct {
 	off uint64
 	del uint32
-	op  Op // OpAck, OpNak (without delay) or OpProgress
+	op  wire.Op // wire.OpAck, wire.OpNak (without delay) or wire.OpProgress
 }
 
 // maxBatch caps the entries of one settle request (the spool server's
@@ -38,7 +40,7 @@ type settleRec struct {
 const maxBatch = 128
 
 // settle queues one entry and waits for the publisher's answer.
-func (ln *link) settle(ctx context.Context, op Op, e Entry) error {
+func (ln *link) settle(ctx context.Context, op wire.Op, e wire.Entry) error {
 	ch := make(chan error, 1)
 	if err := ln.settleAsync(ctx, op, e, func(err error) { ch <- err }); err != nil {
 		return err
@@ -54,7 +56,7 @@ func (ln *link) settle(ctx context.Context, op Op, e Entry) error {
 // settleAsync queues one entry; done gets the publisher's answer (or
 // ErrClosed when the link stops first). It blocks only while the queue
 // is full.
-func (ln *link) settleAsync(ctx context.Context, op Op, e Entry, done func(error)) error {
+func (ln *link) settleAsync(ctx context.Context, op wire.Op, e wire.Entry, done func(error)) error {
 	return ln.queueSettle(ctx, settleReq{op: op, e: e, done: done})
 }
 
@@ -94,7 +96,7 @@ func (s *settleReq) fail(err error) {
 }
 
 // settleLoop sends queued settles in batches, one request per op: acks
-// as ranges of consecutive offsets (OpAckRanges), so one request carries
+// as ranges of consecutive offsets (wire.OpAckRanges), so one request carries
 // thousands of them.
 func (ln *link) settleLoop() {
 	defer ln.wg.Done()
@@ -147,17 +149,17 @@ func (ln *link) settleLoop() {
 		// The acks are sorted by small keys (sorting the requests
 		// themselves moves their callbacks: write barriers), which
 		// index into g.reqs.
-		var byOp map[Op][]settleReq
+		var byOp map[wire.Op][]settleReq
 		other := func(s settleReq) {
 			if byOp == nil {
-				byOp = map[Op][]settleReq{}
+				byOp = map[wire.Op][]settleReq{}
 			}
 			byOp[s.op] = append(byOp[s.op], s)
 		}
 		ranges := !ln.noRanges.Load()
 		for i, s := range g.reqs {
 			if s.recs == nil {
-				if s.op == OpAck && ranges {
+				if s.op == wire.OpAck && ranges {
 					g.keys = append(g.keys, ackKey{s.e.Offset, s.e.Delivery, uint32(i)})
 				} else {
 					other(s)
@@ -165,16 +167,16 @@ func (ln *link) settleLoop() {
 				continue
 			}
 			for _, r := range s.recs {
-				if r.op == OpAck && ranges {
+				if r.op == wire.OpAck && ranges {
 					g.keys = append(g.keys, ackKey{r.off, r.del, uint32(i)})
 				} else {
-					other(settleReq{op: r.op, e: Entry{Offset: r.off, Delivery: r.del}, done: s.done, lazy: s.lazy})
+					other(settleReq{op: r.op, e: wire.Entry{Offset: r.off, Delivery: r.del}, done: s.done, lazy: s.lazy})
 				}
 			}
 		}
 		keys := g.keys
 		g.left.Store(1) // this loop's, until every request is started
-		send := func(op Op, part []settleReq, keys []ackKey) {
+		send := func(op wire.Op, part []settleReq, keys []ackKey) {
 			// Up to maxSettleCalls lazy requests in flight, so that the
 			// publisher's next group commit takes the next batch. One a
 			// caller waits for takes no slot: the lazy ones in flight
@@ -202,7 +204,7 @@ func (ln *link) settleLoop() {
 			g.sortKeys()
 			for len(keys) > 0 {
 				k := rangesPrefix(keys, maxRangesPerRequest)
-				send(OpAckRanges, g.reqs, keys[:k])
+				send(wire.OpAckRanges, g.reqs, keys[:k])
 				keys = keys[k:]
 			}
 		}
@@ -309,11 +311,11 @@ func (g *gather) sortKeys() {
 const spanFactor = 4
 
 // rangesPrefix returns how many of the sorted acks fit in n ranges (and
-// maxRangeAcks acks).
+// wire.MaxRangeAcks acks).
 func rangesPrefix(keys []ackKey, n int) int {
 	runs := 0
 	for i, k := range keys {
-		if i == maxRangeAcks {
+		if i == wire.MaxRangeAcks {
 			return i
 		}
 		if i == 0 || k.off != keys[i-1].off+1 || k.del != keys[i-1].del {
@@ -328,7 +330,7 @@ func rangesPrefix(keys []ackKey, n int) int {
 
 // Settle batching: a batch gathers up to maxGather queued settles, and
 // at least minGather before it is sent while requests are in flight; an
-// OpAckRanges request carries at most maxRangesPerRequest ranges (the
+// wire.OpAckRanges request carries at most maxRangesPerRequest ranges (the
 // spool server takes requests of up to 4 KiB).
 const (
 	maxSettleCalls      = 4
@@ -337,53 +339,53 @@ const (
 	maxRangesPerRequest = 180
 )
 
-// sendSettles sends one request: for OpAckRanges, the acks keys index
+// sendSettles sends one request: for wire.OpAckRanges, the acks keys index
 // in list (sorted), for other ops all of list; lazy ones (every settle
-// lazy) with FlagLazy.
-func (ln *link) sendSettles(op Op, list []settleReq, keys []ackKey, lazy bool) {
-	req := &Request{Op: op}
+// lazy) with wire.FlagLazy.
+func (ln *link) sendSettles(op wire.Op, list []settleReq, keys []ackKey, lazy bool) {
+	req := &wire.Request{Op: op}
 	if lazy && !ln.noLazy.Load() {
-		req.Flags = FlagLazy
+		req.Flags = wire.FlagLazy
 	}
-	if op == OpAckRanges {
+	if op == wire.OpAckRanges {
 		for i, k := range keys {
 			if n := len(req.Ranges); i > 0 && k.off == keys[i-1].off+1 && k.del == req.Ranges[n-1].Delivery {
 				req.Ranges[n-1].Count++
 				continue
 			}
-			req.Ranges = append(req.Ranges, Range{Offset: k.off, Count: 1, Delivery: k.del})
+			req.Ranges = append(req.Ranges, wire.Range{Offset: k.off, Count: 1, Delivery: k.del})
 		}
 	} else {
-		req.Entries = make([]Entry, len(list))
+		req.Entries = make([]wire.Entry, len(list))
 		for i, s := range list {
 			req.Entries[i] = s.e
 		}
 	}
 	rep, err := ln.call(ln.ctx, req, 10*time.Second)
-	if req.Flags&FlagLazy != 0 && isBadRequest(err) {
-		// A publisher from before FlagLazy: settles without it from now
+	if req.Flags&wire.FlagLazy != 0 && isBadRequest(err) {
+		// A publisher from before wire.FlagLazy: settles without it from now
 		// on.
 		ln.noLazy.Store(true)
-		req.Flags &^= FlagLazy
+		req.Flags &^= wire.FlagLazy
 		rep, err = ln.call(ln.ctx, req, 10*time.Second)
 	}
 	var se *StatusError
-	if op == OpAckRanges && errors.As(err, &se) && se.Status == StatusBadRequest {
-		// A publisher from before OpAckRanges: plain acks from now on.
+	if op == wire.OpAckRanges && errors.As(err, &se) && se.Status == StatusBadRequest {
+		// A publisher from before wire.OpAckRanges: plain acks from now on.
 		ln.noRanges.Store(true)
 		part := make([]settleReq, len(keys))
 		for i, k := range keys {
-			part[i] = settleReq{op: OpAck, e: Entry{Offset: k.off, Delivery: k.del}, done: list[k.i].done, lazy: list[k.i].lazy}
+			part[i] = settleReq{op: wire.OpAck, e: wire.Entry{Offset: k.off, Delivery: k.del}, done: list[k.i].done, lazy: list[k.i].lazy}
 		}
 		for len(part) > 0 {
 			k := min(len(part), maxBatch)
-			ln.sendSettles(OpAck, part[:k], nil, lazy)
+			ln.sendSettles(wire.OpAck, part[:k], nil, lazy)
 			part = part[k:]
 		}
 		return
 	}
 	var refused map[uint64]uint8
-	if err == nil && rep.Status == StatusPartial {
+	if err == nil && rep.Status == wire.StatusPartial {
 		refused = make(map[uint64]uint8, rep.Count)
 		for i := 0; i+9 <= len(rep.Data); i += 9 {
 			refused[binary.BigEndian.Uint64(rep.Data[i:])] = rep.Data[i+8]
@@ -408,7 +410,7 @@ func (ln *link) sendSettles(op Op, list []settleReq, keys []ackKey, lazy bool) {
 }
 
 // allLazy reports whether every settle a request carries is lazy: for
-// OpAckRanges those of list that keys index, else all of list.
+// wire.OpAckRanges those of list that keys index, else all of list.
 func allLazy(list []settleReq, keys []ackKey) bool {
 	if keys != nil {
 		for _, k := range keys {

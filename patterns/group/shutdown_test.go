@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fastmq/fastmq/patterns/group"
+	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 	"github.com/fastmq/fastmq/socket"
 )
 
@@ -15,10 +16,10 @@ import (
 // requests it saw go to ops.
 type stubPublisher struct {
 	ep  string
-	ops chan group.Op
+	ops chan wire.Op
 }
 
-func newStubPublisher(t *testing.T, leave group.Status, answer bool) *stubPublisher {
+func newStubPublisher(t *testing.T, leave wire.Status, answer bool) *stubPublisher {
 	t.Helper()
 	router, err := socket.New(socket.Router, socket.Config{})
 	if err != nil {
@@ -35,7 +36,7 @@ func newStubPublisher(t *testing.T, leave group.Status, answer bool) *stubPublis
 		router.Close()
 		<-done
 	})
-	p := &stubPublisher{ep: ep, ops: make(chan group.Op, 1024)}
+	p := &stubPublisher{ep: ep, ops: make(chan wire.Op, 1024)}
 	go func() {
 		defer close(done)
 		for {
@@ -43,7 +44,7 @@ func newStubPublisher(t *testing.T, leave group.Status, answer bool) *stubPublis
 			if err != nil {
 				return
 			}
-			req, err := group.DecodeRequest(msg.Frames[1:])
+			req, err := wire.DecodeRequest(msg.Frames[1:])
 			if err != nil {
 				continue
 			}
@@ -51,8 +52,8 @@ func newStubPublisher(t *testing.T, leave group.Status, answer bool) *stubPublis
 			case p.ops <- req.Op:
 			default:
 			}
-			if req.Op == group.OpLeave && answer {
-				rep := group.EncodeReply(&group.Reply{Status: leave, ID: req.ID, Data: []byte("not now")})
+			if req.Op == wire.OpLeave && answer {
+				rep := wire.EncodeReply(&wire.Reply{Status: leave, ID: req.ID, Data: []byte("not now")})
 				router.Send(ctx, socket.Msg{Frames: append([][]byte{msg.Frames[0]}, rep...)})
 			}
 		}
@@ -67,7 +68,7 @@ func (p *stubPublisher) waitLeave(t *testing.T) {
 	for {
 		select {
 		case op := <-p.ops:
-			if op == group.OpLeave {
+			if op == wire.OpLeave {
 				return
 			}
 		case <-timeout:
@@ -110,7 +111,7 @@ func TestShutdownContextEnds(t *testing.T) {
 
 // Shutdown returns what a publisher answered the leave with.
 func TestShutdownPublisherError(t *testing.T) {
-	p := newStubPublisher(t, group.StatusBadRequest, true)
+	p := newStubPublisher(t, wire.StatusBadRequest, true)
 	m := stubMember(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -145,7 +146,7 @@ func TestCloseCutsShutdown(t *testing.T) {
 // A publisher that does not know the group holds no lease of the member:
 // its StatusUnknown answer to the leave is no error.
 func TestShutdownGroupUnknownThere(t *testing.T) {
-	p := newStubPublisher(t, group.StatusUnknown, true)
+	p := newStubPublisher(t, wire.StatusUnknown, true)
 	m := stubMember(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/patterns/group"
+	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/socket"
 	"github.com/fastmq/fastmq/spool"
@@ -20,7 +21,7 @@ type fetchSpy struct {
 }
 
 func (s *fetchSpy) Handle(env [][]byte, frames [][]byte) {
-	if req, err := group.DecodeRequest(frames); err == nil && req.Op == group.OpFetch {
+	if req, err := wire.DecodeRequest(frames); err == nil && req.Op == wire.OpFetch {
 		s.fetches.Add(1)
 	}
 	s.Server.Handle(env, frames)
@@ -73,32 +74,32 @@ func TestStreamFetchReplies(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	recv := func() group.Reply {
+	recv := func() wire.Reply {
 		t.Helper()
 		m, err := sock.Recv(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := group.DecodeReply(m.Frames, true)
+		rep, err := wire.DecodeReply(m.Frames, true)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return rep
 	}
-	req := &group.Request{Op: group.OpFetch, ID: 7, MaxRecords: 3, MaxBytes: 1 << 20, WaitMillis: 10000,
-		AckWaitMillis: 30000, MaxAckPending: 100, Flags: group.FlagStream, Stream: "s", Group: "g", Member: "x/1"}
-	if err := sock.Send(ctx, socket.Msg{Frames: group.EncodeRequest(req)}); err != nil {
+	req := &wire.Request{Op: wire.OpFetch, ID: 7, MaxRecords: 3, MaxBytes: 1 << 20, WaitMillis: 10000,
+		AckWaitMillis: 30000, MaxAckPending: 100, Flags: wire.FlagStream, Stream: "s", Group: "g", Member: "x/1"}
+	if err := sock.Send(ctx, socket.Msg{Frames: wire.EncodeRequest(req)}); err != nil {
 		t.Fatal(err)
 	}
-	if rep := recv(); rep.Status != group.StatusOpen || rep.ID != 7 || rep.Count != 1 {
+	if rep := recv(); rep.Status != wire.StatusOpen || rep.ID != 7 || rep.Count != 1 {
 		t.Fatalf("first reply: status %d id %d count %d, want open, 7, 1", rep.Status, rep.ID, rep.Count)
 	}
 	p.publish(t, "s", 1)
-	if rep := recv(); rep.Status != group.StatusOpen || rep.ID != 7 || rep.Count != 1 {
+	if rep := recv(); rep.Status != wire.StatusOpen || rep.ID != 7 || rep.Count != 1 {
 		t.Fatalf("second reply: status %d id %d count %d, want open, 7, 1", rep.Status, rep.ID, rep.Count)
 	}
 	p.publish(t, "s", 5)
-	if rep := recv(); rep.Status != group.StatusOK || rep.ID != 7 || rep.Count != 1 {
+	if rep := recv(); rep.Status != wire.StatusOK || rep.ID != 7 || rep.Count != 1 {
 		t.Fatalf("last reply: status %d id %d count %d, want ok, 7, 1 (the rest of the count)", rep.Status, rep.ID, rep.Count)
 	}
 }
@@ -121,9 +122,9 @@ func TestStreamFetchEndsAtByteLimit(t *testing.T) {
 		}
 	}
 	call := rawCaller(t, p)
-	rep := call(&group.Request{Op: group.OpFetch, MaxRecords: 100, MaxBytes: 1 << 20, WaitMillis: 8000,
-		AckWaitMillis: 30000, MaxAckPending: 1000, Flags: group.FlagStream, Stream: "s", Group: "g", Member: "x/1"})
-	if rep.Status != group.StatusOK || rep.Count == 0 || rep.Count >= 40 {
+	rep := call(&wire.Request{Op: wire.OpFetch, MaxRecords: 100, MaxBytes: 1 << 20, WaitMillis: 8000,
+		AckWaitMillis: 30000, MaxAckPending: 1000, Flags: wire.FlagStream, Stream: "s", Group: "g", Member: "x/1"})
+	if rep.Status != wire.StatusOK || rep.Count == 0 || rep.Count >= 40 {
 		t.Fatalf("reply: status %d, %d records; want ok (ended at the byte limit) with a few", rep.Status, rep.Count)
 	}
 	// And a member reading big records one at a time gets them all,
@@ -139,7 +140,7 @@ func TestStreamFetchEndsAtByteLimit(t *testing.T) {
 func TestMemberFallsBackWithoutStream(t *testing.T) {
 	var old *oldPublisher
 	p := newPublisherWrapped(t, t.TempDir(), func(*group.ServerConfig) {}, func(gs *group.Server, srv *pull.Server) pull.Extension {
-		old = &oldPublisher{Server: gs, srv: srv, flags: group.FlagStream}
+		old = &oldPublisher{Server: gs, srv: srv, flags: wire.FlagStream}
 		return old
 	})
 	p.open("s")

@@ -1,4 +1,4 @@
-package group
+package wire
 
 import (
 	"bytes"
@@ -35,7 +35,7 @@ func TestRequestRoundTrip(t *testing.T) {
 func TestReplyRoundTrip(t *testing.T) {
 	r := Reply{Status: StatusOK, ID: 3, Records: []Record{
 		{Offset: 1, Delivery: 1, Time: time.Unix(0, 12345), Value: []byte("a")},
-		{Offset: 9, Delivery: 2, Time: time.Unix(0, 99), Headers: []Header{{Key: "k", Value: []byte("v")}}, Value: []byte{}},
+		{Offset: 9, Delivery: 2, Time: time.Unix(0, 99), Headers: []spool.Header{{Key: "k", Value: []byte("v")}}, Value: []byte{}},
 	}}
 	got, err := DecodeReply(EncodeReply(&r), true)
 	if err != nil {
@@ -118,7 +118,7 @@ func FuzzDecodeRequest(f *testing.F) {
 }
 
 func FuzzDecodeReply(f *testing.F) {
-	fr := EncodeReply(&Reply{Records: []Record{{Offset: 1, Delivery: 1, Headers: []Header{{Key: "k", Value: []byte("v")}}, Value: []byte("x")}}})
+	fr := EncodeReply(&Reply{Records: []Record{{Offset: 1, Delivery: 1, Headers: []spool.Header{{Key: "k", Value: []byte("v")}}, Value: []byte("x")}}})
 	f.Add(fr[0], fr[1])
 	f.Add(EncodeReply(&Reply{Status: StatusPartial, Count: 1, Data: make([]byte, 9)})[0], make([]byte, 9))
 	f.Fuzz(func(t *testing.T, h, data []byte) {
@@ -132,18 +132,7 @@ func FuzzDecodeReply(f *testing.F) {
 	})
 }
 
-func TestSpanSet(t *testing.T) {
-	var s spanSet
-	for _, o := range []uint64{5, 7, 6, 1, 2, 10, 0, 9, 8} {
-		s.add(o)
-	}
-	want := spanSet{{0, 3}, {5, 11}}
-	if !reflect.DeepEqual(s, want) {
-		t.Fatalf("got %v, want %v", s, want)
-	}
-}
-
-// appendWire (a lease's records, encoded as they are read) writes what
+// AppendSpool (a lease's records, encoded as they are read) writes what
 // EncodeReply writes for the same records as Records.
 func TestAppendWire(t *testing.T) {
 	recs := []spool.Record{
@@ -151,22 +140,22 @@ func TestAppendWire(t *testing.T) {
 		{Offset: 9, Time: time.Unix(5, 0), Headers: []spool.Header{{Key: "k", Value: []byte("x")}, {Key: "e"}}, Value: []byte{}},
 	}
 	var data []byte
-	var wire []Record
+	var recs2 []Record
 	for i := range recs {
-		data = appendWire(data, &recs[i], uint32(i+1))
-		wire = append(wire, toWire(recs[i], uint32(i+1)))
+		data = AppendSpool(data, &recs[i], uint32(i+1))
+		recs2 = append(recs2, FromSpool(recs[i], uint32(i+1)))
 	}
-	want := EncodeReply(&Reply{ID: 1, Records: wire})
+	want := EncodeReply(&Reply{ID: 1, Records: recs2})
 	got := EncodeReply(&Reply{ID: 1, Count: uint32(len(recs)), Data: data})
 	if !bytes.Equal(got[0], want[0]) || !bytes.Equal(got[1], want[1]) {
-		t.Fatalf("appendWire:\n got %x\nwant %x", got, want)
+		t.Fatalf("AppendSpool:\n got %x\nwant %x", got, want)
 	}
 }
 
 func FuzzDecodeReplyFrames(f *testing.F) {
 	recs := []spool.Record{{Offset: 1, Value: []byte("x")}, {Offset: 2, Headers: []spool.Header{{Key: "k", Value: []byte("v")}}, Value: []byte("y")}}
-	a, b := appendWire(nil, &recs[0], 1), appendWire(nil, &recs[1], 1)
-	fr := fetchReply(1, 2, [][]byte{a, b})
+	a, b := AppendSpool(nil, &recs[0], 1), AppendSpool(nil, &recs[1], 1)
+	fr := FetchReply(1, 2, [][]byte{a, b})
 	f.Add(fr[0], fr[1], fr[2])
 	f.Fuzz(func(t *testing.T, h, a, b []byte) {
 		r, err := DecodeReply([][]byte{h, a, b}, true)
@@ -185,7 +174,7 @@ func FuzzDecodeReplyFrames(f *testing.F) {
 // records of the whole; a frame cut inside a record, an empty frame and
 // records missing are refused.
 func TestFetchReplyFrames(t *testing.T) {
-	data := replyData{split: true, maxBytes: maxFetchBytes}
+	data := ReplyData{Split: true, MaxBytes: 8 << 20}
 	var want []Record
 	size := 0
 	for i := range 700 {
@@ -196,16 +185,16 @@ func TestFetchReplyFrames(t *testing.T) {
 		if i == 351 {
 			r.Value = bytes.Repeat([]byte{1}, FrameBytes) // a frame of its own
 		}
-		data.add(&r, 1, 700-i)
-		size += wireLen(&r)
-		want = append(want, toWire(r, 1))
+		data.Add(&r, 1, 700-i)
+		size += RecordLen(&r)
+		want = append(want, FromSpool(r, 1))
 	}
-	frames := fetchReply(3, uint32(len(want)), data.done())
+	frames := FetchReply(3, uint32(len(want)), data.Done())
 	if len(frames) < 5 {
 		t.Fatalf("%d frames for %d bytes", len(frames), size)
 	}
 	for _, f := range frames[1:] {
-		if len(f) > FrameBytes && len(f) != wireLen(&spool.Record{Value: make([]byte, FrameBytes)}) {
+		if len(f) > FrameBytes && len(f) != RecordLen(&spool.Record{Value: make([]byte, FrameBytes)}) {
 			t.Fatalf("a data frame of %d bytes", len(f))
 		}
 		if cap(f) > 32<<10 && len(f) <= FrameBytes {

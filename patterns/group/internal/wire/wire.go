@@ -1,4 +1,4 @@
-package group
+package wire
 
 import (
 	"encoding/binary"
@@ -114,19 +114,22 @@ const FlagLazy uint8 = 8
 // every record).
 const FrameBytes = 8 << 10
 
+// MaxRangeAcks caps the acknowledgements one OpAckRanges request names
+// (a member holds at most group.MaxMaxAckPending leases).
+const MaxRangeAcks = 65536
+
+// MaxBackoff is the most backoff values a fetch carries.
+const MaxBackoff = 32
+
 // Wire limits. Decoders check them before allocating.
 const (
 	headerLen     = 38
 	replyHdrLen   = 10
 	maxNameLen    = 255
-	maxBackoff    = 32
 	maxEntries    = 256
 	maxReasonLen  = 255
 	maxRecordSize = 64 << 20
 	rangeLen      = 16
-	// maxRangeAcks caps the acknowledgements one OpAckRanges request
-	// names (a member holds at most MaxMaxAckPending leases).
-	maxRangeAcks = MaxMaxAckPending
 )
 
 // Request is a decoded group request.
@@ -224,7 +227,8 @@ func EncodeRequest(r *Request) [][]byte {
 // ErrMalformed is wrapped by every decoding error.
 var ErrMalformed = errors.New("group: malformed message")
 
-func malformed(format string, a ...any) error {
+// Malformed returns an error wrapping ErrMalformed.
+func Malformed(format string, a ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, a...)...)
 }
 
@@ -233,18 +237,18 @@ func malformed(format string, a ...any) error {
 func DecodeRequest(frames [][]byte) (Request, error) {
 	var r Request
 	if len(frames) != 5 {
-		return r, malformed("%d frames, want 5", len(frames))
+		return r, Malformed("%d frames, want 5", len(frames))
 	}
 	h := frames[0]
 	if len(h) != headerLen {
-		return r, malformed("header of %d bytes, want %d", len(h), headerLen)
+		return r, Malformed("header of %d bytes, want %d", len(h), headerLen)
 	}
 	if h[0] != Version {
-		return r, malformed("version %d, want %d", h[0], Version)
+		return r, Malformed("version %d, want %d", h[0], Version)
 	}
 	r.Op = Op(h[1])
 	if (r.Op < OpFetch || r.Op > OpReplay) && r.Op != OpAckRanges {
-		return r, malformed("unknown op %d", h[1])
+		return r, Malformed("unknown op %d", h[1])
 	}
 	r.ID = binary.BigEndian.Uint32(h[2:])
 	r.MaxRecords = binary.BigEndian.Uint32(h[6:])
@@ -257,14 +261,14 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 	r.StartValue = binary.BigEndian.Uint64(h[29:])
 	r.Flags = h[37]
 	if r.Flags&^(FlagOrdered|FlagFrames|FlagPipeline|FlagLazy|FlagStream) != 0 {
-		return r, malformed("unknown flags %#x", r.Flags)
+		return r, Malformed("unknown flags %#x", r.Flags)
 	}
 	if r.Start > StartTime {
-		return r, malformed("unknown start %d", r.Start)
+		return r, Malformed("unknown start %d", r.Start)
 	}
 	for i, what := range []string{"stream", "group", "member"} {
 		if n := len(frames[1+i]); n == 0 || n > maxNameLen {
-			return r, malformed("%s name of %d bytes", what, n)
+			return r, Malformed("%s name of %d bytes", what, n)
 		}
 	}
 	r.Stream, r.Group, r.Member = string(frames[1]), string(frames[2]), string(frames[3])
@@ -273,8 +277,8 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 		return r, decodeRanges(&r, body)
 	}
 	if r.Op == OpFetch {
-		if len(body)%4 != 0 || len(body)/4 > maxBackoff {
-			return r, malformed("backoff of %d bytes", len(body))
+		if len(body)%4 != 0 || len(body)/4 > MaxBackoff {
+			return r, Malformed("backoff of %d bytes", len(body))
 		}
 		if len(body) > 0 {
 			r.Backoff = make([]time.Duration, len(body)/4)
@@ -286,7 +290,7 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 	}
 	if r.Op >= OpLeave {
 		if len(body) != 0 {
-			return r, malformed("op %d with a body", r.Op)
+			return r, Malformed("op %d with a body", r.Op)
 		}
 		return r, nil
 	}
@@ -294,18 +298,18 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 	n := 0
 	for p := 0; p < len(body); n++ {
 		if n == maxEntries {
-			return r, malformed("more than %d entries", maxEntries)
+			return r, Malformed("more than %d entries", maxEntries)
 		}
 		if len(body)-p < 17 {
-			return r, malformed("entry %d cut short", n)
+			return r, Malformed("entry %d cut short", n)
 		}
 		p += 17 + int(body[p+16])
 		if p > len(body) {
-			return r, malformed("entry %d's reason cut short", n)
+			return r, Malformed("entry %d's reason cut short", n)
 		}
 	}
 	if n == 0 {
-		return r, malformed("no entries")
+		return r, Malformed("no entries")
 	}
 	r.Entries = make([]Entry, n)
 	for i, p := 0, 0; i < n; i++ {
@@ -323,7 +327,7 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 func decodeRanges(r *Request, body []byte) error {
 	n := len(body) / rangeLen
 	if len(body)%rangeLen != 0 || n == 0 || n > maxEntries {
-		return malformed("ack ranges of %d bytes", len(body))
+		return Malformed("ack ranges of %d bytes", len(body))
 	}
 	r.Ranges = make([]Range, n)
 	total := uint64(0)
@@ -331,10 +335,10 @@ func decodeRanges(r *Request, body []byte) error {
 		b := body[rangeLen*i:]
 		g := Range{binary.BigEndian.Uint64(b), binary.BigEndian.Uint32(b[8:]), binary.BigEndian.Uint32(b[12:])}
 		if g.Count == 0 || g.Offset+uint64(g.Count) < g.Offset {
-			return malformed("ack range %d: %d from %d", i, g.Count, g.Offset)
+			return Malformed("ack range %d: %d from %d", i, g.Count, g.Offset)
 		}
-		if total += uint64(g.Count); total > maxRangeAcks {
-			return malformed("more than %d acks in ranges", maxRangeAcks)
+		if total += uint64(g.Count); total > MaxRangeAcks {
+			return Malformed("more than %d acks in ranges", MaxRangeAcks)
 		}
 		r.Ranges[i] = g
 	}
@@ -357,7 +361,9 @@ type Reply struct {
 	Data    []byte   // the first data frame
 	Records []Record // decoded from the data frames by DecodeReply for ok fetches
 
-	parts [][]byte // a member's fetch reply's data frames, decoded by its fetch loop
+	// Parts are a member's fetch reply's data frames, which its fetch
+	// loop decodes (DecodeParts) as it delivers them.
+	Parts [][]byte
 }
 
 // Record is one leased record on the wire.
@@ -365,12 +371,9 @@ type Record struct {
 	Offset   uint64
 	Delivery uint32
 	Time     time.Time
-	Headers  []Header
+	Headers  []spool.Header
 	Value    []byte
 }
-
-// Header is a record header, as the spool keeps it.
-type Header = spool.Header
 
 // EncodeReply returns the frames of r (Records, if any, are appended to
 // Data).
@@ -392,12 +395,12 @@ func EncodeReply(r *Reply) [][]byte {
 }
 
 func appendRecord(b []byte, rec *Record) []byte {
-	return appendRecordWire(b, rec.Offset, rec.Delivery, rec.Time, rec.Headers, rec.Value)
+	return AppendRecord(b, rec.Offset, rec.Delivery, rec.Time, rec.Headers, rec.Value)
 }
 
-// appendRecordWire appends a fetch reply's record (see Reply); the
-// publisher appends its spool's records with it (appendWire).
-func appendRecordWire(b []byte, offset uint64, delivery uint32, t time.Time, headers []Header, value []byte) []byte {
+// AppendRecord appends a fetch reply's record (see Reply); the
+// publisher appends its spool's records with it (AppendSpool).
+func AppendRecord(b []byte, offset uint64, delivery uint32, t time.Time, headers []spool.Header, value []byte) []byte {
 	b = binary.BigEndian.AppendUint64(b, offset)
 	b = binary.BigEndian.AppendUint32(b, delivery)
 	b = binary.BigEndian.AppendUint64(b, uint64(t.UnixNano()))
@@ -417,13 +420,13 @@ func appendRecordWire(b []byte, offset uint64, delivery uint32, t time.Time, hea
 func DecodeReply(frames [][]byte, fetch bool) (Reply, error) {
 	var r Reply
 	if len(frames) < 2 || (len(frames) > 2 && !fetch) {
-		return r, malformed("%d reply frames, want 2", len(frames))
+		return r, Malformed("%d reply frames, want 2", len(frames))
 	}
 	parts := frames[1:]
 	frames = frames[:2]
 	h := frames[0]
 	if len(h) != replyHdrLen || h[0] != Version {
-		return r, malformed("reply header of %d bytes", len(h))
+		return r, Malformed("reply header of %d bytes", len(h))
 	}
 	r.Status = Status(h[1])
 	r.ID = binary.BigEndian.Uint32(h[2:])
@@ -431,25 +434,26 @@ func DecodeReply(frames [][]byte, fetch bool) (Reply, error) {
 	r.Data = frames[1]
 	if r.Status == StatusPartial {
 		if uint64(len(r.Data)) != uint64(r.Count)*9 {
-			return r, malformed("%d refusals in %d bytes", r.Count, len(r.Data))
+			return r, Malformed("%d refusals in %d bytes", r.Count, len(r.Data))
 		}
 	}
 	records := r.Status == StatusOK || r.Status == StatusOpen
 	if len(parts) > 1 && (!records || r.Count == 0) {
-		return r, malformed("%d data frames in a reply without records", len(parts))
+		return r, Malformed("%d data frames in a reply without records", len(parts))
 	}
 	if !records || !fetch || r.Count == 0 {
 		return r, nil
 	}
-	if uint64(r.Count)*26 > partsLen(parts) {
-		return r, malformed("%d records in %d bytes", r.Count, partsLen(parts))
+	if uint64(r.Count)*26 > PartsLen(parts) {
+		return r, Malformed("%d records in %d bytes", r.Count, PartsLen(parts))
 	}
 	r.Records = make([]Record, 0, r.Count)
-	err := decodeParts(parts, r.Count, func(rec *Record) { r.Records = append(r.Records, *rec) })
+	err := DecodeParts(parts, r.Count, func(rec *Record) { r.Records = append(r.Records, *rec) })
 	return r, err
 }
 
-func partsLen(parts [][]byte) uint64 {
+// PartsLen returns the bytes of a reply's data frames.
+func PartsLen(parts [][]byte) uint64 {
 	n := uint64(0)
 	for _, p := range parts {
 		n += uint64(len(p))
@@ -457,9 +461,9 @@ func partsLen(parts [][]byte) uint64 {
 	return n
 }
 
-// decodeParts decodes count records from a fetch reply's data frames,
+// DecodeParts decodes count records from a fetch reply's data frames,
 // each holding whole records (no frame empty), calling f for each.
-func decodeParts(parts [][]byte, count uint32, f func(rec *Record)) error {
+func DecodeParts(parts [][]byte, count uint32, f func(rec *Record)) error {
 	left := count
 	for i, p := range parts {
 		n, err := decodeFrame(p, left, f)
@@ -467,12 +471,12 @@ func decodeParts(parts [][]byte, count uint32, f func(rec *Record)) error {
 			return err
 		}
 		if n == 0 {
-			return malformed("data frame %d holds no record", i)
+			return Malformed("data frame %d holds no record", i)
 		}
 		left -= n
 	}
 	if left > 0 {
-		return malformed("%d of %d records missing", left, count)
+		return Malformed("%d of %d records missing", left, count)
 	}
 	return nil
 }
@@ -485,49 +489,49 @@ func decodeFrame(b []byte, max uint32, f func(rec *Record)) (uint32, error) {
 	i := uint32(0)
 	for ; i < max && len(b) > 0; i++ {
 		if len(b) < 22 {
-			return i, malformed("record %d cut short", i)
+			return i, Malformed("record %d cut short", i)
 		}
 		rec = Record{Offset: binary.BigEndian.Uint64(b), Delivery: binary.BigEndian.Uint32(b[8:]),
 			Time: time.Unix(0, int64(binary.BigEndian.Uint64(b[12:])))}
 		nh := int(binary.BigEndian.Uint16(b[20:]))
 		b = b[22:]
 		if nh*6 > len(b) {
-			return i, malformed("record %d: %d headers in %d bytes", i, nh, len(b))
+			return i, Malformed("record %d: %d headers in %d bytes", i, nh, len(b))
 		}
 		if nh > 0 {
-			rec.Headers = make([]Header, nh)
+			rec.Headers = make([]spool.Header, nh)
 		}
 		for j := 0; j < nh; j++ {
 			if len(b) < 2 {
-				return i, malformed("record %d header %d cut short", i, j)
+				return i, Malformed("record %d header %d cut short", i, j)
 			}
 			kl := int(binary.BigEndian.Uint16(b))
 			if len(b) < 2+kl+4 {
-				return i, malformed("record %d header %d cut short", i, j)
+				return i, Malformed("record %d header %d cut short", i, j)
 			}
 			rec.Headers[j].Key = string(b[2 : 2+kl])
 			vl := uint64(binary.BigEndian.Uint32(b[2+kl:]))
 			b = b[6+kl:]
 			if vl > uint64(len(b)) {
-				return i, malformed("record %d header %d value cut short", i, j)
+				return i, Malformed("record %d header %d value cut short", i, j)
 			}
 			rec.Headers[j].Value = b[:vl:vl]
 			b = b[vl:]
 		}
 		if len(b) < 4 {
-			return i, malformed("record %d value cut short", i)
+			return i, Malformed("record %d value cut short", i)
 		}
 		vl := uint64(binary.BigEndian.Uint32(b))
 		b = b[4:]
 		if vl > uint64(len(b)) || vl > maxRecordSize {
-			return i, malformed("record %d value of %d bytes in %d", i, vl, len(b))
+			return i, Malformed("record %d value of %d bytes in %d", i, vl, len(b))
 		}
 		rec.Value = b[:vl:vl]
 		b = b[vl:]
 		f(&rec)
 	}
 	if len(b) != 0 {
-		return i, malformed("%d bytes after the records", len(b))
+		return i, Malformed("%d bytes after the records", len(b))
 	}
 	return i, nil
 }

@@ -1,0 +1,89 @@
+package group
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fastmq/fastmq/patterns/group/internal/wire"
+	"github.com/fastmq/fastmq/spool"
+)
+
+// Status is the status of a publisher's answer that a *StatusError
+// carries.
+type Status uint8
+
+// Error statuses of a publisher's answers (see the package doc,
+// "Protocol").
+const (
+	StatusUnknown     = Status(wire.StatusUnknown)     // unknown stream or group
+	StatusBadRequest  = Status(wire.StatusBadRequest)  // malformed request
+	StatusInternal    = Status(wire.StatusInternal)    // the publisher failed (e.g. could not write the state)
+	StatusUnavailable = Status(wire.StatusUnavailable) // server closing
+	StatusForbidden   = Status(wire.StatusForbidden)   // the client may not read the stream (the spool server's ACL)
+)
+
+// StatusError is an error status from a publisher.
+type StatusError struct {
+	Status Status
+	Msg    string
+}
+
+// statusError returns rep's error status as a *StatusError.
+func statusError(rep *wire.Reply) *StatusError {
+	return &StatusError{Status: Status(rep.Status), Msg: string(rep.Data)}
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("group: publisher answered status %d: %s", e.Status, e.Msg)
+}
+
+// Is makes a StatusForbidden error match ErrForbidden.
+func (e *StatusError) Is(target error) bool {
+	return target == ErrForbidden && e.Status == StatusForbidden
+}
+
+// ErrForbidden matches the error of a publisher whose spool server does
+// not let this member read the stream (StatusForbidden): the member stops
+// fetching from that publisher and Next returns the error once.
+var ErrForbidden = errors.New("group: forbidden")
+
+// ErrMalformed is wrapped by the errors of a publisher's answer that
+// does not decode.
+var ErrMalformed = wire.ErrMalformed
+
+// Refusal codes of a *RefusedError.
+const (
+	RefusedNotLeased = wire.RefusedNotLeased // no lease of this member on the offset with that delivery
+	RefusedUnknown   = wire.RefusedUnknown   // offset outside the group's window (acknowledged or never leased)
+)
+
+// Start positions of a new group (MemberConfig.Start) and of a seek
+// (Position).
+const (
+	StartEarliest uint8 = wire.StartEarliest
+	StartLatest   uint8 = wire.StartLatest
+	StartOffset   uint8 = wire.StartOffset
+	StartTime     uint8 = wire.StartTime // start value is Unix nanoseconds
+)
+
+// Header is a record header, as the spool keeps it.
+type Header = spool.Header
+
+// Record is a dead letter as DeadLetters returns it.
+type Record struct {
+	Offset   uint64
+	Delivery uint32
+	Time     time.Time
+	Headers  []Header
+	Value    []byte
+}
+
+// deadLetters returns the records of a dead-letter reply as Records.
+func deadLetters(recs []wire.Record) []Record {
+	var out []Record
+	for _, r := range recs {
+		out = append(out, Record(r))
+	}
+	return out
+}
