@@ -145,7 +145,7 @@ func (n *Node) groupHost() (*groupHost, error) {
 		return nil, err
 	}
 	h := &groupHost{n: n, srv: srv, members: make(map[*group.Member]struct{}), incarnation: group.NewIncarnation()}
-	if err := n.server.HandleVersion(group.Version, h); err != nil {
+	if err := group.Register(n.server, h); err != nil {
 		srv.Close()
 		return nil, fmt.Errorf("fastmq: serve groups: %w", err)
 	}

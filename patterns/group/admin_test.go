@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,7 +52,7 @@ func newPublisherWrapped(t testing.TB, dir string, edit func(*group.ServerConfig
 	if wrap != nil {
 		ext = wrap(gs, srv)
 	}
-	if err := srv.HandleVersion(group.Version, ext); err != nil {
+	if err := group.Register(srv, ext); err != nil {
 		t.Fatal(err)
 	}
 	p.srv, p.groups = srv, gs
@@ -559,75 +558,18 @@ func TestFloors(t *testing.T) {
 	}
 }
 
-// oldPublisher answers a fetch with one of flags as a publisher from
-// before them did (bad request: unknown flags).
-type oldPublisher struct {
-	*group.Server
-	srv     *pull.Server
-	flags   uint8
-	refused atomic.Int32
-}
-
-func (o *oldPublisher) Handle(env [][]byte, frames [][]byte) {
-	if req, err := wire.DecodeRequest(frames); err == nil && req.Flags&o.flags != 0 {
-		o.refused.Add(1)
-		o.srv.Send(env, wire.EncodeReply(&wire.Reply{Status: wire.StatusBadRequest, ID: req.ID, Data: []byte("unknown flags")}))
-		return
-	}
-	o.Server.Handle(env, frames)
-}
-
-// A member fetching from a publisher from before FlagFrames (and
-// FlagPipeline and FlagStream) falls back to fetches without them, once
-// for each, and gets every record.
-func TestMemberFallsBackWithoutFrames(t *testing.T) {
-	var old *oldPublisher
-	p := newPublisherWrapped(t, t.TempDir(), func(*group.ServerConfig) {}, func(gs *group.Server, srv *pull.Server) pull.Extension {
-		old = &oldPublisher{Server: gs, srv: srv, flags: wire.FlagFrames | wire.FlagPipeline | wire.FlagStream}
-		return old
-	})
-	p.publish(t, "s", 20)
-	m := member(t, group.MemberConfig{Name: "a"}, p)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for want := uint64(0); want < 20; want++ {
-		msg, err := m.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if msg.Offset != want {
-			t.Fatalf("got offset %d, want %d", msg.Offset, want)
-		}
-		if err := msg.Ack(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := old.refused.Load(); n != 3 {
-		t.Fatalf("%d fetches refused, want 3 (one per flag, then none)", n)
-	}
-}
-
-// A member keeps two fetches open at a publisher (FlagPipeline), and one
-// at a publisher from before the flag (and FlagStream), after a refused
-// fetch for each; it gets every record from both.
+// A member keeps two fetches open at a publisher (FlagPipeline) and
+// gets every record.
 func TestMemberPipelinesFetches(t *testing.T) {
 	p := newPublisher(t, t.TempDir())
 	p.open("s")
-	var old *oldPublisher
-	q := newPublisherWrapped(t, t.TempDir(), func(*group.ServerConfig) {}, func(gs *group.Server, srv *pull.Server) pull.Extension {
-		old = &oldPublisher{Server: gs, srv: srv, flags: wire.FlagPipeline | wire.FlagStream}
-		return old
-	})
-	q.open("s")
-	m := member(t, group.MemberConfig{Name: "a"}, p, q)
+	m := member(t, group.MemberConfig{Name: "a"}, p)
 	testutil.WaitFor(t, "two fetches open at the publisher", 0, func() bool { return p.groups.ParkedFetches("s", "g", m.ID()) == 2 })
-	testutil.WaitFor(t, "one fetch open at the old publisher", 0, func() bool { return q.groups.ParkedFetches("s", "g", m.ID()) == 1 })
 	p.publish(t, "s", 50)
-	q.publish(t, "s", 50)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	got := map[string]bool{}
-	for len(got) < 100 {
+	for len(got) < 50 {
 		msg, err := m.Next(ctx)
 		if err != nil {
 			t.Fatalf("after %d records: %v", len(got), err)
@@ -641,11 +583,5 @@ func TestMemberPipelinesFetches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := old.refused.Load(); n != 2 {
-		t.Fatalf("the old publisher refused %d fetches, want 2 (one per flag, then none)", n)
-	}
 	testutil.WaitFor(t, "two fetches open again", 0, func() bool { return p.groups.ParkedFetches("s", "g", m.ID()) == 2 })
-	if n := q.groups.ParkedFetches("s", "g", m.ID()); n > 1 {
-		t.Fatalf("%d fetches open at the old publisher", n)
-	}
 }

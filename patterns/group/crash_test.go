@@ -44,7 +44,7 @@ func runCrashChild(dir string) int {
 	gs, err := group.NewServer(group.ServerConfig{Dir: filepath.Join(dir, "groups"), Lookup: lookup,
 		Open: func(string) (*spool.Log, error) { return l, nil }, Send: srv})
 	if err == nil {
-		err = srv.HandleVersion(group.Version, gs)
+		err = group.Register(srv, gs)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "crash child:", err)

@@ -21,6 +21,7 @@ const (
 	StatusInternal    = Status(wire.StatusInternal)    // the publisher failed (e.g. could not write the state)
 	StatusUnavailable = Status(wire.StatusUnavailable) // server closing
 	StatusForbidden   = Status(wire.StatusForbidden)   // the client may not read the stream (the spool server's ACL)
+	StatusUnsupported = Status(wire.StatusUnsupported) // the publisher speaks another version of the group protocol
 )
 
 // StatusError is an error status from a publisher.

@@ -55,7 +55,7 @@ func ExampleSeek() {
 	srv, _ := pull.NewServer(pull.ServerConfig{Lookup: lookup})
 	defer srv.Close()
 	gs, _ := group.NewServer(group.ServerConfig{Dir: filepath.Join(dir, "groups"), Lookup: lookup, Open: open, Send: srv})
-	srv.HandleVersion(group.Version, gs)
+	group.Register(srv, gs)
 	ep := srv.Endpoints()[0]
 
 	// A member acknowledges order-0 and terminates order-1.

@@ -40,7 +40,7 @@ func newWatchedPublisher(t *testing.T, w eventWatcher) *publisher {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.HandleVersion(group.Version, gs); err != nil {
+	if err := group.Register(srv, gs); err != nil {
 		t.Fatal(err)
 	}
 	p.srv, p.groups = srv, gs

@@ -187,24 +187,3 @@ func TestUrgentSettleCommitsLazyOnes(t *testing.T) {
 		t.Fatal("Run returned nil")
 	}
 }
-
-// A member settling with a publisher from before FlagLazy settles
-// without it after one refusal, and every ack lands.
-func TestMemberFallsBackWithoutLazy(t *testing.T) {
-	var old *oldPublisher
-	p := newPublisherWrapped(t, t.TempDir(), func(*group.ServerConfig) {}, func(gs *group.Server, srv *pull.Server) pull.Extension {
-		old = &oldPublisher{Server: gs, srv: srv, flags: wire.FlagLazy}
-		return old
-	})
-	p.publish(t, "s", 30)
-	m := member(t, group.MemberConfig{Name: "a"}, p)
-	_, stop, done := runCounting(m)
-	testutil.WaitFor(t, "every ack on disk", 0, func() bool { return p.groups.Floors("s")["g"] == 30 })
-	stop()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run: %v", err)
-	}
-	if n := old.refused.Load(); n != 1 {
-		t.Fatalf("%d lazy settles refused, want 1 (then none)", n)
-	}
-}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,17 +33,12 @@ type link struct {
 	nextID  uint32
 	waiting map[uint32]waiter
 
-	settles  chan settleReq
-	noRanges atomic.Bool // the publisher refused wire.OpAckRanges
-	noFrames atomic.Bool // the publisher refused wire.FlagFrames
-	noLazy   atomic.Bool // the publisher refused wire.FlagLazy
-	noStream atomic.Bool // the publisher refused wire.FlagStream
-	noPipe   atomic.Bool // the publisher refused wire.FlagPipeline
+	settles chan settleReq
 	// gathering is held (filled) by the fetch loop taking buffer slots
 	// for its next fetch: one of the two at a time (see fetchLoop).
 	gathering chan struct{}
-	// piped is closed once the publisher took a fetch with FlagPipeline,
-	// or refused it (noPipe): the second fetch loop waits for it.
+	// piped is closed once the publisher answered a fetch: the second
+	// fetch loop waits for it.
 	piped     chan struct{}
 	pipedOnce sync.Once
 	// reserve holds this link's reserve slot (see fetchLoop) while it
@@ -235,14 +229,6 @@ func (ln *link) exchange(ctx context.Context, r *wire.Request, timeout time.Dura
 	}
 }
 
-// isBadRequest tells a publisher's StatusBadRequest for flags it does not
-// know (a publisher from before them), not for another fault of the
-// request.
-func isBadRequest(err error) bool {
-	var se *StatusError
-	return errors.As(err, &se) && se.Status == StatusBadRequest && strings.Contains(se.Msg, "unknown flags")
-}
-
 // fetchLoop leases records while the member has buffer room. The
 // second loop runs once the publisher took a fetch with FlagPipeline:
 // while one loop's reply travels, the other's fetch waits at the
@@ -254,9 +240,6 @@ func (ln *link) fetchLoop(second bool) {
 		select {
 		case <-ln.piped:
 		case <-ln.ctx.Done():
-			return
-		}
-		if ln.noPipe.Load() {
 			return
 		}
 	}
@@ -317,10 +300,7 @@ func (ln *link) fetchLoop(second bool) {
 		// fetch of one record. With the buffer empty, fetch at once.
 		// With two fetches open (FlagPipeline), each holds at most half
 		// of the slots, so that the other can be open too.
-		limit := m.cfg.Buffer
-		if !ln.noPipe.Load() {
-			limit = max(1, (m.cfg.Buffer+1)/2)
-		}
+		limit := max(1, (m.cfg.Buffer+1)/2)
 		if n > limit {
 			m.returnTokens(n - limit)
 			n = limit
@@ -359,17 +339,9 @@ func (ln *link) fetchLoop(second bool) {
 			WaitMillis: uint32(m.cfg.MaxWait / time.Millisecond), AckWaitMillis: uint32(m.cfg.AckWait / time.Millisecond),
 			MaxDeliver: uint16(min(m.cfg.MaxDeliver, 65535)), MaxAckPending: uint32(m.cfg.MaxAckPending),
 			Start: startKind(m.cfg.Start), StartValue: startValue(m.cfg.Start), Backoff: m.cfg.Backoff}
+		req.Flags = wire.FlagFrames | wire.FlagPipeline | wire.FlagStream
 		if m.cfg.Ordered {
-			req.Flags = wire.FlagOrdered
-		}
-		if !ln.noFrames.Load() {
-			req.Flags |= wire.FlagFrames
-		}
-		if !ln.noPipe.Load() {
-			req.Flags |= wire.FlagPipeline
-		}
-		if !ln.noStream.Load() {
-			req.Flags |= wire.FlagStream
+			req.Flags |= wire.FlagOrdered
 		}
 		used, owes := 0, false
 		// Each reply's records go to the buffer; a stream's replies
@@ -413,24 +385,6 @@ func (ln *link) fetchLoop(second bool) {
 			return nil
 		}
 		err := ln.exchange(ln.ctx, req, m.cfg.MaxWait+5*time.Second, each)
-		for req.Flags&(wire.FlagStream|wire.FlagPipeline|wire.FlagFrames) != 0 && isBadRequest(err) {
-			// A publisher from before a flag: fetch without the newest.
-			switch {
-			case req.Flags&wire.FlagStream != 0:
-				ln.noStream.Store(true)
-				req.Flags &^= wire.FlagStream
-			case req.Flags&wire.FlagPipeline != 0:
-				ln.noPipe.Store(true)
-				req.Flags &^= wire.FlagPipeline
-			default:
-				ln.noFrames.Store(true)
-				req.Flags &^= wire.FlagFrames
-			}
-			err = ln.exchange(ln.ctx, req, m.cfg.MaxWait+5*time.Second, each)
-		}
-		if ln.noPipe.Load() {
-			ln.pipedOnce.Do(func() { close(ln.piped) })
-		}
 		if reserved && used == 0 {
 			// No record holds the reserve (none came, or the link
 			// stopped before they reached the buffer): it is free
@@ -454,9 +408,6 @@ func (ln *link) fetchLoop(second bool) {
 		}
 		if err == nil {
 			backoff = 50 * time.Millisecond
-		}
-		if second && ln.noPipe.Load() {
-			return // the publisher refused wire.FlagPipeline after all
 		}
 		if err != nil {
 			if ln.ctx.Err() != nil {

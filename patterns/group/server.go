@@ -20,11 +20,6 @@ import (
 // settles longer.)
 var maxLazyCommit = time.Second
 
-// Version is the group protocol's version byte, the first byte of every
-// request: a spool server hands the requests that start with it to a
-// Server (pull.Server.HandleVersion).
-const Version = wire.Version
-
 // ErrClosed is returned by calls on a closed Server or Member.
 var ErrClosed = errors.New("group: closed")
 
@@ -140,7 +135,7 @@ func (s *Server) end(l *spool.Log) uint64 {
 
 // Server owns the state of every consumer group of a publisher's streams
 // and answers group requests (see the package doc). It is a
-// pull.Extension: register it on a pull.Server with HandleVersion. A
+// pull.Extension: register it on a pull.Server with Register. A
 // Server is safe for concurrent use; Handle never blocks on the network
 // or the disk (acknowledgements are answered by the flusher goroutine
 // once the state is written). Close is idempotent.
@@ -266,6 +261,10 @@ func (s *Server) Close() error {
 
 // Handle answers one request (see pull.Extension).
 func (s *Server) Handle(env [][]byte, frames [][]byte) {
+	if len(frames) > 0 && len(frames[0]) > 0 && frames[0][0] != wire.Version {
+		s.sendFrames(env, wire.Unsupported(frames))
+		return
+	}
 	req, err := wire.DecodeRequest(frames)
 	if err != nil {
 		var id uint32

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
-	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -156,10 +155,9 @@ func (ln *link) settleLoop() {
 			}
 			byOp[s.op] = append(byOp[s.op], s)
 		}
-		ranges := !ln.noRanges.Load()
 		for i, s := range g.reqs {
 			if s.recs == nil {
-				if s.op == wire.OpAck && ranges {
+				if s.op == wire.OpAck {
 					g.keys = append(g.keys, ackKey{s.e.Offset, s.e.Delivery, uint32(i)})
 				} else {
 					other(s)
@@ -167,7 +165,7 @@ func (ln *link) settleLoop() {
 				continue
 			}
 			for _, r := range s.recs {
-				if r.op == wire.OpAck && ranges {
+				if r.op == wire.OpAck {
 					g.keys = append(g.keys, ackKey{r.off, r.del, uint32(i)})
 				} else {
 					other(settleReq{op: r.op, e: wire.Entry{Offset: r.off, Delivery: r.del}, done: s.done, lazy: s.lazy})
@@ -344,7 +342,7 @@ const (
 // lazy) with wire.FlagLazy.
 func (ln *link) sendSettles(op wire.Op, list []settleReq, keys []ackKey, lazy bool) {
 	req := &wire.Request{Op: op}
-	if lazy && !ln.noLazy.Load() {
+	if lazy {
 		req.Flags = wire.FlagLazy
 	}
 	if op == wire.OpAckRanges {
@@ -362,28 +360,6 @@ func (ln *link) sendSettles(op wire.Op, list []settleReq, keys []ackKey, lazy bo
 		}
 	}
 	rep, err := ln.call(ln.ctx, req, 10*time.Second)
-	if req.Flags&wire.FlagLazy != 0 && isBadRequest(err) {
-		// A publisher from before wire.FlagLazy: settles without it from now
-		// on.
-		ln.noLazy.Store(true)
-		req.Flags &^= wire.FlagLazy
-		rep, err = ln.call(ln.ctx, req, 10*time.Second)
-	}
-	var se *StatusError
-	if op == wire.OpAckRanges && errors.As(err, &se) && se.Status == StatusBadRequest {
-		// A publisher from before wire.OpAckRanges: plain acks from now on.
-		ln.noRanges.Store(true)
-		part := make([]settleReq, len(keys))
-		for i, k := range keys {
-			part[i] = settleReq{op: wire.OpAck, e: wire.Entry{Offset: k.off, Delivery: k.del}, done: list[k.i].done, lazy: list[k.i].lazy}
-		}
-		for len(part) > 0 {
-			k := min(len(part), maxBatch)
-			ln.sendSettles(wire.OpAck, part[:k], nil, lazy)
-			part = part[k:]
-		}
-		return
-	}
 	var refused map[uint64]uint8
 	if err == nil && rep.Status == wire.StatusPartial {
 		refused = make(map[uint64]uint8, rep.Count)

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/patterns/group"
 	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 	"github.com/fastmq/fastmq/patterns/pull"
@@ -131,26 +130,6 @@ func TestStreamFetchEndsAtByteLimit(t *testing.T) {
 	// with leases that would not run out during the test.
 	m := member(t, group.MemberConfig{Name: "a", Buffer: 64, AckWait: time.Hour}, p)
 	nextAck(t, m, int(40-rep.Count))
-}
-
-// A member fetching from a publisher that knows every flag but
-// FlagStream drops that one only (the newest first): after one refused
-// fetch it keeps two fetches open there (FlagPipeline) and gets every
-// record.
-func TestMemberFallsBackWithoutStream(t *testing.T) {
-	var old *oldPublisher
-	p := newPublisherWrapped(t, t.TempDir(), func(*group.ServerConfig) {}, func(gs *group.Server, srv *pull.Server) pull.Extension {
-		old = &oldPublisher{Server: gs, srv: srv, flags: wire.FlagStream}
-		return old
-	})
-	p.open("s")
-	m := member(t, group.MemberConfig{Name: "a"}, p)
-	testutil.WaitFor(t, "two fetches open at the publisher", 0, func() bool { return p.groups.ParkedFetches("s", "g", m.ID()) == 2 })
-	p.publish(t, "s", 20)
-	nextAck(t, m, 20)
-	if n := old.refused.Load(); n != 1 {
-		t.Fatalf("%d fetches refused, want 1 (then none)", n)
-	}
 }
 
 // nextAck takes n records from m with Next and acknowledges each, failing

@@ -213,7 +213,7 @@ func groupRun(ctx context.Context, o GroupOptions, dump func(member int, off uin
 	if err != nil {
 		return res, err
 	}
-	if err := srv.HandleVersion(group.Version, gs); err != nil {
+	if err := group.Register(srv, gs); err != nil {
 		gs.Close()
 		return res, err
 	}

@@ -2,18 +2,19 @@
 // members and operators send to a publisher's group Server and its
 // replies. This comment is the protocol's specification.
 //
-// # Protocol, version 0x81
+// # Protocol, version 0x82
 //
 // Group requests go to the publisher's spool server (its ROUTER socket);
-// their first byte, 0x81, is outside the pull protocol's versions, and
+// their first byte, 0x82, is outside the pull protocol's versions, and
 // the spool server hands them to the group Server (pull.Server's
-// HandleVersion). All integers are big-endian.
+// HandleVersion, through group.Register). All integers are
+// big-endian.
 //
 // Request, five frames:
 //
-//	frame 0, 38 bytes: version u8 (0x81) | op u8 | id u32 | max records u32 | max bytes u32 |
+//	frame 0, 38 bytes: version u8 (0x82) | op u8 | id u32 | max records u32 | max bytes u32 |
 //	                   wait ms u32 | ack wait ms u32 | max deliver u16 | max ack pending u32 |
-//	                   start u8 | start value u64 | flags u8 (1: ordered by key, 2: frames, 4: pipeline)
+//	                   start u8 | start value u64 | flags u8 (1: ordered by key, 2: frames, 4: pipeline, 8: lazy, 16: stream)
 //	frame 1: stream; frame 2: group; frame 3: member id (each 1..255 bytes)
 //	frame 4: body
 //
@@ -46,23 +47,30 @@
 // leases of count consecutive offsets of that delivery — members send
 // their acks this way, refusals are reported per offset as for op 2.
 //
+// Versions: 0x81 was the protocol before its flags 2 to 16 were
+// certain, when a member learnt which ones a publisher knew from bad
+// requests; every 0x82 publisher honours them all, so a member sets them
+// (frames, pipeline, stream on every fetch; lazy on its lazy settles)
+// without asking, and acknowledges by ranges (op 12). A request of 0x81
+// (or of another version, handed to a Server) is answered status 11
+// (unsupported), in a reply header of its own version byte, so an old
+// member reports it.
+//
 // Reply, two frames:
 //
-//	frame 0, 10 bytes: version u8 (0x81) | status u8 | id u32 | count u32
+//	frame 0, 10 bytes: version u8 (0x82) | status u8 | id u32 | count u32
 //	frame 1: data
 //
 // A fetch with flag 2 (frames, FlagFrames) may get its ok data in several
 // frames 1, 2, ... of about FrameBytes each, every one holding whole
 // records: the receiver reads each into a small buffer instead of one
-// large frame. A publisher from before the flag answers a bad request;
-// the member then fetches without it.
+// large frame.
 //
 // A fetch with flag 4 (pipeline, FlagPipeline) says the member keeps two
 // fetches open: the publisher parks up to two of its fetches (without the
 // flag one; a newer fetch beyond that answers the oldest parked one
 // empty), so that a record appended while one reply travels is leased at
-// once on the other. A publisher from before the flag answers a bad
-// request; the member then keeps one fetch open.
+// once on the other.
 //
 // A settle request (ops 2 to 5 and 12) with flag 8 (lazy, FlagLazy) says
 // the member does not wait for its answer to go on: the publisher may
@@ -71,9 +79,7 @@
 // without the flag is committed at once, with the lazy ones that wait.
 // Run's settles are lazy; a Message method's are not, nor the extensions
 // of the leases of records waiting in a member's buffer (op 4, progress),
-// so that they arrive before those leases end. A publisher from
-// before the flag answers a bad request; the member then settles without
-// it.
+// so that they arrive before those leases end.
 //
 // A fetch with flag 16 (stream, FlagStream) stays open after a reply
 // that took every record there was with room for more (no limit cut it:
@@ -84,9 +90,7 @@
 // by a limit, its wait ends, a newer fetch of the member displaces it,
 // or the member leaves or is gone; that last reply has status 0,
 // possibly with no records. A member getting records one or a few at a
-// time then sends a fetch per half buffer, not per reply. A publisher
-// from before the flag answers a bad request; the member then fetches
-// without it.
+// time then sends a fetch per half buffer, not per reply.
 //
 // Statuses: 0 ok; 1 unknown stream or group (settling for a group the
 // publisher never had); 4 bad request; 5 internal (the state could not be
@@ -96,7 +100,9 @@
 // not pending (settled, or never leased); the other entries were applied;
 // 9 forbidden: the spool server's access control does not let the client
 // read the stream (the same answer whether the stream exists or not);
-// 10 open: a stream fetch's records, the fetch stays open.
+// 10 open: a stream fetch's records, the fetch stays open; 11
+// unsupported: the request's version is not the publisher's (see
+// Versions).
 // A fetch's ok (or open) data holds count records, each offset u64 | delivery u32 |
 // time ns u64 | header count u16 | per header: key length u16, key, value
 // length u32, value | value length u32 | value. An empty ok reply: the

@@ -11,8 +11,15 @@ import (
 
 // Version is the group protocol's version byte, the first byte of every
 // request and reply. It lies outside the pull protocol's versions, so a
-// spool server can tell the two apart by the first byte.
-const Version uint8 = 0x81
+// spool server can tell the two apart by the first byte. A publisher of
+// this version honours every flag below, so a member sets them without
+// asking first.
+const Version uint8 = 0x82
+
+// FirstVersion is the group protocol's first version byte. A request of a
+// version from FirstVersion to Version-1 gets the answer Unsupported
+// builds: status StatusUnsupported, in that version's reply header.
+const FirstVersion uint8 = 0x81
 
 // Op is a group request's operation.
 type Op uint8
@@ -49,6 +56,7 @@ const (
 	StatusLimitReached Status = 8  // unused by fetch (an empty ok reply says so); reserved
 	StatusForbidden    Status = 9  // the client may not read the stream (the spool server's ACL)
 	StatusOpen         Status = 10 // records of a FlagStream fetch, which stays open for the rest of its count
+	StatusUnsupported  Status = 11 // the request's version is not this publisher's (see Unsupported)
 )
 
 // Refusal codes of StatusPartial entries.
@@ -72,16 +80,13 @@ const FlagOrdered uint8 = 1
 // FlagFrames in a fetch lets the publisher split the reply's records over
 // several data frames of about FrameBytes each (a record is never cut):
 // a receiver's socket hands each out in place, where a large frame is
-// copied into a buffer of its own. A publisher from before the flag
-// answers StatusBadRequest; the member then fetches without it.
+// copied into a buffer of its own.
 const FlagFrames uint8 = 2
 
 // FlagPipeline in a fetch says the member keeps two fetches open at the
 // publisher: the publisher parks up to two fetches of the member (a third
 // answers the oldest empty) instead of one, so that a record appended
-// while one reply travels is leased at once on the other. A publisher
-// from before the flag answers StatusBadRequest; the member then keeps
-// one fetch open.
+// while one reply travels is leased at once on the other.
 const FlagPipeline uint8 = 4
 
 // FlagStream in a fetch keeps it open after a reply that took every
@@ -91,9 +96,7 @@ const FlagPipeline uint8 = 4
 // wait ends, a newer fetch of the member displaces it, or the member
 // leaves: then the last reply has status StatusOK, possibly with no
 // records). A member receiving records one or a few at a time then sends
-// one fetch per buffer's worth, not one per reply. A publisher from
-// before the flag answers StatusBadRequest; the member then fetches
-// without it.
+// one fetch per buffer's worth, not one per reply.
 const FlagStream uint8 = 16
 
 // FlagLazy in a settle request (ack, ack ranges, nak, term, in progress)
@@ -101,9 +104,7 @@ const FlagStream uint8 = 16
 // may hold the request up to its ServerConfig.LazyCommit, so that one
 // group commit (one fdatasync) takes the settles of many requests. The
 // answer still comes only once the change is on disk. A request without
-// the flag is committed at once, and with it whatever lazy ones wait. A
-// publisher from before the flag answers StatusBadRequest; the member
-// then settles without it.
+// the flag is committed at once, and with it whatever lazy ones wait.
 const FlagLazy uint8 = 8
 
 // FrameBytes is the size a fetch reply's data frames keep under with
@@ -373,6 +374,25 @@ type Record struct {
 	Time     time.Time
 	Headers  []spool.Header
 	Value    []byte
+}
+
+// Unsupported returns the answer to request, whose version byte is not
+// Version: a reply header of the request's own version byte (so that a
+// peer of that version decodes it), status StatusUnsupported, the
+// request's id, and a message naming both versions.
+func Unsupported(request [][]byte) [][]byte {
+	h := make([]byte, replyHdrLen)
+	var v byte
+	if len(request) > 0 && len(request[0]) > 0 {
+		v = request[0][0]
+		if len(request[0]) >= 6 {
+			copy(h[2:6], request[0][2:6])
+		}
+	}
+	h[0] = v
+	h[1] = byte(StatusUnsupported)
+	msg := fmt.Sprintf("group protocol version %#x unsupported: this publisher speaks %#x", v, Version)
+	return [][]byte{h, []byte(msg)}
 }
 
 // EncodeReply returns the frames of r (Records, if any, are appended to
