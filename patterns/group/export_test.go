@@ -47,7 +47,7 @@ func (m *Member) CloseAndCountSlots() (slots, owed, reserves, links int) {
 	m.Shutdown(ctx)
 	for {
 		select {
-		case n := <-m.tokens:
+		case n := <-m.credit.free:
 			slots += n
 			continue
 		default:
@@ -62,9 +62,9 @@ func (m *Member) CloseAndCountSlots() (slots, owed, reserves, links int) {
 		slots += len(q.c.rest) + q.owed
 	}
 	m.qmu.Unlock()
-	m.owedMu.Lock()
-	owed = len(m.owed)
-	m.owedMu.Unlock()
+	m.credit.owedMu.Lock()
+	owed = len(m.credit.owed)
+	m.credit.owedMu.Unlock()
 	for _, ln := range lns {
 		if len(ln.reserve) == 1 {
 			reserves++

@@ -230,12 +230,11 @@ func (ln *link) exchange(ctx context.Context, r *wire.Request, timeout time.Dura
 }
 
 // fetchLoop leases records while the member has buffer room. The
-// second loop runs once the publisher took a fetch with FlagPipeline:
-// while one loop's reply travels, the other's fetch waits at the
-// publisher for the next record.
+// second loop runs once the publisher answered a fetch: while one loop's
+// reply travels, the other's fetch waits at the publisher for the next
+// record (wire.FlagPipeline).
 func (ln *link) fetchLoop(second bool) {
 	defer ln.wg.Done()
-	m := ln.m
 	if second {
 		select {
 		case <-ln.piped:
@@ -245,193 +244,247 @@ func (ln *link) fetchLoop(second bool) {
 	}
 	backoff := 50 * time.Millisecond
 	for {
-		// One of the link's two fetch loops gathers slots at a time:
-		// two that shared the slots coming back (a channel hands them
-		// out in turn) would each have half the buffer's worth only
-		// once the buffer ran dry, fetch together, and leave the
-		// member a round trip with nothing to hand out. One at a time,
-		// a fetch goes out each half buffer taken, while the other
-		// half waits. (The loops of other publishers' links still take
-		// turns with these: one whose fetch waits there for records
-		// cannot keep every slot.)
-		select {
-		case ln.gathering <- struct{}{}:
-		case <-ln.ctx.Done():
+		f, ok := ln.gather()
+		if !ok {
 			return
 		}
-		// Take free slots (waiting), then every other free one. While
-		// Next waits for records, none is buffered and no fetch of this
-		// link is open, the loop may take the link's reserve slot
-		// instead. Without it, a member with fewer free slots than
-		// fetch loops (a Buffer of 1 with two publishers, or the
-		// default 64 with three) could have every slot in fetches
-		// waiting at idle publishers and none at this one: a record
-		// appended here then waited until one of those ended empty
-		// (MaxWait, 5 s by default), while Next waited too. A fetch
-		// with the reserve goes out at once; it gives the reserve back
-		// if free slots came meanwhile.
-		n, reserved := 0, false
-		for n == 0 {
-			select {
-			case n = <-m.tokens:
-				continue
-			default:
-			}
-			var reserve, hungry <-chan struct{}
-			if ln.open.Load() == 0 && m.nlinks.Load() > 1 {
-				hungry = m.hungryChan() // before starving: a Next waiting after it closes this one
-				if m.starving() {
-					reserve = ln.reserve
-				}
-			}
-			select {
-			case n = <-m.tokens:
-			case <-reserve:
-				n, reserved = 1, true
-			case <-ln.idle: // the other loop's fetch ended, or the reserve came back
-			case <-hungry: // Next waits
-			case <-ln.ctx.Done():
-				<-ln.gathering
-				return
-			}
-		}
-		// While records wait in the buffer, gather half of it before
-		// fetching: a fast reader would otherwise make every fetch a
-		// fetch of one record. With the buffer empty, fetch at once.
-		// With two fetches open (FlagPipeline), each holds at most half
-		// of the slots, so that the other can be open too.
-		limit := max(1, (m.cfg.Buffer+1)/2)
-		if n > limit {
-			m.returnTokens(n - limit)
-			n = limit
-		}
-	more:
-		for n < limit {
-			select {
-			case k := <-m.tokens:
-				n += k
-				continue
-			default:
-			}
-			if reserved || n >= (m.cfg.Buffer+1)/2 || m.empty() {
-				break more
-			}
-			select {
-			case k := <-m.tokens:
-				n += k
-			case <-ln.ctx.Done():
-				m.returnTokens(n) // not reserved: that fetch goes out at once
-				<-ln.gathering
-				return
-			}
-		}
-		ln.open.Add(1) // before the other loop may gather and look
-		<-ln.gathering
-		if n > limit {
-			m.returnTokens(n - limit)
-			n = limit
-		}
-		if reserved && n > 1 {
-			ln.putReserve() // free slots came: no need of it
-			n, reserved = n-1, false
-		}
-		req := &wire.Request{Op: wire.OpFetch, MaxRecords: uint32(n), MaxBytes: 1 << 20,
-			WaitMillis: uint32(m.cfg.MaxWait / time.Millisecond), AckWaitMillis: uint32(m.cfg.AckWait / time.Millisecond),
-			MaxDeliver: uint16(min(m.cfg.MaxDeliver, 65535)), MaxAckPending: uint32(m.cfg.MaxAckPending),
-			Start: startKind(m.cfg.Start), StartValue: startValue(m.cfg.Start), Backoff: m.cfg.Backoff}
-		req.Flags = wire.FlagFrames | wire.FlagPipeline | wire.FlagStream
-		if m.cfg.Ordered {
-			req.Flags |= wire.FlagOrdered
-		}
-		used, owes := 0, false
-		// Each reply's records go to the buffer; a stream's replies
-		// come until its last one (never more than n records in all:
-		// the publisher leases a fetch no more than it asked for).
-		each := func(rep wire.Reply) error {
-			ln.pipedOnce.Do(func() { close(ln.piped) })
-			if rep.Count == 0 {
-				return nil
-			}
-			chunks, err := ln.messages(rep, n-used)
-			if err != nil {
-				return err
-			}
-			if reserved && !owes && len(chunks) > 0 {
-				// A record of this fetch holds the reserve: the first
-				// slot given back to the member goes back to this link.
-				// Owed before the records can be taken, and their slots
-				// given back.
-				m.owe(ln)
-				owes = true
-			}
-			m.qmu.Lock()
-			m.inbuf = append(m.inbuf, chunks...) // before Next may take them
-			m.qmu.Unlock()
-			for _, c := range chunks {
-				k := len(c.rest) // Next takes from it once it is in out
-				select {         // fast path: one channel locked, not two
-				case m.out <- c:
-					used += k
-					continue
-				default:
-				}
-				select {
-				case m.out <- c:
-					used += k
-				case <-ln.ctx.Done():
-					return ln.ctx.Err()
-				}
-			}
-			return nil
-		}
-		err := ln.exchange(ln.ctx, req, m.cfg.MaxWait+5*time.Second, each)
-		if reserved && used == 0 {
-			// No record holds the reserve (none came, or the link
-			// stopped before they reached the buffer): it is free
-			// again. Unless a slot given back already repaid it: then
-			// that slot, which holds no record, goes back to the
-			// member with the others.
-			if !owes || m.unowe(ln) {
-				ln.putReserve()
-				n--
-			}
-		}
-		m.returnTokens(n - used)
-		if ln.open.Add(-1) == 0 {
-			select {
-			case ln.idle <- struct{}{}:
-			default:
-			}
-		}
+		err := ln.exchange(ln.ctx, ln.fetchRequest(f.n), ln.m.cfg.MaxWait+5*time.Second, f.deliver)
+		f.end()
 		if ln.ctx.Err() != nil {
 			return
 		}
 		if err == nil {
 			backoff = 50 * time.Millisecond
+			continue
 		}
-		if err != nil {
-			if ln.ctx.Err() != nil {
-				return
-			}
-			if errors.Is(err, ErrForbidden) {
-				// Asking again cannot help: say it, once, and stop
-				// fetching from this publisher.
-				m.log.Error("publisher refuses the stream", "peer", ln.node, "stream", m.cfg.Stream, "err", err)
-				select {
-				case m.errs <- fmt.Errorf("group: publisher %s: %w", ln.node, err):
-				default:
-				}
-				return
-			}
-			m.log.Debug("fetch failed", "peer", ln.node, "err", err)
-			select {
-			case <-time.After(backoff):
-			case <-ln.ctx.Done():
-				return
-			}
-			backoff = min(2*backoff, 2*time.Second)
+		if !ln.fetchFailed(err, &backoff) {
+			return
 		}
 	}
+}
+
+// fetch is one fetch of a fetch loop: the buffer slots it holds, and
+// how many of them records that reached the buffer took.
+type fetch struct {
+	ln       *link
+	n        int  // slots held: the records asked for
+	reserved bool // one of them is the link's reserve
+	used     int  // records handed to the buffer
+	owes     bool // a record holds the reserve (credit.owe)
+}
+
+// gather takes the slots of the link's next fetch (see takeSlots and
+// gatherMore), and counts the fetch open; false once the link stops.
+//
+// One of the link's two fetch loops gathers slots at a time: two that
+// shared the slots coming back (a channel hands them out in turn) would
+// each have half the buffer's worth only once the buffer ran dry, fetch
+// together, and leave the member a round trip with nothing to hand out.
+// One at a time, a fetch goes out each half buffer taken, while the
+// other half waits. (The loops of other publishers' links still take
+// turns with these: one whose fetch waits there for records cannot keep
+// every slot.)
+func (ln *link) gather() (*fetch, bool) {
+	c := ln.m.credit
+	select {
+	case ln.gathering <- struct{}{}:
+	case <-ln.ctx.Done():
+		return nil, false
+	}
+	n, reserved, ok := ln.takeSlots()
+	if !ok {
+		<-ln.gathering
+		return nil, false
+	}
+	limit := c.half()
+	if n > limit {
+		c.give(n - limit)
+		n = limit
+	}
+	if n, ok = ln.gatherMore(n, limit, reserved); !ok {
+		c.give(n) // not reserved: that fetch goes out at once
+		<-ln.gathering
+		return nil, false
+	}
+	ln.open.Add(1) // before the other loop may gather and look
+	<-ln.gathering
+	if n > limit {
+		c.give(n - limit)
+		n = limit
+	}
+	if reserved && n > 1 {
+		ln.putReserve() // free slots came: no need of it
+		n, reserved = n-1, false
+	}
+	return &fetch{ln: ln, n: n, reserved: reserved}, true
+}
+
+// takeSlots waits for free slots, then takes every other free one.
+// While Next waits for records, none is buffered and no fetch of this
+// link is open, it may take the link's reserve slot instead (reserved).
+// Without it, a member with fewer free slots than fetch loops (a Buffer
+// of 1 with two publishers, or the default 64 with three) could have
+// every slot in fetches waiting at idle publishers and none at this one:
+// a record appended here then waited until one of those ended empty
+// (MaxWait, 5 s by default), while Next waited too. A fetch with the
+// reserve goes out at once; it gives the reserve back if free slots came
+// meanwhile. It reports false once the link stops.
+func (ln *link) takeSlots() (n int, reserved, ok bool) {
+	m := ln.m
+	for n == 0 {
+		if n = m.credit.tryTake(); n > 0 {
+			continue
+		}
+		var reserve, hungry <-chan struct{}
+		if ln.open.Load() == 0 && m.nlinks.Load() > 1 {
+			hungry = m.hungryChan() // before starving: a Next waiting after it closes this one
+			if m.starving() {
+				reserve = ln.reserve
+			}
+		}
+		select {
+		case n = <-m.credit.free:
+		case <-reserve:
+			n, reserved = 1, true
+		case <-ln.idle: // the other loop's fetch ended, or the reserve came back
+		case <-hungry: // Next waits
+		case <-ln.ctx.Done():
+			return 0, false, false
+		}
+	}
+	return n, reserved, true
+}
+
+// gatherMore adds free slots to the n taken, up to limit. While records
+// wait in the buffer, it waits for half of it before fetching: a fast
+// reader would otherwise make every fetch a fetch of one record. With
+// the buffer empty, or with the reserve, it fetches at once. It reports
+// false (with the slots it holds) once the link stops.
+func (ln *link) gatherMore(n, limit int, reserved bool) (int, bool) {
+	m := ln.m
+	for n < limit {
+		if k := m.credit.tryTake(); k > 0 {
+			n += k
+			continue
+		}
+		if reserved || n >= m.credit.half() || m.empty() {
+			break
+		}
+		select {
+		case k := <-m.credit.free:
+			n += k
+		case <-ln.ctx.Done():
+			return n, false
+		}
+	}
+	return n, true
+}
+
+// fetchRequest returns the request of a fetch of n records. A publisher
+// of this protocol version knows every flag (see the wire package).
+func (ln *link) fetchRequest(n int) *wire.Request {
+	m := ln.m
+	req := &wire.Request{Op: wire.OpFetch, MaxRecords: uint32(n), MaxBytes: 1 << 20,
+		WaitMillis: uint32(m.cfg.MaxWait / time.Millisecond), AckWaitMillis: uint32(m.cfg.AckWait / time.Millisecond),
+		MaxDeliver: uint16(min(m.cfg.MaxDeliver, 65535)), MaxAckPending: uint32(m.cfg.MaxAckPending),
+		Start: startKind(m.cfg.Start), StartValue: startValue(m.cfg.Start), Backoff: m.cfg.Backoff}
+	req.Flags = wire.FlagFrames | wire.FlagPipeline | wire.FlagStream
+	if m.cfg.Ordered {
+		req.Flags |= wire.FlagOrdered
+	}
+	return req
+}
+
+// deliver hands one reply's records to the buffer. A stream's replies
+// come until its last one, never more than f.n records in all (the
+// publisher leases a fetch no more than it asked for).
+func (f *fetch) deliver(rep wire.Reply) error {
+	ln, m := f.ln, f.ln.m
+	ln.pipedOnce.Do(func() { close(ln.piped) })
+	if rep.Count == 0 {
+		return nil
+	}
+	chunks, err := ln.messages(rep, f.n-f.used)
+	if err != nil {
+		return err
+	}
+	if f.reserved && !f.owes && len(chunks) > 0 {
+		// A record of this fetch holds the reserve: the first slot
+		// given back to the member goes back to this link. Owed
+		// before the records can be taken, and their slots given
+		// back.
+		m.credit.owe(ln)
+		f.owes = true
+	}
+	m.qmu.Lock()
+	m.inbuf = append(m.inbuf, chunks...) // before Next may take them
+	m.qmu.Unlock()
+	for _, c := range chunks {
+		k := len(c.rest) // Next takes from it once it is in out
+		select {         // fast path: one channel locked, not two
+		case m.out <- c:
+			f.used += k
+			continue
+		default:
+		}
+		select {
+		case m.out <- c:
+			f.used += k
+		case <-ln.ctx.Done():
+			return ln.ctx.Err()
+		}
+	}
+	return nil
+}
+
+// end gives back the slots the fetch's records did not take, and counts
+// the fetch closed.
+func (f *fetch) end() {
+	ln, c := f.ln, f.ln.m.credit
+	n := f.n
+	if f.reserved && f.used == 0 {
+		// No record holds the reserve (none came, or the link stopped
+		// before they reached the buffer): it is free again. Unless a
+		// slot given back already repaid it: then that slot, which
+		// holds no record, goes back to the member with the others.
+		if !f.owes || c.unowe(ln) {
+			ln.putReserve()
+			n--
+		}
+	}
+	c.give(n - f.used)
+	if ln.open.Add(-1) == 0 {
+		select {
+		case ln.idle <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// fetchFailed handles a failed fetch: it waits backoff (doubled for the
+// next failure, up to 2 s) and reports true, or false when the loop
+// stops: the link stopped, or the publisher refuses the stream (said
+// once, through Next).
+func (ln *link) fetchFailed(err error, backoff *time.Duration) bool {
+	m := ln.m
+	if errors.Is(err, ErrForbidden) {
+		// Asking again cannot help: say it, once, and stop fetching
+		// from this publisher.
+		m.log.Error("publisher refuses the stream", "peer", ln.node, "stream", m.cfg.Stream, "err", err)
+		select {
+		case m.errs <- fmt.Errorf("group: publisher %s: %w", ln.node, err):
+		default:
+		}
+		return false
+	}
+	m.log.Debug("fetch failed", "peer", ln.node, "err", err)
+	select {
+	case <-time.After(*backoff):
+	case <-ln.ctx.Done():
+		return false
+	}
+	*backoff = min(2**backoff, 2*time.Second)
+	return true
 }
 
 // msgChunk is how many messages one allocation holds: 28 KiB, a size

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math"
 	"regexp"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -122,7 +121,7 @@ type Member struct {
 	wg     sync.WaitGroup
 
 	out    chan *chunk // leased records, in the fetch loops' chunks
-	tokens chan int    // free buffer slots, given back in counts
+	credit *credit     // free buffer slots
 	errs   chan error  // publishers that stopped serving this member (ErrForbidden)
 
 	qmu   sync.Mutex
@@ -142,13 +141,6 @@ type Member struct {
 	// record buffered: a fetch loop waiting for slots may then take its
 	// link's reserve. Guarded by qmu.
 	hungry chan struct{}
-
-	// owed lists the links whose reserve slot a record of the buffer
-	// holds (see owe); owing is its length, for returnTokens to look
-	// without the lock.
-	owedMu sync.Mutex
-	owed   []*link
-	owing  atomic.Int32
 
 	mu     sync.Mutex
 	links  map[string]*link // by publisher node
@@ -232,10 +224,9 @@ func NewMember(cfg MemberConfig) (*Member, error) {
 		id = cfg.Name + "/" + cfg.Incarnation + "." + hex.EncodeToString(rnd[:])
 	}
 	m := &Member{cfg: cfg, id: id,
-		out: make(chan *chunk, cfg.Buffer), tokens: make(chan int, cfg.Buffer), errs: make(chan error, 64), wake: make(chan struct{}, 1), links: make(map[string]*link),
+		out: make(chan *chunk, cfg.Buffer), credit: newCredit(cfg.Buffer), errs: make(chan error, 64), wake: make(chan struct{}, 1), links: make(map[string]*link),
 		stopped: make(chan struct{})}
 	m.log = lg.With("component", "group-member", "stream", cfg.Stream, "group", cfg.Group)
-	m.tokens <- cfg.Buffer
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.wg.Add(1)
 	go m.keepLeases()
@@ -405,7 +396,7 @@ func (m *Member) next(ctx context.Context, wait bool) (*Message, error) {
 			q.c.rest = q.c.rest[1:]
 			q.owed++
 			n := 0
-			if q.owed >= max(1, m.cfg.Buffer/8) {
+			if q.owed >= m.credit.batch() {
 				n, q.owed = q.owed, 0
 			}
 			if len(q.c.rest) == 0 {
@@ -432,7 +423,7 @@ func (m *Member) next(ctx context.Context, wait bool) (*Message, error) {
 				default:
 				}
 			}
-			m.returnTokens(n)
+			m.credit.give(n)
 			return msg, nil
 		}
 		m.qmu.Unlock()
@@ -517,66 +508,6 @@ func (m *Member) starving() bool {
 
 // empty reports whether no record waits to be handed out.
 func (m *Member) empty() bool { return len(m.out) == 0 && m.queued.Load() == 0 }
-
-// returnTokens gives n buffer slots back, as one count. Counts go to the
-// fetch loops waiting for them in turn (a channel hands each to one
-// waiter): with several publishers, one whose fetch waits for records
-// there cannot keep them all. The channel never fills: it holds at most
-// Buffer counts of at least one slot.
-func (m *Member) returnTokens(n int) {
-	if n > 0 && m.owing.Load() > 0 {
-		n = m.repay(n)
-	}
-	if n > 0 {
-		m.tokens <- n
-	}
-}
-
-// owe notes that a record fetched with ln's reserve slot is about to
-// enter the buffer: the next slot given back goes to ln's reserve, not to the
-// member's free slots, so that the member holds at most Buffer records
-// plus one per link.
-func (m *Member) owe(ln *link) {
-	m.owedMu.Lock()
-	m.owed = append(m.owed, ln)
-	m.owing.Store(int32(len(m.owed)))
-	m.owedMu.Unlock()
-}
-
-// unowe cancels a debt owe noted for ln, when no record came to hold
-// the reserve after all. It reports whether the debt was still owed (if
-// not, a slot given back already repaid it).
-func (m *Member) unowe(ln *link) bool {
-	m.owedMu.Lock()
-	defer m.owedMu.Unlock()
-	i := slices.Index(m.owed, ln)
-	if i < 0 {
-		return false
-	}
-	m.owed = slices.Delete(m.owed, i, i+1)
-	m.owing.Store(int32(len(m.owed)))
-	return true
-}
-
-// repay gives up to n slots back to the links owed their reserve, and
-// returns the rest.
-func (m *Member) repay(n int) int {
-	m.owedMu.Lock()
-	defer m.owedMu.Unlock()
-	for n > 0 && len(m.owed) > 0 {
-		ln := m.owed[0]
-		m.owed[0] = nil
-		m.owed = m.owed[1:]
-		n--
-		ln.putReserve()
-		select {
-		case ln.idle <- struct{}{}: // a loop waiting may take it now
-		default:
-		}
-	}
-	m.owing.Store(int32(len(m.owed)))
-	return n
-}
 
 // Shutdown leaves the group gracefully: each publisher is told to release
 // this member's leases at once, and Shutdown waits for their answers until
