@@ -2,6 +2,7 @@ package group
 
 import (
 	"encoding/binary"
+	"time"
 
 	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 )
@@ -93,4 +94,134 @@ func (s *Server) ackOneLocked(g *state, o uint64, member string, d uint32) (code
 	g.cnt.Acked++
 	g.settled(o, o+1)
 	return 0, true
+}
+
+// settleLocked applies an ack, nak, progress, term or leave request.
+func (s *Server) settleLocked(g *state, req wire.Request) *wire.Reply {
+	now := time.Now()
+	if req.Op == wire.OpLeave {
+		forgetLocked(g, func(m string) bool { return m == req.Member })
+		s.dropParkedLocked(g, func(m string) bool { return m == req.Member })
+		n := s.releaseLocked(g, func(m string) bool { return m == req.Member }, now, true)
+		return &wire.Reply{Status: wire.StatusOK, ID: req.ID, Count: uint32(n)}
+	}
+	if req.Op == wire.OpAckRanges {
+		return s.ackRangesLocked(g, req)
+	}
+	var refused []byte
+	nref := uint32(0)
+	for _, e := range req.Entries {
+		p := g.pend[e.Offset]
+		if p == nil && g.inRuns > 0 {
+			// Leased in a run: settled record by record from here.
+			g.breakRunAt(e.Offset)
+			p = g.pend[e.Offset]
+		}
+		if p == nil || p.member != req.Member || p.deliveries != e.Delivery {
+			code := wire.RefusedNotLeased
+			if p == nil {
+				code = wire.RefusedUnknown
+			}
+			refused = append(refused, byte(e.Offset>>56), byte(e.Offset>>48), byte(e.Offset>>40), byte(e.Offset>>32),
+				byte(e.Offset>>24), byte(e.Offset>>16), byte(e.Offset>>8), byte(e.Offset), code)
+			nref++
+			continue
+		}
+		switch req.Op {
+		case wire.OpAck:
+			g.cnt.Acked++
+			g.settle(e.Offset)
+		case wire.OpProgress:
+			// Extended by AckWait, up to MaxLeaseFactor x AckWait from
+			// the lease's start: a stuck member cannot hold a record
+			// for ever.
+			p.deadline = now.Add(g.set.AckWait)
+			if limit := p.leased.Add(MaxLeaseFactor * g.set.AckWait); p.deadline.After(limit) {
+				p.deadline = limit
+			}
+		case wire.OpNak:
+			g.cnt.Naked++
+			delay := e.Delay
+			if delay <= 0 {
+				delay = g.set.backoff(p.deliveries)
+			}
+			s.returnLocked(g, e.Offset, p, now.Add(delay), "max deliveries")
+		case wire.OpTerm:
+			reason := e.Reason
+			if reason == "" {
+				reason = "terminated"
+			}
+			s.deadLocked(g, e.Offset, p, reason)
+		}
+	}
+	if nref > 0 {
+		return &wire.Reply{Status: wire.StatusPartial, ID: req.ID, Count: nref, Data: refused}
+	}
+	return &wire.Reply{Status: wire.StatusOK, ID: req.ID, Count: uint32(len(req.Entries))}
+}
+
+// returnLocked makes a leased record available again from notBefore, or
+// dead-letters it when it was delivered MaxDeliver times.
+func (s *Server) returnLocked(g *state, o uint64, p *pending, notBefore time.Time, reason string) {
+	if g.set.MaxDeliver > 0 && int(p.deliveries) >= g.set.MaxDeliver {
+		s.deadLocked(g, o, p, reason)
+		return
+	}
+	s.giveBackLocked(g, p, notBefore)
+}
+
+// giveBackLocked makes p, leased, available again from notBefore on.
+func (s *Server) giveBackLocked(g *state, p *pending, notBefore time.Time) {
+	g.release(p.member)
+	p.member, p.notBefore = "", notBefore
+	g.avail++
+	g.dirty = true
+	s.wakeAtLocked(notBefore)
+}
+
+func (s *Server) deadLocked(g *state, o uint64, p *pending, reason string) {
+	g.cnt.DeadLetters++
+	s.dlq = append(s.dlq, deadLetter{g.stream, g.group, o, p.deliveries, reason})
+	g.settle(o)
+	s.wakeFlusher()
+}
+
+// releaseLocked returns the leases of the members gone says so, at once.
+// Those of a member gone without a word (failed, or its node left) count
+// as deliveries that failed: at MaxDeliver the record is dead-lettered
+// (it may be what brought its member down). Those a member gave back
+// when it left (left) do not: the record goes to another member, even
+// past MaxDeliver, as a lease that ran out or a nak would not.
+func (s *Server) releaseLocked(g *state, gone func(member string) bool, now time.Time, left bool) int {
+	n := 0
+	g.breakRunsWhere(gone)
+	for o, p := range g.pend {
+		if p.member != "" && gone(p.member) {
+			g.cnt.Released++
+			if left {
+				s.giveBackLocked(g, p, now)
+			} else {
+				s.returnLocked(g, o, p, now, "member gone")
+			}
+			n++
+		}
+	}
+	return n
+}
+
+// dropParkedLocked ends the parked fetches of members that are gone (with
+// an empty reply, through the flusher): none may lease again.
+func (s *Server) dropParkedLocked(g *state, gone func(member string) bool) {
+	keep := g.parked[:0]
+	for _, p := range g.parked {
+		if gone(p.req.Member) {
+			s.replies = append(s.replies, pendingReply{p.env, wire.EncodeReply(&wire.Reply{Status: wire.StatusOK, ID: p.req.ID})})
+			continue
+		}
+		keep = append(keep, p)
+	}
+	for i := len(keep); i < len(g.parked); i++ {
+		g.parked[i] = nil
+	}
+	g.parked = keep
 }

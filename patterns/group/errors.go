@@ -88,3 +88,23 @@ func deadLetters(recs []wire.Record) []Record {
 	}
 	return out
 }
+
+// RefusedError is a settle the publisher refused: the member does not
+// hold that lease (it ran out and the record moved on, or it was settled).
+type RefusedError struct {
+	Offset uint64
+	Code   uint8
+}
+
+func (e *RefusedError) Error() string {
+	if e.Code == RefusedUnknown {
+		return fmt.Sprintf("group: offset %d is not pending in the group (already settled, or never leased)", e.Offset)
+	}
+	return fmt.Sprintf("group: the lease of offset %d is not held by this member (it ran out)", e.Offset)
+}
+
+// ErrRefused is matched by every *RefusedError.
+var ErrRefused = errors.New("group: refused")
+
+// Is makes errors.Is(err, ErrRefused) true.
+func (e *RefusedError) Is(target error) bool { return target == ErrRefused }

@@ -99,122 +99,151 @@ func (s *settleReq) fail(err error) {
 // thousands of them.
 func (ln *link) settleLoop() {
 	defer ln.wg.Done()
-	inflight := make(chan struct{}, maxSettleCalls)
-	answered := make(chan struct{}, 1) // a request in flight was answered
-	var calls sync.WaitGroup
-	defer calls.Wait()
+	st := &settler{ln: ln, inflight: make(chan struct{}, maxSettleCalls), answered: make(chan struct{}, 1)}
+	defer st.calls.Wait()
 	for {
 		g := gatherPool.Get().(*gather)
-		select {
-		case s := <-ln.settles:
-			g.add(s)
-		case <-ln.ctx.Done():
+		if !st.gather(g) {
 			gatherPool.Put(g)
-			for {
-				select {
-				case s := <-ln.settles:
-					s.fail(ErrClosed)
-				default:
-					return
-				}
-			}
+			ln.failSettles()
+			return
 		}
-	more:
-		for g.n < maxGather {
-			select {
-			case s := <-ln.settles:
-				g.add(s)
-				continue
-			default:
-			}
-			// Few lazy settles while requests are in flight: wait for
-			// one to be answered (or for enough to fill a request), and
-			// take what came meanwhile; the answer comes with the
-			// publisher's next group commit, which the next request
-			// would wait for anyway. A settle a caller waits for goes
-			// at once: the publisher commits it without delay.
-			if g.n >= minGather || len(inflight) == 0 || g.urgent {
-				break
-			}
-			select {
-			case s := <-ln.settles:
-				g.add(s)
-			case <-answered:
-				break more
-			case <-ln.ctx.Done():
-				break more
-			}
-		}
-		// The acks are sorted by small keys (sorting the requests
-		// themselves moves their callbacks: write barriers), which
-		// index into g.reqs.
-		var byOp map[wire.Op][]settleReq
-		other := func(s settleReq) {
-			if byOp == nil {
-				byOp = map[wire.Op][]settleReq{}
-			}
-			byOp[s.op] = append(byOp[s.op], s)
-		}
-		for i, s := range g.reqs {
-			if s.recs == nil {
-				if s.op == wire.OpAck {
-					g.keys = append(g.keys, ackKey{s.e.Offset, s.e.Delivery, uint32(i)})
-				} else {
-					other(s)
-				}
-				continue
-			}
-			for _, r := range s.recs {
-				if r.op == wire.OpAck {
-					g.keys = append(g.keys, ackKey{r.off, r.del, uint32(i)})
-				} else {
-					other(settleReq{op: r.op, e: wire.Entry{Offset: r.off, Delivery: r.del}, done: s.done, lazy: s.lazy})
-				}
-			}
-		}
+		byOp := g.split()
 		keys := g.keys
 		g.left.Store(1) // this loop's, until every request is started
-		send := func(op wire.Op, part []settleReq, keys []ackKey) {
-			// Up to maxSettleCalls lazy requests in flight, so that the
-			// publisher's next group commit takes the next batch. One a
-			// caller waits for takes no slot: the lazy ones in flight
-			// may each be held LazyCommit at the publisher.
-			lazy := allLazy(part, keys)
-			if lazy {
-				inflight <- struct{}{}
-			}
-			calls.Add(1)
-			g.left.Add(1)
-			go func() {
-				defer calls.Done()
-				ln.sendSettles(op, part, keys, lazy)
-				g.release()
-				if lazy {
-					<-inflight
-				}
-				select {
-				case answered <- struct{}{}:
-				default:
-				}
-			}()
-		}
 		if len(keys) > 0 {
 			g.sortKeys()
 			for len(keys) > 0 {
 				k := rangesPrefix(keys, maxRangesPerRequest)
-				send(wire.OpAckRanges, g.reqs, keys[:k])
+				st.send(g, wire.OpAckRanges, g.reqs, keys[:k])
 				keys = keys[k:]
 			}
 		}
 		for op, list := range byOp {
 			for len(list) > 0 {
 				k := min(len(list), maxBatch)
-				send(op, list[:k], nil)
+				st.send(g, op, list[:k], nil)
 				list = list[k:]
 			}
 		}
 		g.release()
 	}
+}
+
+// settler is a settle loop's requests in flight.
+type settler struct {
+	ln       *link
+	inflight chan struct{} // lazy requests in flight
+	answered chan struct{} // a request in flight was answered
+	calls    sync.WaitGroup
+}
+
+// gather takes the next batch of queued settles into g: it waits for
+// one, then takes what is queued, up to maxGather. It reports false
+// once the link stops.
+func (st *settler) gather(g *gather) bool {
+	ln := st.ln
+	select {
+	case s := <-ln.settles:
+		g.add(s)
+	case <-ln.ctx.Done():
+		return false
+	}
+	for g.n < maxGather {
+		select {
+		case s := <-ln.settles:
+			g.add(s)
+			continue
+		default:
+		}
+		// Few lazy settles while requests are in flight: wait for
+		// one to be answered (or for enough to fill a request), and
+		// take what came meanwhile; the answer comes with the
+		// publisher's next group commit, which the next request
+		// would wait for anyway. A settle a caller waits for goes
+		// at once: the publisher commits it without delay.
+		if g.n >= minGather || len(st.inflight) == 0 || g.urgent {
+			break
+		}
+		select {
+		case s := <-ln.settles:
+			g.add(s)
+		case <-st.answered:
+			return true
+		case <-ln.ctx.Done():
+			return true
+		}
+	}
+	return true
+}
+
+// failSettles ends every queued settle with ErrClosed.
+func (ln *link) failSettles() {
+	for {
+		select {
+		case s := <-ln.settles:
+			s.fail(ErrClosed)
+		default:
+			return
+		}
+	}
+}
+
+// send sends one request of g's on a goroutine of its own: op for part,
+// or for the acks keys index in part. Up to maxSettleCalls lazy requests
+// are in flight, so that the publisher's next group commit takes the
+// next batch. One a caller waits for takes no slot: the lazy ones in
+// flight may each be held LazyCommit at the publisher.
+func (st *settler) send(g *gather, op wire.Op, part []settleReq, keys []ackKey) {
+	lazy := allLazy(part, keys)
+	if lazy {
+		st.inflight <- struct{}{}
+	}
+	st.calls.Add(1)
+	g.left.Add(1)
+	go func() {
+		defer st.calls.Done()
+		st.ln.sendSettles(op, part, keys, lazy)
+		g.release()
+		if lazy {
+			<-st.inflight
+		}
+		select {
+		case st.answered <- struct{}{}:
+		default:
+		}
+	}()
+}
+
+// split sorts g's settles: the acks into g.keys, small keys that index
+// into g.reqs (sorting the requests themselves moves their callbacks:
+// write barriers), the other settles by op.
+func (g *gather) split() map[wire.Op][]settleReq {
+	var byOp map[wire.Op][]settleReq
+	other := func(s settleReq) {
+		if byOp == nil {
+			byOp = map[wire.Op][]settleReq{}
+		}
+		byOp[s.op] = append(byOp[s.op], s)
+	}
+	for i, s := range g.reqs {
+		if s.recs == nil {
+			if s.op == wire.OpAck {
+				g.keys = append(g.keys, ackKey{s.e.Offset, s.e.Delivery, uint32(i)})
+			} else {
+				other(s)
+			}
+			continue
+		}
+		for _, r := range s.recs {
+			if r.op == wire.OpAck {
+				g.keys = append(g.keys, ackKey{r.off, r.del, uint32(i)})
+			} else {
+				other(settleReq{op: r.op, e: wire.Entry{Offset: r.off, Delivery: r.del}, done: s.done, lazy: s.lazy})
+			}
+		}
+	}
+	return byOp
 }
 
 // gather is one round of the settle loop: the settles it took from the
