@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"time"
 
+	"github.com/fastmq/fastmq/patterns/group/internal/durable"
 	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 )
 
@@ -18,12 +19,12 @@ func (s *Server) ackRangesLocked(g *state, req wire.Request) *wire.Reply {
 		n += r.Count
 		o, end := r.Offset, r.Offset+uint64(r.Count)
 		for o < end {
-			if i := g.runAt(o); i >= 0 {
-				e := min(end, g.runs[i].to)
-				if k, ok := g.ackInRun(i, o, e, req.Member, r.Delivery); ok {
+			if i := g.RunAt(o); i >= 0 {
+				e := min(end, g.Runs[i].To)
+				if k, ok := g.AckInRun(i, o, e, req.Member, r.Delivery); ok {
 					g.cnt.Acked += uint64(k)
 					acked += k
-					g.settled(o, e)
+					g.Settled(o, e)
 					o = e
 					continue
 				}
@@ -40,10 +41,10 @@ func (s *Server) ackRangesLocked(g *state, req wire.Request) *wire.Reply {
 			// Settled in runs: the spans grow once per run of pending
 			// entries acked, not once per record.
 			run := o
-			for ; o < end && (g.inRuns == 0 || g.runAt(o) < 0); o++ {
-				p := g.pend[o]
-				if p == nil || p.member != req.Member || p.deliveries != r.Delivery {
-					g.settled(run, o)
+			for ; o < end && (g.InRuns == 0 || g.RunAt(o) < 0); o++ {
+				p := g.Pend[o]
+				if p == nil || p.Member != req.Member || p.Deliveries != r.Delivery {
+					g.Settled(run, o)
 					run = o + 1
 					code := wire.RefusedNotLeased
 					if p == nil {
@@ -54,15 +55,15 @@ func (s *Server) ackRangesLocked(g *state, req wire.Request) *wire.Reply {
 					continue
 				}
 				g.cnt.Acked++
-				g.settleLeased(o, p)
+				g.SettleLeased(o, p)
 				acked++
 			}
-			g.settled(run, o)
+			g.Settled(run, o)
 		}
 	}
 	if acked > 0 {
-		if g.held[req.Member] -= acked; g.held[req.Member] <= 0 {
-			delete(g.held, req.Member)
+		if g.Held[req.Member] -= acked; g.Held[req.Member] <= 0 {
+			delete(g.Held, req.Member)
 		}
 	}
 	if nref > 0 {
@@ -75,24 +76,24 @@ func (s *Server) ackRangesLocked(g *state, req wire.Request) *wire.Reply {
 // pending entry or in a run; otherwise it returns the refusal's code. The
 // caller lowers the member's lease count.
 func (s *Server) ackOneLocked(g *state, o uint64, member string, d uint32) (code uint8, ok bool) {
-	if p := g.pend[o]; p != nil {
-		if p.member != member || p.deliveries != d {
+	if p := g.Pend[o]; p != nil {
+		if p.Member != member || p.Deliveries != d {
 			return wire.RefusedNotLeased, false
 		}
 		g.cnt.Acked++
-		g.settleLeased(o, p)
-		g.settled(o, o+1)
+		g.SettleLeased(o, p)
+		g.Settled(o, o+1)
 		return 0, true
 	}
-	i := g.runAt(o)
-	if i < 0 || g.runs[i].acked.has(o) {
+	i := g.RunAt(o)
+	if i < 0 || g.Runs[i].Acked.Has(o) {
 		return wire.RefusedUnknown, false
 	}
-	if _, ok := g.ackInRun(i, o, o+1, member, d); !ok {
+	if _, ok := g.AckInRun(i, o, o+1, member, d); !ok {
 		return wire.RefusedNotLeased, false
 	}
 	g.cnt.Acked++
-	g.settled(o, o+1)
+	g.Settled(o, o+1)
 	return 0, true
 }
 
@@ -111,13 +112,13 @@ func (s *Server) settleLocked(g *state, req wire.Request) *wire.Reply {
 	var refused []byte
 	nref := uint32(0)
 	for _, e := range req.Entries {
-		p := g.pend[e.Offset]
-		if p == nil && g.inRuns > 0 {
+		p := g.Pend[e.Offset]
+		if p == nil && g.InRuns > 0 {
 			// Leased in a run: settled record by record from here.
-			g.breakRunAt(e.Offset)
-			p = g.pend[e.Offset]
+			g.BreakRunAt(e.Offset)
+			p = g.Pend[e.Offset]
 		}
-		if p == nil || p.member != req.Member || p.deliveries != e.Delivery {
+		if p == nil || p.Member != req.Member || p.Deliveries != e.Delivery {
 			code := wire.RefusedNotLeased
 			if p == nil {
 				code = wire.RefusedUnknown
@@ -130,20 +131,20 @@ func (s *Server) settleLocked(g *state, req wire.Request) *wire.Reply {
 		switch req.Op {
 		case wire.OpAck:
 			g.cnt.Acked++
-			g.settle(e.Offset)
+			g.Settle(e.Offset)
 		case wire.OpProgress:
 			// Extended by AckWait, up to MaxLeaseFactor x AckWait from
 			// the lease's start: a stuck member cannot hold a record
 			// for ever.
-			p.deadline = now.Add(g.set.AckWait)
-			if limit := p.leased.Add(MaxLeaseFactor * g.set.AckWait); p.deadline.After(limit) {
-				p.deadline = limit
+			p.Deadline = now.Add(g.Set.AckWait)
+			if limit := p.Leased.Add(MaxLeaseFactor * g.Set.AckWait); p.Deadline.After(limit) {
+				p.Deadline = limit
 			}
 		case wire.OpNak:
 			g.cnt.Naked++
 			delay := e.Delay
 			if delay <= 0 {
-				delay = g.set.backoff(p.deliveries)
+				delay = g.Set.Delay(p.Deliveries)
 			}
 			s.returnLocked(g, e.Offset, p, now.Add(delay), "max deliveries")
 		case wire.OpTerm:
@@ -162,8 +163,8 @@ func (s *Server) settleLocked(g *state, req wire.Request) *wire.Reply {
 
 // returnLocked makes a leased record available again from notBefore, or
 // dead-letters it when it was delivered MaxDeliver times.
-func (s *Server) returnLocked(g *state, o uint64, p *pending, notBefore time.Time, reason string) {
-	if g.set.MaxDeliver > 0 && int(p.deliveries) >= g.set.MaxDeliver {
+func (s *Server) returnLocked(g *state, o uint64, p *durable.Pending, notBefore time.Time, reason string) {
+	if g.Set.MaxDeliver > 0 && int(p.Deliveries) >= g.Set.MaxDeliver {
 		s.deadLocked(g, o, p, reason)
 		return
 	}
@@ -171,18 +172,18 @@ func (s *Server) returnLocked(g *state, o uint64, p *pending, notBefore time.Tim
 }
 
 // giveBackLocked makes p, leased, available again from notBefore on.
-func (s *Server) giveBackLocked(g *state, p *pending, notBefore time.Time) {
-	g.release(p.member)
-	p.member, p.notBefore = "", notBefore
-	g.avail++
-	g.dirty = true
+func (s *Server) giveBackLocked(g *state, p *durable.Pending, notBefore time.Time) {
+	g.Release(p.Member)
+	p.Member, p.NotBefore = "", notBefore
+	g.Avail++
+	g.Dirty = true
 	s.wakeAtLocked(notBefore)
 }
 
-func (s *Server) deadLocked(g *state, o uint64, p *pending, reason string) {
+func (s *Server) deadLocked(g *state, o uint64, p *durable.Pending, reason string) {
 	g.cnt.DeadLetters++
-	s.dlq = append(s.dlq, deadLetter{g.stream, g.group, o, p.deliveries, reason})
-	g.settle(o)
+	s.dlq = append(s.dlq, deadLetter{g.Stream, g.Group, o, p.Deliveries, reason})
+	g.Settle(o)
 	s.wakeFlusher()
 }
 
@@ -194,9 +195,9 @@ func (s *Server) deadLocked(g *state, o uint64, p *pending, reason string) {
 // past MaxDeliver, as a lease that ran out or a nak would not.
 func (s *Server) releaseLocked(g *state, gone func(member string) bool, now time.Time, left bool) int {
 	n := 0
-	g.breakRunsWhere(gone)
-	for o, p := range g.pend {
-		if p.member != "" && gone(p.member) {
+	g.BreakRunsWhere(gone)
+	for o, p := range g.Pend {
+		if p.Member != "" && gone(p.Member) {
 			g.cnt.Released++
 			if left {
 				s.giveBackLocked(g, p, now)

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/fastmq/fastmq/internal/fsutil"
+	"github.com/fastmq/fastmq/patterns/group/internal/durable"
 	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 	"github.com/fastmq/fastmq/spool"
 )
@@ -188,14 +188,14 @@ func (s *Server) replay(env [][]byte, req wire.Request, dl, l *spool.Log) {
 }
 
 func (s *Server) doReplay(req wire.Request, dl, l *spool.Log) (ReplayResult, error) {
-	var done spanSet
+	var done durable.SpanSet
 	p := replayedPath(s.cfg.Dir, req.Stream, req.Group)
 	if b, err := os.ReadFile(p); err == nil {
-		var spans []span
+		var spans []durable.Span
 		if _, err := fsutil.DecodeVersionedJSON(b, replayedVersion, &spans); err != nil {
 			return ReplayResult{}, fmt.Errorf("%s: %w", p, err)
 		}
-		done = spanSet(spans)
+		done = durable.SpanSet(spans)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return ReplayResult{}, err
 	}
@@ -230,13 +230,13 @@ func (s *Server) doReplay(req wire.Request, dl, l *spool.Log) (ReplayResult, err
 		}
 		res.Replayed += len(recs)
 		for _, o := range offs {
-			done.add(o)
+			done.Add(o)
 		}
 		recs, offs = recs[:0], offs[:0]
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
-		return fsutil.WriteVersionedJSON(p, replayedVersion, []span(done), 0o644)
+		return fsutil.WriteVersionedJSON(p, replayedVersion, []durable.Span(done), 0o644)
 	}
 	for rd.Offset() < res.To {
 		ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
@@ -248,7 +248,7 @@ func (s *Server) doReplay(req wire.Request, dl, l *spool.Log) (ReplayResult, err
 		if r.Offset >= res.To {
 			break
 		}
-		if done.has(r.Offset) || headerOf(r.Headers, HeaderDLQStream) != req.Stream {
+		if done.Has(r.Offset) || headerOf(r.Headers, HeaderDLQStream) != req.Stream {
 			res.Skipped++
 			continue
 		}
@@ -261,12 +261,6 @@ func (s *Server) doReplay(req wire.Request, dl, l *spool.Log) (ReplayResult, err
 		}
 	}
 	return res, flush()
-}
-
-// has reports whether o is in the set.
-func (v spanSet) has(o uint64) bool {
-	i := sort.Search(len(v), func(i int) bool { return v[i].To > o })
-	return i < len(v) && v[i].From <= o
 }
 
 func headerOf(hs []spool.Header, key string) string {

@@ -51,7 +51,7 @@ func (s *Server) clockLoop() {
 // members of the gone nodes, expires leases, serves the parked fetches
 // that can be served, and returns earliest lowered to g's next deadline.
 func (s *Server) tickLocked(g *state, gone map[string]bool, now, earliest time.Time) time.Time {
-	l, ok := s.cfg.Lookup(g.stream)
+	l, ok := s.cfg.Lookup(g.Stream)
 	if !ok {
 		return earliest
 	}
@@ -59,13 +59,13 @@ func (s *Server) tickLocked(g *state, gone map[string]bool, now, earliest time.T
 		isGone := func(m string) bool { return gone[nodeOf(m)] }
 		forgetLocked(g, isGone)
 		s.dropParkedLocked(g, isGone)
-		if len(g.held) > 0 {
+		if len(g.Held) > 0 {
 			if n := s.releaseLocked(g, isGone, now, false); n > 0 {
-				s.log.Info("released the leases of gone members", "stream", g.stream, "group", g.group, "leases", n)
+				s.log.Info("released the leases of gone members", "stream", g.Stream, "group", g.Group, "leases", n)
 			}
 		}
 	}
-	if next, ok := g.breakExpiredRuns(now); ok && next.Before(earliest) {
+	if next, ok := g.BreakExpiredRuns(now); ok && next.Before(earliest) {
 		earliest = next
 	}
 	earliest = s.expireLocked(g, now, earliest)
@@ -81,20 +81,20 @@ func (s *Server) tickLocked(g *state, gone map[string]bool, now, earliest time.T
 // expireLocked returns g's leases that ran out to the group and returns
 // earliest lowered to the next lease deadline or not-before time.
 func (s *Server) expireLocked(g *state, now, earliest time.Time) time.Time {
-	for o, p := range g.pend {
+	for o, p := range g.Pend {
 		switch {
-		case p.member != "" && !p.deadline.After(now):
+		case p.Member != "" && !p.Deadline.After(now):
 			g.cnt.Expired++
-			s.returnLocked(g, o, p, now.Add(g.set.backoff(p.deliveries)), "max deliveries")
-			if q := g.pend[o]; q != nil && q.notBefore.After(now) && q.notBefore.Before(earliest) {
-				earliest = q.notBefore
+			s.returnLocked(g, o, p, now.Add(g.Set.Delay(p.Deliveries)), "max deliveries")
+			if q := g.Pend[o]; q != nil && q.NotBefore.After(now) && q.NotBefore.Before(earliest) {
+				earliest = q.NotBefore
 			}
-		case p.member != "":
-			if p.deadline.Before(earliest) {
-				earliest = p.deadline
+		case p.Member != "":
+			if p.Deadline.Before(earliest) {
+				earliest = p.Deadline
 			}
-		case p.notBefore.After(now) && p.notBefore.Before(earliest):
-			earliest = p.notBefore
+		case p.NotBefore.After(now) && p.NotBefore.Before(earliest):
+			earliest = p.NotBefore
 		}
 	}
 	return earliest

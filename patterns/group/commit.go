@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 
+	"github.com/fastmq/fastmq/patterns/group/internal/durable"
 	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 )
 
@@ -16,7 +17,7 @@ import (
 // entryWrite is one journal entry for the flusher to write.
 type entryWrite struct {
 	key   string
-	j     *journal
+	j     *durable.Journal
 	b     []byte
 	floor uint64 // the group's floor once the entry is written
 }
@@ -24,7 +25,7 @@ type entryWrite struct {
 // snapWrite is one snapshot for the flusher to write, with a new journal.
 type snapWrite struct {
 	key string
-	f   fileState
+	f   durable.File
 }
 
 // setDurable records, for Floors, the floor of every group whose write
@@ -34,13 +35,9 @@ func (s *Server) setDurable(floors map[string]uint64, failed []string) {
 	defer s.mu.Unlock()
 	for key, floor := range floors {
 		if g := s.groups[key]; g != nil && !slices.Contains(failed, key) {
-			g.durable = floor
+			g.Durable = floor
 		}
 	}
-}
-
-func (a *settings) equal(b *settings) bool {
-	return a.AckWait == b.AckWait && a.MaxDeliver == b.MaxDeliver && a.Ordered == b.Ordered && slices.Equal(a.Backoff, b.Backoff)
 }
 
 // flush runs one group commit; see flushLoop.
@@ -54,27 +51,27 @@ func (s *Server) flush() error {
 	var writes []entryWrite
 	var snaps []snapWrite
 	for key, g := range s.groups {
-		if !g.dirty {
+		if !g.Dirty {
 			continue
 		}
-		g.dirty = false
+		g.Dirty = false
 		j := s.journals[key]
-		if j != nil && !g.needSnap && j.gen == g.gen && g.set.equal(&g.written) && j.size < journalLimit {
-			e, ok := g.entry()
+		if j != nil && !g.NeedSnap && j.Gen == g.Gen && g.Set.Equal(&g.Written) && j.Size < durable.JournalLimit {
+			e, ok := g.Changes()
 			if !ok {
 				continue
 			}
-			if b := appendEntry(nil, &e); len(b) <= entryHdrLen+maxEntryLen {
-				writes = append(writes, entryWrite{key, j, b, g.floor})
+			if b := durable.AppendEntry(nil, &e); len(b) <= durable.EntryHdrLen+durable.MaxEntryLen {
+				writes = append(writes, entryWrite{key, j, b, g.Floor})
 				continue
 			}
 		}
-		g.gen++
-		g.needSnap = false
-		g.written = g.set
-		g.written.Backoff = slices.Clone(g.set.Backoff)
-		g.forget()
-		snaps = append(snaps, snapWrite{key, g.snapshot()})
+		g.Gen++
+		g.NeedSnap = false
+		g.Written = g.Set
+		g.Written.Backoff = slices.Clone(g.Set.Backoff)
+		g.Forget()
+		snaps = append(snaps, snapWrite{key, g.Snapshot()})
 	}
 	s.mu.Unlock()
 	var firstErr error
@@ -89,10 +86,10 @@ func (s *Server) flush() error {
 	var failed []string
 	if firstErr == nil {
 		for _, w := range writes {
-			if err := w.j.append(w.b); err != nil {
+			if err := w.j.Append(w.b); err != nil {
 				firstErr = cmp.Or(firstErr, err)
 				failed = append(failed, w.key)
-				w.j.close()
+				w.j.Close()
 				delete(s.journals, w.key)
 			}
 		}
@@ -117,7 +114,7 @@ func (s *Server) flush() error {
 			if g := s.groups[key]; g != nil {
 				// The changes were taken: the next commit writes them
 				// all, as a snapshot.
-				g.needSnap, g.dirty = true, true
+				g.NeedSnap, g.Dirty = true, true
 			}
 		}
 		s.mu.Unlock()
@@ -146,20 +143,20 @@ func (s *Server) flush() error {
 // journal first (empty), then the snapshot that names it, then the old
 // journal goes. A crash between leaves the old snapshot and its journal
 // in force.
-func (s *Server) compact(key string, f fileState) error {
-	j, err := createJournal(s.cfg.Dir, f.Stream, f.Group, f.Journal)
+func (s *Server) compact(key string, f durable.File) error {
+	j, err := durable.CreateJournal(s.cfg.Dir, f.Stream, f.Group, f.Journal)
 	if err != nil {
 		return err
 	}
-	if err := writeState(s.cfg.Dir, f); err != nil {
-		j.close()
+	if err := durable.Write(s.cfg.Dir, f); err != nil {
+		j.Close()
 		return err
 	}
 	if old := s.journals[key]; old != nil {
-		old.close()
+		old.Close()
 	}
 	s.journals[key] = j
-	if err := removeOtherJournals(s.cfg.Dir, f.Stream, f.Group, f.Journal); err != nil {
+	if err := durable.RemoveOtherJournals(s.cfg.Dir, f.Stream, f.Group, f.Journal); err != nil {
 		s.log.Warn("remove old journals", "stream", f.Stream, "group", f.Group, "err", err)
 	}
 	return nil

@@ -26,29 +26,15 @@
 //
 // # Durability (the crash rule)
 //
-// A group's state is a snapshot and a journal. The snapshot is a small
-// versioned JSON file (Dir/<stream>/<group>.state; version 1: floor,
-// cursor, settled spans, pending spans with their delivery counts;
-// version 2 adds "journal", the generation of the journal that holds the
-// changes since, and "log_epoch", the stream's epoch it was written in;
-// leases themselves are not kept). The journal,
-// Dir/<stream>/<group>.<generation, 16 hex digits>.journal, is
-// append-only: a 24-byte header (magic "FMQJ", version u16 (1), reserved
-// u16, generation u64, CRC32C of the 16 bytes before u32, reserved u32),
-// then one entry per group commit: payload length u32 | CRC32C of the
-// length and the payload u32 | payload: cursor u64 | settled span count
-// u32 | delivery run count u32 | settled spans, each from u64 | to u64 |
-// delivery runs, each from u64 | to u64 | deliveries u32. Spans are
-// ascending and below the cursor; the records from the previous cursor
-// on that no span settles are pending, delivered once unless a run gives
-// their count (a redelivery, or a record read but not leased yet: 0).
-// The journal is preallocated: zeros are written ahead of its entries
-// (64 KiB at its creation, then as much as it holds, at most 1 MiB at a
-// time), so that an entry's fdatasync overwrites blocks the file has and
-// need not commit a new file size; zeros where an entry would begin are
-// the journal's end. (A build from before the preallocation reads that
-// zero tail as a torn one: it logs a warning and cuts it, losing
-// nothing.)
+// A group's state is a snapshot and a journal: the snapshot, a small
+// versioned JSON file (Dir/<stream>/<group>.state), holds the floor, the
+// cursor, the settled spans, the pending records with their delivery
+// counts, the generation of the journal that holds the changes since and
+// the stream's epoch it was written in (leases themselves are not kept);
+// the journal (Dir/<stream>/<group>.<generation>.journal) is
+// append-only, one checksummed entry per group commit, preallocated so
+// that an entry's fdatasync need not commit a new file size. The
+// internal package durable specifies both formats.
 //
 // One goroutine does the group commit: it appends the dead letters,
 // writes one journal entry per changed group with one fdatasync, and only

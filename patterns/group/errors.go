@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fastmq/fastmq/patterns/group/internal/durable"
 	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 	"github.com/fastmq/fastmq/spool"
 )
@@ -48,6 +49,12 @@ func (e *StatusError) Is(target error) bool {
 // not let this member read the stream (StatusForbidden): the member stops
 // fetching from that publisher and Next returns the error once.
 var ErrForbidden = errors.New("group: forbidden")
+
+// ErrJournalDamaged is wrapped by the errors of a group's journal that
+// is damaged other than at its tail (a torn last entry is expected after
+// a crash and is not an error), or whose entries do not fit the
+// snapshot: the Server logs them and answers StatusInternal.
+var ErrJournalDamaged = durable.ErrJournalDamaged
 
 // ErrMalformed is wrapped by the errors of a publisher's answer that
 // does not decode.

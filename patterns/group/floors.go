@@ -5,8 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/fastmq/fastmq/internal/fsutil"
-	"github.com/fastmq/fastmq/spool"
+	"github.com/fastmq/fastmq/patterns/group/internal/durable"
 )
 
 // Floors returns the floor of every group of stream this server knows, by
@@ -21,8 +20,8 @@ func (s *Server) Floors(stream string) map[string]uint64 {
 	out := make(map[string]uint64)
 	s.mu.Lock()
 	for _, g := range s.groups {
-		if g.stream == stream {
-			out[g.group] = g.durable
+		if g.Stream == stream {
+			out[g.Group] = g.Durable
 		}
 	}
 	s.mu.Unlock()
@@ -35,28 +34,7 @@ func (s *Server) Floors(stream string) map[string]uint64 {
 		if _, known := out[name]; known {
 			continue
 		}
-		out[name] = snapshotFloor(s.cfg.Dir, stream, name, s.cfg.Lookup)
+		out[name] = durable.SnapshotFloor(s.cfg.Dir, stream, name, s.cfg.Lookup)
 	}
 	return out
-}
-
-// snapshotFloor returns the floor a group's snapshot holds: at or below
-// its true floor (its journal only moves the floor on; a seek writes a
-// snapshot), cut back to the end of the stream's epoch it was written in
-// (see followEpoch). The journal is not read: Floors must not race the flusher
-// that appends to it. A snapshot that does not read or decode gives 0,
-// which keeps everything.
-func snapshotFloor(dir, stream, group string, lookup func(string) (*spool.Log, bool)) uint64 {
-	b, err := os.ReadFile(statePath(dir, stream, group))
-	if err != nil {
-		return 0
-	}
-	var f fileState
-	if _, err := fsutil.DecodeVersionedJSON(b, stateVersion, &f); err != nil {
-		return 0
-	}
-	if l, ok := lookup(stream); ok {
-		return floorInEpoch(&f, l)
-	}
-	return f.Floor
 }

@@ -257,17 +257,17 @@ func (s *Server) releaseWhere(isGone func(member string) bool) {
 		return
 	}
 	for _, g := range s.groups {
-		l, ok := s.cfg.Lookup(g.stream)
+		l, ok := s.cfg.Lookup(g.Stream)
 		if !ok {
 			continue
 		}
 		forgetLocked(g, isGone)
 		s.dropParkedLocked(g, isGone)
-		if len(g.held) == 0 {
+		if len(g.Held) == 0 {
 			continue
 		}
 		if n := s.releaseLocked(g, isGone, now, false); n > 0 {
-			s.log.Info("released the leases of gone members", "stream", g.stream, "group", g.group, "leases", n)
+			s.log.Info("released the leases of gone members", "stream", g.Stream, "group", g.Group, "leases", n)
 			s.kickLocked(g, l)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/fastmq/fastmq/patterns/group/internal/durable"
 	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 	"github.com/fastmq/fastmq/spool"
 )
@@ -58,7 +59,7 @@ func (s *Server) parkLocked(g *state, l *spool.Log, env [][]byte, req wire.Reque
 	}
 	wait := min(time.Duration(req.WaitMillis)*time.Millisecond, s.cfg.MaxWait)
 	g.parked = append(g.parked, &parkedFetch{env: env, req: req, deadline: time.Now().Add(wait)})
-	s.watchLocked(g.stream, l)
+	s.watchLocked(g.Stream, l)
 	s.wakeAtLocked(time.Now().Add(wait))
 	return old
 }
@@ -94,7 +95,7 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req wire.Request, now time.
 		n = 1
 	}
 	n = min(n, maxFetchRecords)
-	if room := maxAckPendingOf(req) - g.held[req.Member]; n > room {
+	if room := maxAckPendingOf(req) - g.Held[req.Member]; n > room {
 		n = room
 	}
 	maxBytes := int(req.MaxBytes)
@@ -104,16 +105,16 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req wire.Request, now time.
 	maxBytes = min(maxBytes, maxFetchBytes)
 	ls := &lease{s: s, g: g, l: l, req: &req, now: now, n: n, maxBytes: maxBytes,
 		out: wire.ReplyData{Split: req.Flags&wire.FlagFrames != 0, MaxBytes: maxBytes}}
-	if g.avail > 0 && n > 0 {
+	if g.Avail > 0 && n > 0 {
 		ls.redeliveries()
 	}
-	if ls.room() && g.next < s.end(l) {
+	if ls.room() && g.Next < s.end(l) {
 		ls.fresh()
 	}
 	if ls.cnt > 0 {
-		g.held[req.Member] += ls.cnt
-		g.dirty = true
-		s.wakeAtLocked(now.Add(g.set.AckWait))
+		g.Held[req.Member] += ls.cnt
+		g.Dirty = true
+		s.wakeAtLocked(now.Add(g.Set.AckWait))
 	}
 	ld := leased{data: ls.out.Done(), n: uint32(ls.cnt)}
 	if req.Flags&wire.FlagStream != 0 && ls.cnt > 0 && ls.room() && int(req.MaxRecords) > ls.cnt {
@@ -134,15 +135,15 @@ type lease struct {
 	n        int // records the fetch may take
 	maxBytes int
 	out      wire.ReplyData
-	cnt      int       // records leased
-	size     int       // their values, plus 64 bytes each
-	run      *leaseRun // the run this fetch leases fresh records in
+	cnt      int               // records leased
+	size     int               // their values, plus 64 bytes each
+	run      *durable.LeaseRun // the run this fetch leases fresh records in
 	// ahead, while fresh reads, is how many records the log holds from
 	// the one being read on: the reply's buffer is sized for those, not
 	// for all the fetch may take (a reply of one record, as at low
 	// rates, would otherwise take a wire.FrameBytes buffer).
 	ahead int
-	slab  []pending // for the pending entries of fresh records
+	slab  []durable.Pending // for the pending entries of fresh records
 }
 
 // room reports whether the fetch may take another record.
@@ -166,13 +167,13 @@ func (ls *lease) emit(r *spool.Record, deliveries uint32) {
 // take leases r, pending as p; fresh says it was just read from the
 // cursor (the journal's default for those is one delivery: nothing to
 // note).
-func (ls *lease) take(o uint64, p *pending, r *spool.Record, fresh bool) {
-	p.deliveries++
-	p.member, p.leased, p.deadline = ls.req.Member, ls.now, ls.now.Add(ls.g.set.AckWait)
-	if !fresh || p.deliveries != 1 {
-		ls.g.delivered(o)
+func (ls *lease) take(o uint64, p *durable.Pending, r *spool.Record, fresh bool) {
+	p.Deliveries++
+	p.Member, p.Leased, p.Deadline = ls.req.Member, ls.now, ls.now.Add(ls.g.Set.AckWait)
+	if !fresh || p.Deliveries != 1 {
+		ls.g.Delivered(o)
 	}
-	ls.emit(r, p.deliveries)
+	ls.emit(r, p.Deliveries)
 }
 
 // redeliveries leases the pending records that are due, lowest offset
@@ -180,8 +181,8 @@ func (ls *lease) take(o uint64, p *pending, r *spool.Record, fresh bool) {
 func (ls *lease) redeliveries() {
 	g := ls.g
 	var due []uint64
-	for o, p := range g.pend {
-		if p.member == "" && !p.notBefore.After(ls.now) {
+	for o, p := range g.Pend {
+		if p.Member == "" && !p.NotBefore.After(ls.now) {
 			due = append(due, o)
 		}
 	}
@@ -190,25 +191,25 @@ func (ls *lease) redeliveries() {
 		if !ls.room() {
 			break
 		}
-		if g.blocked(o, g.pend[o]) {
+		if g.Blocked(o, g.Pend[o]) {
 			continue // an earlier record of its key is pending
 		}
 		r, err := readOne(ls.l, o)
 		if err != nil {
 			// Gone (retention) or damaged: it cannot be delivered.
-			ls.s.log.Warn("record for redelivery unreadable", "stream", g.stream, "group", g.group, "offset", o, "err", err)
-			g.settle(o)
+			ls.s.log.Warn("record for redelivery unreadable", "stream", g.Stream, "group", g.Group, "offset", o, "err", err)
+			g.Settle(o)
 			continue
 		}
 		if nb, ok := notBefore(r.Headers); ok && nb.After(ls.now) {
 			// Not due: the state was reloaded, or an earlier record of
 			// its key held it until now. The clock serves it when due.
-			g.pend[o].notBefore = nb
+			g.Pend[o].NotBefore = nb
 			ls.s.wakeAtLocked(nb)
 			continue
 		}
-		g.avail--
-		ls.take(o, g.pend[o], &r, false)
+		g.Avail--
+		ls.take(o, g.Pend[o], &r, false)
 	}
 }
 
@@ -216,11 +217,11 @@ func (ls *lease) redeliveries() {
 // when it began.
 func (ls *lease) fresh() {
 	g, l := ls.g, ls.l
-	if oldest := l.OldestOffset(); g.next < oldest {
-		for o := g.next; o < oldest; o++ {
-			g.settle(o) // removed by retention before the group read them
+	if oldest := l.OldestOffset(); g.Next < oldest {
+		for o := g.Next; o < oldest; o++ {
+			g.Settle(o) // removed by retention before the group read them
 		}
-		g.next = oldest
+		g.Next = oldest
 	}
 	rd, err := g.reader(l, !ls.s.cfg.LeaseAfterSync)
 	if err != nil {
@@ -233,24 +234,24 @@ func (ls *lease) fresh() {
 		// lock).
 		r, err := rd.Next(ls.s.noWait)
 		if err != nil {
-			ls.s.log.Warn("read for group", "stream", g.stream, "group", g.group, "offset", rd.Offset(), "err", err)
+			ls.s.log.Warn("read for group", "stream", g.Stream, "group", g.Group, "offset", rd.Offset(), "err", err)
 			return
 		}
-		for o := g.next; o < r.Offset; o++ {
-			g.settle(o) // a gap in the log
+		for o := g.Next; o < r.Offset; o++ {
+			g.Settle(o) // a gap in the log
 		}
-		g.next = r.Offset + 1
-		g.dirty = true
+		g.Next = r.Offset + 1
+		g.Dirty = true
 		ls.ahead = int(min(end-r.Offset, maxFetchRecords))
-		if (!g.set.Ordered || keyOf(r.Headers) == "") && !delayed(r.Headers, ls.now) {
+		if (!g.Set.Ordered || keyOf(r.Headers) == "") && !delayed(r.Headers, ls.now) {
 			// The common case: leased in a run.
-			if ls.run == nil || ls.run.to != r.Offset {
-				ls.run = &leaseRun{from: r.Offset, to: r.Offset, member: ls.req.Member, leased: ls.now, deadline: ls.now.Add(g.set.AckWait)}
-				g.runs = append(g.runs, ls.run)
+			if ls.run == nil || ls.run.To != r.Offset {
+				ls.run = &durable.LeaseRun{From: r.Offset, To: r.Offset, Member: ls.req.Member, Leased: ls.now, Deadline: ls.now.Add(g.Set.AckWait)}
+				g.Runs = append(g.Runs, ls.run)
 			}
-			ls.run.to++
-			ls.run.left++
-			g.inRuns++
+			ls.run.To++
+			ls.run.Left++
+			g.InRuns++
 			ls.emit(&r, 1)
 			continue
 		}
@@ -265,29 +266,29 @@ func (ls *lease) pending(r *spool.Record) {
 	g := ls.g
 	if len(ls.slab) == 0 {
 		// One allocation for the pending records of a fetch.
-		ls.slab = make([]pending, min(ls.n-ls.cnt+16, maxFetchRecords))
+		ls.slab = make([]durable.Pending, min(ls.n-ls.cnt+16, maxFetchRecords))
 	}
 	p := &ls.slab[0]
 	ls.slab = ls.slab[1:]
-	g.pend[r.Offset] = p
-	if k := keyOf(r.Headers); k != "" && g.set.Ordered {
-		p.key = k
-		q := g.keys[k]
-		g.keys[k] = append(q, r.Offset)
+	g.Pend[r.Offset] = p
+	if k := keyOf(r.Headers); k != "" && g.Set.Ordered {
+		p.Key = k
+		q := g.Keys[k]
+		g.Keys[k] = append(q, r.Offset)
 		if len(q) > 0 {
 			// Behind an earlier record of its key: leased once that
 			// one is settled.
-			g.avail++
-			g.delivered(r.Offset) // not delivered yet
+			g.Avail++
+			g.Delivered(r.Offset) // not delivered yet
 			return
 		}
 	}
 	if nb, ok := notBefore(r.Headers); ok && nb.After(ls.now) {
 		// Delayed delivery: not leased before it is due, and the
 		// records behind it go on.
-		p.notBefore = nb
-		g.avail++
-		g.delivered(r.Offset) // not delivered yet
+		p.NotBefore = nb
+		g.Avail++
+		g.Delivered(r.Offset) // not delivered yet
 		ls.s.wakeAtLocked(nb) // the clock serves it when due, not the next fetch
 		return
 	}
@@ -299,12 +300,12 @@ func (ls *lease) pending(r *spool.Record) {
 // buffer: leaseLocked copies what it keeps of a record (into the reply,
 // a key string) before it reads the next.
 func (g *state) reader(l *spool.Log, written bool) (*spool.Reader, error) {
-	if g.rd != nil && (g.rdLog != l || g.rd.Offset() != g.next || g.rdWritten != written) {
+	if g.rd != nil && (g.rdLog != l || g.rd.Offset() != g.Next || g.rdWritten != written) {
 		g.rd.Close()
 		g.rd = nil
 	}
 	if g.rd == nil {
-		rd, err := l.NewReader(g.next)
+		rd, err := l.NewReader(g.Next)
 		if err != nil {
 			return nil, err
 		}
@@ -320,8 +321,8 @@ func (g *state) reader(l *spool.Log, written bool) (*spool.Reader, error) {
 // rekey rebuilds an ordered group's key queues after its state was
 // loaded (the file keeps no keys): it reads every pending record.
 func (s *Server) rekey(g *state, l *spool.Log) {
-	offs := make([]uint64, 0, len(g.pend))
-	for o := range g.pend {
+	offs := make([]uint64, 0, len(g.Pend))
+	for o := range g.Pend {
 		offs = append(offs, o)
 	}
 	sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
@@ -331,8 +332,8 @@ func (s *Server) rekey(g *state, l *spool.Log) {
 			continue // settled as unreadable when it is due
 		}
 		if k := keyOf(r.Headers); k != "" {
-			g.pend[o].key = k
-			g.keys[k] = append(g.keys[k], o)
+			g.Pend[o].Key = k
+			g.Keys[k] = append(g.Keys[k], o)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package group
 import (
 	"time"
 
+	"github.com/fastmq/fastmq/patterns/group/internal/durable"
 	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 	"github.com/fastmq/fastmq/spool"
 )
@@ -16,18 +17,18 @@ import (
 // and are served from the new cursor. It returns the new cursor.
 func (s *Server) seekLocked(g *state, l *spool.Log, req wire.Request) uint64 {
 	target := s.seekTarget(l, req.Start, req.StartValue)
-	dropped := len(g.pend) + g.inRuns
-	g.pend = make(map[uint64]*pending)
-	g.runs, g.inRuns = nil, 0
-	g.held = make(map[string]int)
-	g.keys = make(map[string][]uint64)
-	g.avail = 0
-	g.done = nil
-	g.floor, g.next = target, target
+	dropped := len(g.Pend) + g.InRuns
+	g.Pend = make(map[uint64]*durable.Pending)
+	g.Runs, g.InRuns = nil, 0
+	g.Held = make(map[string]int)
+	g.Keys = make(map[string][]uint64)
+	g.Avail = 0
+	g.Done = nil
+	g.Floor, g.Next = target, target
 	// The journal records changes that only move forward: a seek is
 	// written as a snapshot.
-	g.dirty, g.needSnap = true, true
-	s.log.Info("group seek", "stream", g.stream, "group", g.group, "offset", target, "dropped", dropped)
+	g.Dirty, g.NeedSnap = true, true
+	s.log.Info("group seek", "stream", g.Stream, "group", g.Group, "offset", target, "dropped", dropped)
 	return target
 }
 

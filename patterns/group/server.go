@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fastmq/fastmq/discovery"
+	"github.com/fastmq/fastmq/patterns/group/internal/durable"
 	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 	"github.com/fastmq/fastmq/spool"
 )
@@ -159,7 +160,7 @@ type Server struct {
 	closed   bool
 	nextTick time.Time // when the clock loop runs next
 
-	journals map[string]*journal // by group key; the flusher's own
+	journals map[string]*durable.Journal // by group key; the flusher's own
 
 	incarnations map[string]incarnationState // per member node; guarded by mu
 
@@ -175,6 +176,27 @@ type Server struct {
 type pendingReply struct {
 	env    [][]byte
 	frames [][]byte
+}
+
+// state is one (stream, group) on the publisher: its durable state, and
+// what the server keeps beside it. The server's mutex guards it.
+type state struct {
+	*durable.State
+	// joined numbers the members in the order of their first fetch here
+	// (since the publisher started), and setBy is the member whose
+	// settings set holds: see applySettingsLocked.
+	joined    map[string]uint64
+	joinSeq   uint64
+	setBy     string
+	cnt       Counters
+	parked    []*parkedFetch
+	rd        *spool.Reader // at next, kept between fetches
+	rdLog     *spool.Log
+	rdWritten bool // rd reads up to the written end (spool.Reader.ReadWritten)
+}
+
+func newGroupState(st *durable.State) *state {
+	return &state{State: st, joined: make(map[string]uint64)}
 }
 
 type parkedFetch struct {
@@ -213,7 +235,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, log: lg.With("component", "group-server"),
-		groups: make(map[string]*state), watching: make(map[string]bool), journals: make(map[string]*journal),
+		groups: make(map[string]*state), watching: make(map[string]bool), journals: make(map[string]*durable.Journal),
 		incarnations: make(map[string]incarnationState),
 		wakeClock:    make(chan struct{}, 1), wakeFlush: make(chan struct{}, 1), wakeLazy: make(chan struct{}, 1)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -246,7 +268,7 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	err := s.flush()
 	for _, j := range s.journals {
-		j.close()
+		j.Close()
 	}
 	s.mu.Lock()
 	for _, g := range s.groups {
@@ -355,16 +377,20 @@ func (s *Server) groupLocked(req wire.Request, l *spool.Log) (*state, error) {
 		}
 		return g, nil
 	}
-	g, rec, err := loadState(s.cfg.Dir, req.Stream, req.Group)
+	st, rec, err := durable.Load(s.cfg.Dir, req.Stream, req.Group)
 	if err != nil {
 		return nil, err
+	}
+	var g *state
+	if st != nil {
+		g = newGroupState(st)
 	}
 	if rec.TornBytes > 0 {
 		s.log.Warn("torn journal tail cut", "stream", req.Stream, "group", req.Group,
 			"offset", rec.TornAt, "bytes", rec.TornBytes, "err", rec.TornErr)
 	}
 	if g != nil {
-		if end, cut := followEpoch(g, l); cut {
+		if end, cut := durable.FollowEpoch(g.State, l); cut {
 			s.log.Warn("group state cut back to the stream's epoch: the records beyond were lost by the publisher's disk",
 				"stream", req.Stream, "group", req.Group, "offset", end)
 		}
@@ -387,20 +413,20 @@ func (s *Server) groupLocked(req wire.Request, l *spool.Log) (*state, error) {
 				start = off
 			}
 		}
-		g = newState(req.Stream, req.Group, settings{}, start)
-		g.epoch, _ = l.Epoch()
-		g.epochKnown, g.dirty = true, true
+		g = newGroupState(durable.New(req.Stream, req.Group, durable.Settings{}, start))
+		g.Epoch, _ = l.Epoch()
+		g.EpochKnown, g.Dirty = true, true
 		s.log.Info("new group", "stream", req.Stream, "group", req.Group, "offset", start)
 	}
-	if g.set.Ordered {
+	if g.Set.Ordered {
 		s.rekey(g, l)
 	}
 	if req.Op == wire.OpFetch {
 		s.applySettingsLocked(g, req)
 	}
-	if g.floor < l.OldestOffset() {
+	if g.Floor < l.OldestOffset() {
 		// Retention removed records the group never settled.
-		s.log.Warn("group behind retention", "stream", req.Stream, "group", req.Group, "offset", g.floor)
+		s.log.Warn("group behind retention", "stream", req.Stream, "group", req.Group, "offset", g.Floor)
 	}
 	s.groups[key] = g
 	return g, nil
@@ -431,13 +457,13 @@ func (s *Server) applySettingsLocked(g *state, req wire.Request) {
 	if req.Member != g.setBy && seq < g.joined[g.setBy] {
 		return // an earlier member's: the later one's stand
 	}
-	set := settingsOf(req, g.set)
-	if g.setBy != "" && g.setBy != req.Member && !set.equal(&g.set) {
-		s.log.Warn("group settings changed by another member (it joined later, or the one that set them left)", "stream", g.stream, "group", g.group,
+	set := settingsOf(req, g.Set)
+	if g.setBy != "" && g.setBy != req.Member && !set.Equal(&g.Set) {
+		s.log.Warn("group settings changed by another member (it joined later, or the one that set them left)", "stream", g.Stream, "group", g.Group,
 			"member", req.Member, "ack_wait", set.AckWait, "max_deliver", set.MaxDeliver, "backoff", set.Backoff,
-			"was_ack_wait", g.set.AckWait, "was_max_deliver", g.set.MaxDeliver, "was_backoff", g.set.Backoff, "was_member", g.setBy)
+			"was_ack_wait", g.Set.AckWait, "was_max_deliver", g.Set.MaxDeliver, "was_backoff", g.Set.Backoff, "was_member", g.setBy)
 	}
-	g.set, g.setBy = set, req.Member
+	g.Set, g.setBy = set, req.Member
 }
 
 // forgetLocked drops the members gone says so from the group's join
@@ -450,8 +476,8 @@ func forgetLocked(g *state, gone func(member string) bool) {
 	}
 }
 
-func settingsOf(req wire.Request, old settings) settings {
-	set := settings{AckWait: time.Duration(req.AckWaitMillis) * time.Millisecond, MaxDeliver: int(req.MaxDeliver),
+func settingsOf(req wire.Request, old durable.Settings) durable.Settings {
+	set := durable.Settings{AckWait: time.Duration(req.AckWaitMillis) * time.Millisecond, MaxDeliver: int(req.MaxDeliver),
 		Backoff: req.Backoff, Ordered: old.Ordered}
 	if old.AckWait == 0 { // a new group: ordered or not for good
 		set.Ordered = req.Flags&wire.FlagOrdered != 0

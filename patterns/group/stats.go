@@ -65,7 +65,7 @@ func (s *Server) Stats() map[string]GroupStats {
 	s.mu.Lock()
 	items := make([]item, 0, len(s.groups))
 	for _, g := range s.groups {
-		l, _ := s.cfg.Lookup(g.stream)
+		l, _ := s.cfg.Lookup(g.Stream)
 		items = append(items, item{g.stats(l, s.end), l})
 	}
 	s.mu.Unlock()
@@ -98,15 +98,15 @@ func (s *Server) List() []GroupStats {
 // stats is g's state, with end the end of what may be leased from l;
 // s.mu held. completeStats adds what needs reads.
 func (g *state) stats(l *spool.Log, end func(*spool.Log) uint64) GroupStats {
-	st := GroupStats{Counters: g.cnt, Stream: g.stream, Group: g.group, Floor: g.floor, Next: g.next,
-		Pending: len(g.pend) + g.inRuns, Available: g.avail, InFlight: len(g.pend) + g.inRuns - g.avail, Members: len(g.held),
-		AckWait: g.set.AckWait, MaxDeliver: g.set.MaxDeliver, Ordered: g.set.Ordered}
+	st := GroupStats{Counters: g.cnt, Stream: g.Stream, Group: g.Group, Floor: g.Floor, Next: g.Next,
+		Pending: len(g.Pend) + g.InRuns, Available: g.Avail, InFlight: len(g.Pend) + g.InRuns - g.Avail, Members: len(g.Held),
+		AckWait: g.Set.AckWait, MaxDeliver: g.Set.MaxDeliver, Ordered: g.Set.Ordered}
 	if l != nil {
 		st.High = end(l)
-		if st.High > g.next {
-			st.Lag = st.High - g.next
+		if st.High > g.Next {
+			st.Lag = st.High - g.Next
 		}
-		st.Lag += uint64(len(g.pend) + g.inRuns)
+		st.Lag += uint64(len(g.Pend) + g.InRuns)
 	}
 	return st
 }

@@ -19,7 +19,7 @@ func (s *Server) watch(stream string, l *spool.Log) {
 	for {
 		s.mu.Lock()
 		for _, g := range s.groups {
-			if g.stream == stream {
+			if g.Stream == stream {
 				s.kickLocked(g, l)
 			}
 		}

@@ -1,6 +1,11 @@
-package group
+package durable
 
-import "github.com/fastmq/fastmq/spool"
+import (
+	"os"
+
+	"github.com/fastmq/fastmq/internal/fsutil"
+	"github.com/fastmq/fastmq/spool"
+)
 
 // A group's state follows its stream's epochs. A group leases records
 // once written, before their fdatasync (unless
@@ -18,55 +23,55 @@ import "github.com/fastmq/fastmq/spool"
 // applies when its cursor is past the end of the log, whatever the
 // reason (a log rebuilt without its history).
 
-// followEpoch cuts g, just loaded from disk, back to the end of the
+// FollowEpoch cuts g, just loaded from disk, back to the end of the
 // stream's epoch it was written in, and makes it of the log's current
 // epoch; it returns where it cut and true if it did. Called with the
 // server's mutex held, before the group serves anything.
-func followEpoch(g *state, l *spool.Log) (uint64, bool) {
+func FollowEpoch(g *State, l *spool.Log) (uint64, bool) {
 	end, cut := l.WrittenOffset(), false
-	if g.epochKnown {
-		if e, ok := l.EpochEnd(g.epoch); ok && e < end {
+	if g.EpochKnown {
+		if e, ok := l.EpochEnd(g.Epoch); ok && e < end {
 			end = e
 		}
 	}
-	if g.next > end {
-		g.truncate(end)
+	if g.Next > end {
+		g.Truncate(end)
 		cut = true
 	}
-	g.epoch, _ = l.Epoch()
-	g.epochKnown = true
+	g.Epoch, _ = l.Epoch()
+	g.EpochKnown = true
 	return end, cut
 }
 
-// truncate drops what g holds from end on: the cursor moves back to end,
+// Truncate drops what g holds from end on: the cursor moves back to end,
 // settled spans and pending records above it go. Only for a state just
 // loaded: no leases are held, no key queues are built.
-func (g *state) truncate(end uint64) {
-	for o := range g.pend {
+func (g *State) Truncate(end uint64) {
+	for o := range g.Pend {
 		if o >= end {
-			delete(g.pend, o)
-			g.avail--
+			delete(g.Pend, o)
+			g.Avail--
 		}
 	}
 	k := 0
-	for _, sp := range g.done {
+	for _, sp := range g.Done {
 		if sp.From >= end {
 			break
 		}
 		sp.To = min(sp.To, end)
-		g.done[k] = sp
+		g.Done[k] = sp
 		k++
 	}
-	g.done = g.done[:k]
-	g.next = end
-	g.floor = min(g.floor, end)
-	g.durable = min(g.durable, end)
-	g.needSnap, g.dirty = true, true
+	g.Done = g.Done[:k]
+	g.Next = end
+	g.Floor = min(g.Floor, end)
+	g.Durable = min(g.Durable, end)
+	g.NeedSnap, g.Dirty = true, true
 }
 
-// floorInEpoch is a snapshot's floor as of the log: cut back to where the
+// FloorInEpoch is a snapshot's floor as of the log: cut back to where the
 // snapshot's epoch ended (see followEpoch), for Floors.
-func floorInEpoch(f *fileState, l *spool.Log) uint64 {
+func FloorInEpoch(f *File, l *spool.Log) uint64 {
 	floor := min(f.Floor, l.WrittenOffset())
 	if f.LogEpoch != nil {
 		if e, ok := l.EpochEnd(*f.LogEpoch); ok {
@@ -74,4 +79,25 @@ func floorInEpoch(f *fileState, l *spool.Log) uint64 {
 		}
 	}
 	return floor
+}
+
+// SnapshotFloor returns the floor a group's snapshot holds: at or below
+// its true floor (its journal only moves the floor on; a seek writes a
+// snapshot), cut back to the end of the stream's epoch it was written in
+// (see followEpoch). The journal is not read: Floors must not race the flusher
+// that appends to it. A snapshot that does not read or decode gives 0,
+// which keeps everything.
+func SnapshotFloor(dir, stream, group string, lookup func(string) (*spool.Log, bool)) uint64 {
+	b, err := os.ReadFile(Path(dir, stream, group))
+	if err != nil {
+		return 0
+	}
+	var f File
+	if _, err := fsutil.DecodeVersionedJSON(b, FileVersion, &f); err != nil {
+		return 0
+	}
+	if l, ok := lookup(stream); ok {
+		return FloorInEpoch(&f, l)
+	}
+	return f.Floor
 }

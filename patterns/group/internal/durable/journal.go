@@ -1,4 +1,4 @@
-package group
+package durable
 
 import (
 	"encoding/binary"
@@ -19,14 +19,14 @@ const (
 	journalMagic   = "FMQJ"
 	journalVersion = 1
 	journalHdrLen  = 24 // magic | version u16 | reserved u16 | generation u64 | crc u32 | reserved u32
-	entryHdrLen    = 8  // payload length u32 | crc u32
+	EntryHdrLen    = 8  // payload length u32 | crc u32
 	entryFixedLen  = 16 // cursor u64 | settled spans u32 | delivery runs u32
-	// maxEntryLen caps one entry's payload; a commit with more changes
+	// MaxEntryLen caps one entry's payload; a commit with more changes
 	// writes a snapshot instead.
-	maxEntryLen = 1 << 20
-	// journalLimit is the journal size past which the next commit
+	MaxEntryLen = 1 << 20
+	// JournalLimit is the journal size past which the next commit
 	// compacts: it writes a snapshot and starts a new journal.
-	journalLimit = 8 << 20
+	JournalLimit = 8 << 20
 	// maxReplayPending caps the pending records one entry may create,
 	// as the snapshot's pending spans are capped.
 	maxReplayPending = 1 << 24
@@ -50,92 +50,92 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // is not an error), or whose entries do not fit the snapshot.
 var ErrJournalDamaged = errors.New("group: journal damaged")
 
-// dspan is a run of pending offsets [From, To) delivered D times.
-type dspan struct {
+// DSpan is a run of pending offsets [From, To) delivered D times.
+type DSpan struct {
 	From, To uint64
 	D        uint32
 }
 
-// jentry is one group commit's changes: the cursor after it, the offsets
+// Entry is one group commit's changes: the cursor after it, the offsets
 // it settled and the delivery counts it changed.
-type jentry struct {
-	next  uint64
-	done  []span
-	deliv []dspan
+type Entry struct {
+	Next  uint64
+	Done  []Span
+	Deliv []DSpan
 }
 
-// appendEntry appends e, framed (length, CRC32C of length and payload),
+// AppendEntry appends e, framed (length, CRC32C of length and payload),
 // to b.
-func appendEntry(b []byte, e *jentry) []byte {
+func AppendEntry(b []byte, e *Entry) []byte {
 	start := len(b)
-	n := entryFixedLen + 16*len(e.done) + 20*len(e.deliv)
+	n := entryFixedLen + 16*len(e.Done) + 20*len(e.Deliv)
 	b = binary.BigEndian.AppendUint32(b, uint32(n))
 	b = append(b, 0, 0, 0, 0)
-	b = binary.BigEndian.AppendUint64(b, e.next)
-	b = binary.BigEndian.AppendUint32(b, uint32(len(e.done)))
-	b = binary.BigEndian.AppendUint32(b, uint32(len(e.deliv)))
-	for _, s := range e.done {
+	b = binary.BigEndian.AppendUint64(b, e.Next)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(e.Done)))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(e.Deliv)))
+	for _, s := range e.Done {
 		b = binary.BigEndian.AppendUint64(b, s.From)
 		b = binary.BigEndian.AppendUint64(b, s.To)
 	}
-	for _, d := range e.deliv {
+	for _, d := range e.Deliv {
 		b = binary.BigEndian.AppendUint64(b, d.From)
 		b = binary.BigEndian.AppendUint64(b, d.To)
 		b = binary.BigEndian.AppendUint32(b, d.D)
 	}
-	crc := crc32.Update(crc32.Checksum(b[start:start+4], castagnoli), castagnoli, b[start+entryHdrLen:])
+	crc := crc32.Update(crc32.Checksum(b[start:start+4], castagnoli), castagnoli, b[start+EntryHdrLen:])
 	binary.BigEndian.PutUint32(b[start+4:], crc)
 	return b
 }
 
-// decodeEntry decodes the entry at the start of b and returns its size
+// DecodeEntry decodes the entry at the start of b and returns its size
 // in bytes. It checks the length and the CRC before it allocates, and
 // that the spans are ascending, disjoint and below the cursor.
-func decodeEntry(b []byte) (jentry, int, error) {
-	var e jentry
-	if len(b) < entryHdrLen {
+func DecodeEntry(b []byte) (Entry, int, error) {
+	var e Entry
+	if len(b) < EntryHdrLen {
 		return e, 0, fmt.Errorf("%w: entry header cut short (%d bytes)", ErrJournalDamaged, len(b))
 	}
 	n := binary.BigEndian.Uint32(b)
-	if n < entryFixedLen || n > maxEntryLen {
+	if n < entryFixedLen || n > MaxEntryLen {
 		return e, 0, fmt.Errorf("%w: entry length %d", ErrJournalDamaged, n)
 	}
-	if uint64(len(b)-entryHdrLen) < uint64(n) {
-		return e, 0, fmt.Errorf("%w: entry of %d bytes cut short at %d", ErrJournalDamaged, n, len(b)-entryHdrLen)
+	if uint64(len(b)-EntryHdrLen) < uint64(n) {
+		return e, 0, fmt.Errorf("%w: entry of %d bytes cut short at %d", ErrJournalDamaged, n, len(b)-EntryHdrLen)
 	}
-	p := b[entryHdrLen : entryHdrLen+int(n)]
+	p := b[EntryHdrLen : EntryHdrLen+int(n)]
 	if crc := crc32.Update(crc32.Checksum(b[:4], castagnoli), castagnoli, p); crc != binary.BigEndian.Uint32(b[4:]) {
 		return e, 0, fmt.Errorf("%w: entry checksum mismatch", ErrJournalDamaged)
 	}
-	e.next = binary.BigEndian.Uint64(p)
+	e.Next = binary.BigEndian.Uint64(p)
 	nd, nr := uint64(binary.BigEndian.Uint32(p[8:])), uint64(binary.BigEndian.Uint32(p[12:]))
 	if entryFixedLen+16*nd+20*nr != uint64(n) {
 		return e, 0, fmt.Errorf("%w: %d spans and %d runs in an entry of %d bytes", ErrJournalDamaged, nd, nr, n)
 	}
 	q := p[entryFixedLen:]
 	if nd > 0 {
-		e.done = make([]span, nd)
+		e.Done = make([]Span, nd)
 	}
-	for i := range e.done {
-		s := span{binary.BigEndian.Uint64(q), binary.BigEndian.Uint64(q[8:])}
+	for i := range e.Done {
+		s := Span{binary.BigEndian.Uint64(q), binary.BigEndian.Uint64(q[8:])}
 		q = q[16:]
-		if s.From >= s.To || s.To > e.next || (i > 0 && s.From <= e.done[i-1].To) {
-			return e, 0, fmt.Errorf("%w: settled span [%d, %d) out of order or beyond the cursor %d", ErrJournalDamaged, s.From, s.To, e.next)
+		if s.From >= s.To || s.To > e.Next || (i > 0 && s.From <= e.Done[i-1].To) {
+			return e, 0, fmt.Errorf("%w: settled span [%d, %d) out of order or beyond the cursor %d", ErrJournalDamaged, s.From, s.To, e.Next)
 		}
-		e.done[i] = s
+		e.Done[i] = s
 	}
 	if nr > 0 {
-		e.deliv = make([]dspan, nr)
+		e.Deliv = make([]DSpan, nr)
 	}
-	for i := range e.deliv {
-		d := dspan{binary.BigEndian.Uint64(q), binary.BigEndian.Uint64(q[8:]), binary.BigEndian.Uint32(q[16:])}
+	for i := range e.Deliv {
+		d := DSpan{binary.BigEndian.Uint64(q), binary.BigEndian.Uint64(q[8:]), binary.BigEndian.Uint32(q[16:])}
 		q = q[20:]
-		if d.From >= d.To || d.To > e.next || (i > 0 && d.From < e.deliv[i-1].To) {
-			return e, 0, fmt.Errorf("%w: delivery run [%d, %d) out of order or beyond the cursor %d", ErrJournalDamaged, d.From, d.To, e.next)
+		if d.From >= d.To || d.To > e.Next || (i > 0 && d.From < e.Deliv[i-1].To) {
+			return e, 0, fmt.Errorf("%w: delivery run [%d, %d) out of order or beyond the cursor %d", ErrJournalDamaged, d.From, d.To, e.Next)
 		}
-		e.deliv[i] = d
+		e.Deliv[i] = d
 	}
-	return e, entryHdrLen + int(n), nil
+	return e, EntryHdrLen + int(n), nil
 }
 
 func journalHeader(gen uint64) []byte {
@@ -147,25 +147,25 @@ func journalHeader(gen uint64) []byte {
 	return h
 }
 
-// journalPath is the journal of generation gen of a group.
-func journalPath(dir, stream, group string, gen uint64) string {
+// JournalPath is the journal of generation gen of a group.
+func JournalPath(dir, stream, group string, gen uint64) string {
 	return filepath.Join(dir, stream, fmt.Sprintf("%s.%016x.journal", group, gen))
 }
 
-// recovery says what reading a group's journal found.
-type recovery struct {
+// Recovery says what reading a group's journal found.
+type Recovery struct {
 	Entries   int    // entries replayed
 	TornAt    int64  // byte offset of a torn last entry (0: none)
 	TornBytes int64  // its bytes, copied aside to the journal's name + ".torn"
 	TornErr   string // why the entry was not whole
 }
 
-// readJournal returns the entries of journal file path, which must be of
+// ReadJournal returns the entries of journal file path, which must be of
 // generation gen. A damaged last entry (nothing valid after it) is a torn
 // write: it is reported in the recovery, its bytes copied aside and the
 // file cut before it. Damage followed by a valid entry is an error.
-func readJournal(path string, gen uint64) ([]jentry, recovery, error) {
-	var rec recovery
+func ReadJournal(path string, gen uint64) ([]Entry, Recovery, error) {
+	var rec Recovery
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, rec, fmt.Errorf("group: read journal: %w", err)
@@ -180,10 +180,10 @@ func readJournal(path string, gen uint64) ([]jentry, recovery, error) {
 	if g := binary.BigEndian.Uint64(b[8:]); g != gen {
 		return nil, rec, fmt.Errorf("%w: %s holds generation %d, want %d", ErrJournalDamaged, filepath.Base(path), g, gen)
 	}
-	var out []jentry
+	var out []Entry
 	pos := journalHdrLen
 	for pos < len(b) {
-		e, n, err := decodeEntry(b[pos:])
+		e, n, err := DecodeEntry(b[pos:])
 		if err == nil {
 			out = append(out, e)
 			pos += n
@@ -193,8 +193,8 @@ func readJournal(path string, gen uint64) ([]jentry, recovery, error) {
 			break // preallocated space: the end
 		}
 		// Damage: a torn tail only if no valid entry follows it.
-		for p := pos + 1; p+entryHdrLen+entryFixedLen <= len(b); p++ {
-			if _, _, err2 := decodeEntry(b[p:]); err2 == nil {
+		for p := pos + 1; p+EntryHdrLen+entryFixedLen <= len(b); p++ {
+			if _, _, err2 := DecodeEntry(b[p:]); err2 == nil {
 				return nil, rec, fmt.Errorf("%s at byte %d, followed by a valid entry at %d: %w", filepath.Base(path), pos, p, err)
 			}
 		}
@@ -211,10 +211,10 @@ func readJournal(path string, gen uint64) ([]jentry, recovery, error) {
 	return out, rec, nil
 }
 
-// removeOtherJournals removes the journals of a group other than
+// RemoveOtherJournals removes the journals of a group other than
 // generation keep (left by a crash during a compaction). Names are
 // matched exactly: another group's journals never match.
-func removeOtherJournals(dir, stream, group string, keep uint64) error {
+func RemoveOtherJournals(dir, stream, group string, keep uint64) error {
 	ents, err := os.ReadDir(filepath.Join(dir, stream))
 	if err != nil {
 		return err
@@ -235,19 +235,19 @@ func removeOtherJournals(dir, stream, group string, keep uint64) error {
 	return nil
 }
 
-// journal is an open journal; the flusher owns it.
-type journal struct {
+// Journal is an open Journal; the flusher owns it.
+type Journal struct {
 	f     *os.File
 	path  string
-	gen   uint64
-	size  int64 // the end of its entries
+	Gen   uint64
+	Size  int64 // the end of its entries
 	alloc int64 // the file's size: zeros from size on
 }
 
-// createJournal creates an empty journal of generation gen (written to
+// CreateJournal creates an empty journal of generation gen (written to
 // a temporary file, synced, renamed into place, the directory synced).
-func createJournal(dir, stream, group string, gen uint64) (*journal, error) {
-	path := journalPath(dir, stream, group, gen)
+func CreateJournal(dir, stream, group string, gen uint64) (*Journal, error) {
+	path := JournalPath(dir, stream, group, gen)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
@@ -256,7 +256,7 @@ func createJournal(dir, stream, group string, gen uint64) (*journal, error) {
 	if err != nil {
 		return nil, err
 	}
-	fail := func(err error) (*journal, error) {
+	fail := func(err error) (*Journal, error) {
 		f.Close()
 		os.Remove(tmp)
 		return nil, fmt.Errorf("group: create journal %s: %w", filepath.Base(path), err)
@@ -277,7 +277,7 @@ func createJournal(dir, stream, group string, gen uint64) (*journal, error) {
 		f.Close()
 		return nil, err
 	}
-	return &journal{f: f, path: path, gen: gen, size: journalHdrLen, alloc: minPrealloc}, nil
+	return &Journal{f: f, path: path, Gen: gen, Size: journalHdrLen, alloc: minPrealloc}, nil
 }
 
 // writeZeros writes zeros to f from byte from to byte to.
@@ -292,17 +292,17 @@ func writeZeros(f *os.File, from, to int64) error {
 	return nil
 }
 
-// append writes entries (whole, framed) at the journal's end and waits
+// Append writes entries (whole, framed) at the journal's end and waits
 // until they are on disk (fdatasync). Entries reaching past the
 // preallocated zeros write more of them, in the same fdatasync.
-func (j *journal) append(b []byte) error {
-	if _, err := j.f.WriteAt(b, j.size); err != nil {
+func (j *Journal) Append(b []byte) error {
+	if _, err := j.f.WriteAt(b, j.Size); err != nil {
 		return fmt.Errorf("group: write journal %s: %w", filepath.Base(j.path), err)
 	}
-	j.size += int64(len(b))
-	if j.size > j.alloc {
-		alloc := j.size + min(max(j.size, minPrealloc), maxPrealloc)
-		if err := writeZeros(j.f, j.size, alloc); err != nil {
+	j.Size += int64(len(b))
+	if j.Size > j.alloc {
+		alloc := j.Size + min(max(j.Size, minPrealloc), maxPrealloc)
+		if err := writeZeros(j.f, j.Size, alloc); err != nil {
 			return fmt.Errorf("group: preallocate journal %s: %w", filepath.Base(j.path), err)
 		}
 		j.alloc = alloc
@@ -313,4 +313,4 @@ func (j *journal) append(b []byte) error {
 	return nil
 }
 
-func (j *journal) close() error { return j.f.Close() }
+func (j *Journal) Close() error { return j.f.Close() }

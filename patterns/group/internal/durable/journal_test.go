@@ -1,4 +1,4 @@
-package group
+package durable
 
 import (
 	"bytes"
@@ -13,12 +13,12 @@ import (
 )
 
 func TestJournalEntryRoundTrip(t *testing.T) {
-	for _, e := range []jentry{
-		{next: 7},
-		{next: 100, done: []span{{0, 3}, {5, 9}}, deliv: []dspan{{3, 5, 1}, {9, 20, 2}}},
+	for _, e := range []Entry{
+		{Next: 7},
+		{Next: 100, Done: []Span{{0, 3}, {5, 9}}, Deliv: []DSpan{{3, 5, 1}, {9, 20, 2}}},
 	} {
-		b := appendEntry([]byte("xx"), &e)
-		got, n, err := decodeEntry(b[2:])
+		b := AppendEntry([]byte("xx"), &e)
+		got, n, err := DecodeEntry(b[2:])
 		if err != nil || n != len(b)-2 || !reflect.DeepEqual(got, e) {
 			t.Fatalf("%+v: decoded %+v, %d of %d bytes, %v", e, got, n, len(b)-2, err)
 		}
@@ -28,23 +28,23 @@ func TestJournalEntryRoundTrip(t *testing.T) {
 // writeJournal writes a version 2 snapshot (empty group at offset 0,
 // journal generation 1) and a journal holding entries; it returns the
 // journal's path and each entry's end in it.
-func writeJournal(t *testing.T, dir string, entries []jentry) (string, []int) {
+func writeJournal(t *testing.T, dir string, entries []Entry) (string, []int) {
 	t.Helper()
-	f := fileState{Journal: 1, Stream: "s", Group: "g", Settings: settings{AckWait: DefaultAckWait}}
-	if err := writeState(dir, f); err != nil {
+	f := File{Journal: 1, Stream: "s", Group: "g", Settings: Settings{AckWait: defaultAckWait}}
+	if err := Write(dir, f); err != nil {
 		t.Fatal(err)
 	}
-	j, err := createJournal(dir, "s", "g", 1)
+	j, err := CreateJournal(dir, "s", "g", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer j.close()
+	defer j.Close()
 	var ends []int
 	for i := range entries {
-		if err := j.append(appendEntry(nil, &entries[i])); err != nil {
+		if err := j.Append(AppendEntry(nil, &entries[i])); err != nil {
 			t.Fatal(err)
 		}
-		ends = append(ends, int(j.size))
+		ends = append(ends, int(j.Size))
 	}
 	return j.path, ends
 }
@@ -53,29 +53,29 @@ func writeJournal(t *testing.T, dir string, entries []jentry) (string, []int) {
 // pending records with their delivery counts.
 type summary struct {
 	floor, next uint64
-	done        []span
+	done        []Span
 	pend        map[uint64]uint32
 }
 
-func summarize(g *state) summary {
-	s := summary{floor: g.floor, next: g.next, done: append([]span(nil), g.done...), pend: map[uint64]uint32{}}
-	for o, p := range g.pend {
-		s.pend[o] = p.deliveries
+func summarize(g *State) summary {
+	s := summary{floor: g.Floor, next: g.Next, done: append([]Span(nil), g.Done...), pend: map[uint64]uint32{}}
+	for o, p := range g.Pend {
+		s.pend[o] = p.Deliveries
 	}
 	return s
 }
 
-var testEntries = []jentry{
-	{next: 10, done: []span{{0, 3}}, deliv: []dspan{{3, 10, 1}}},
-	{next: 20, done: []span{{3, 5}, {10, 12}}, deliv: []dspan{{12, 14, 1}}},
-	{next: 30, done: []span{{5, 10}}, deliv: []dspan{{14, 16, 2}}},
+var testEntries = []Entry{
+	{Next: 10, Done: []Span{{0, 3}}, Deliv: []DSpan{{3, 10, 1}}},
+	{Next: 20, Done: []Span{{3, 5}, {10, 12}}, Deliv: []DSpan{{12, 14, 1}}},
+	{Next: 30, Done: []Span{{5, 10}}, Deliv: []DSpan{{14, 16, 2}}},
 }
 
 // Replay gives the state the entries describe.
 func TestJournalReplay(t *testing.T) {
 	dir := t.TempDir()
 	writeJournal(t, dir, testEntries)
-	g, rec, err := loadState(dir, "s", "g")
+	g, rec, err := Load(dir, "s", "g")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +90,8 @@ func TestJournalReplay(t *testing.T) {
 	if got := summarize(g); !reflect.DeepEqual(got, want) {
 		t.Fatalf("replayed %+v\nwant %+v", got, want)
 	}
-	if g.avail != len(g.pend) {
-		t.Fatalf("%d available of %d pending", g.avail, len(g.pend))
+	if g.Avail != len(g.Pend) {
+		t.Fatalf("%d available of %d pending", g.Avail, len(g.Pend))
 	}
 }
 
@@ -101,7 +101,7 @@ func TestJournalReplay(t *testing.T) {
 func TestJournalTornTail(t *testing.T) {
 	ref := t.TempDir()
 	writeJournal(t, ref, testEntries[:2])
-	g, _, err := loadState(ref, "s", "g")
+	g, _, err := Load(ref, "s", "g")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,13 +113,13 @@ func TestJournalTornTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	load := func(b []byte) (*state, recovery, error) {
+	load := func(b []byte) (*State, Recovery, error) {
 		t.Helper()
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		os.Remove(path + ".torn")
-		return loadState(dir, "s", "g")
+		return Load(dir, "s", "g")
 	}
 	check := func(what string, b []byte) {
 		t.Helper()
@@ -178,7 +178,7 @@ func TestJournalTornTail(t *testing.T) {
 		t.Fatalf("damaged header: %v", err)
 	}
 	os.Remove(path)
-	if _, _, err := loadState(dir, "s", "g"); err == nil {
+	if _, _, err := Load(dir, "s", "g"); err == nil {
 		t.Fatal("a snapshot whose journal is missing loaded")
 	}
 }
@@ -188,12 +188,12 @@ func TestJournalTornTail(t *testing.T) {
 // preallocated space is torn as at the end of a file.
 func TestJournalPreallocatedTail(t *testing.T) {
 	dir := t.TempDir()
-	var entries []jentry
+	var entries []Entry
 	for i := range 600 { // 152 bytes each: past the first preallocation
 		base := uint64(i) * 100
-		e := jentry{next: base + 100}
+		e := Entry{Next: base + 100}
 		for k := range uint64(8) {
-			e.done = append(e.done, span{base + 10*k, base + 10*k + 5})
+			e.Done = append(e.Done, Span{base + 10*k, base + 10*k + 5})
 		}
 		entries = append(entries, e)
 	}
@@ -213,12 +213,12 @@ func TestJournalPreallocatedTail(t *testing.T) {
 	if !fsutil.AllZero(full[last:]) {
 		t.Fatal("the preallocated space is not zeros")
 	}
-	g, rec, err := loadState(dir, "s", "g")
+	g, rec, err := Load(dir, "s", "g")
 	if err != nil || rec.Entries != len(entries) || rec.TornBytes != 0 {
 		t.Fatalf("recovery %+v, %v; want %d entries, nothing torn", rec, err, len(entries))
 	}
-	if g.next != 60000 || len(g.pend) != 36000 {
-		t.Fatalf("replayed cursor %d with %d pending, want 60000 and 36000", g.next, len(g.pend))
+	if g.Next != 60000 || len(g.Pend) != 36000 {
+		t.Fatalf("replayed cursor %d with %d pending, want 60000 and 36000", g.Next, len(g.Pend))
 	}
 
 	// The last entry's second half never reached the disk: torn.
@@ -228,7 +228,7 @@ func TestJournalPreallocatedTail(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, rec, err = loadState(dir, "s", "g")
+	_, rec, err = Load(dir, "s", "g")
 	if err != nil || rec.Entries != len(entries)-1 || rec.TornAt != int64(from) {
 		t.Fatalf("recovery %+v, %v; want %d entries and the tail torn at %d", rec, err, len(entries)-1, from)
 	}
@@ -237,13 +237,13 @@ func TestJournalPreallocatedTail(t *testing.T) {
 // Entries that contradict the snapshot are damage.
 func TestJournalEntryBeyondSnapshot(t *testing.T) {
 	dir := t.TempDir()
-	writeJournal(t, dir, []jentry{{next: 10}, {next: 5}})
-	if _, _, err := loadState(dir, "s", "g"); !errors.Is(err, ErrJournalDamaged) {
+	writeJournal(t, dir, []Entry{{Next: 10}, {Next: 5}})
+	if _, _, err := Load(dir, "s", "g"); !errors.Is(err, ErrJournalDamaged) {
 		t.Fatalf("a cursor going back: %v", err)
 	}
 	dir = t.TempDir()
-	writeJournal(t, dir, []jentry{{next: 1 << 40}})
-	if _, _, err := loadState(dir, "s", "g"); !errors.Is(err, ErrJournalDamaged) {
+	writeJournal(t, dir, []Entry{{Next: 1 << 40}})
+	if _, _, err := Load(dir, "s", "g"); !errors.Is(err, ErrJournalDamaged) {
 		t.Fatalf("an entry making 2^40 records pending: %v", err)
 	}
 }
@@ -251,46 +251,50 @@ func TestJournalEntryBeyondSnapshot(t *testing.T) {
 // A version 1 state file (no journal) stays readable.
 func TestStateVersion1(t *testing.T) {
 	dir := t.TempDir()
-	v1 := map[string]any{"stream": "s", "group": "g", "settings": map[string]any{"ack_wait": int64(DefaultAckWait)},
-		"floor": 2, "next": 9, "done": []span{{4, 6}}, "pending": [][3]uint64{{2, 4, 1}, {6, 9, 3}}}
+	v1 := map[string]any{"stream": "s", "group": "g", "settings": map[string]any{"ack_wait": int64(defaultAckWait)},
+		"floor": 2, "next": 9, "done": []Span{{4, 6}}, "pending": [][3]uint64{{2, 4, 1}, {6, 9, 3}}}
 	if err := os.MkdirAll(filepath.Join(dir, "s"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := fsutil.WriteVersionedJSON(statePath(dir, "s", "g"), 1, v1, 0o644); err != nil {
+	if err := fsutil.WriteVersionedJSON(Path(dir, "s", "g"), 1, v1, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	g, _, err := loadState(dir, "s", "g")
+	g, _, err := Load(dir, "s", "g")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := summary{floor: 2, next: 9, done: []span{{4, 6}}, pend: map[uint64]uint32{2: 1, 3: 1, 6: 3, 7: 3, 8: 3}}
-	if got := summarize(g); !reflect.DeepEqual(got, want) || g.gen != 0 || !g.needSnap {
-		t.Fatalf("version 1 state %+v (gen %d), want %+v", got, g.gen, want)
+	want := summary{floor: 2, next: 9, done: []Span{{4, 6}}, pend: map[uint64]uint32{2: 1, 3: 1, 6: 3, 7: 3, 8: 3}}
+	if got := summarize(g); !reflect.DeepEqual(got, want) || g.Gen != 0 || !g.NeedSnap {
+		t.Fatalf("version 1 state %+v (gen %d), want %+v", got, g.Gen, want)
 	}
 }
 
 func FuzzJournalEntry(f *testing.F) {
 	for i := range testEntries {
-		f.Add(appendEntry(nil, &testEntries[i]))
+		f.Add(AppendEntry(nil, &testEntries[i]))
 	}
 	f.Add([]byte{0, 0, 0, 16, 1, 2, 3, 4})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		e, n, err := decodeEntry(b)
+		e, n, err := DecodeEntry(b)
 		if err != nil {
 			if !errors.Is(err, ErrJournalDamaged) {
 				t.Fatalf("error %v does not wrap ErrJournalDamaged", err)
 			}
 			return
 		}
-		if again := appendEntry(nil, &e); !bytes.Equal(again, b[:n]) {
+		if again := AppendEntry(nil, &e); !bytes.Equal(again, b[:n]) {
 			t.Fatalf("re-encoded %x, decoded from %x", again, b[:n])
 		}
-		if e.next > 1<<16 {
+		if e.Next > 1<<16 {
 			return // TestJournalEntryBeyondSnapshot covers the bound
 		}
-		g := newState("s", "g", settings{}, 0)
-		if err := g.apply(&e, time.Time{}); err != nil && !errors.Is(err, ErrJournalDamaged) {
+		g := New("s", "g", Settings{}, 0)
+		if err := g.Apply(&e, time.Time{}); err != nil && !errors.Is(err, ErrJournalDamaged) {
 			t.Fatalf("apply: %v", err)
 		}
 	})
 }
+
+// defaultAckWait is group.DefaultAckWait, the settings of the snapshots
+// these tests write.
+const defaultAckWait = 30 * time.Second
