@@ -38,7 +38,7 @@ func newCredit(size int) *credit {
 }
 
 // half is the most slots one fetch takes: with two fetches open per
-// publisher (wire.FlagPipeline), each holds at most half the slots, so
+// publisher (the protocol's pipeline flag), each holds at most half the slots, so
 // that the other can be open too. It is also how many a fetch loop
 // gathers before it fetches while records wait in the buffer.
 func (c *credit) half() int { return max(1, (c.size+1)/2) }

@@ -17,12 +17,12 @@ type Status uint8
 // Error statuses of a publisher's answers (see the package doc,
 // "Protocol").
 const (
-	StatusUnknown     = Status(wire.StatusUnknown)     // unknown stream or group
-	StatusBadRequest  = Status(wire.StatusBadRequest)  // malformed request
-	StatusInternal    = Status(wire.StatusInternal)    // the publisher failed (e.g. could not write the state)
-	StatusUnavailable = Status(wire.StatusUnavailable) // server closing
-	StatusForbidden   = Status(wire.StatusForbidden)   // the client may not read the stream (the spool server's ACL)
-	StatusUnsupported = Status(wire.StatusUnsupported) // the publisher speaks another version of the group protocol
+	StatusUnknown     Status = 1  // unknown stream or group
+	StatusBadRequest  Status = 4  // malformed request
+	StatusInternal    Status = 5  // the publisher failed (e.g. could not write the state)
+	StatusUnavailable Status = 6  // server closing
+	StatusForbidden   Status = 9  // the client may not read the stream (the spool server's ACL)
+	StatusUnsupported Status = 11 // the publisher speaks another version of the group protocol
 )
 
 // StatusError is an error status from a publisher.
@@ -62,17 +62,17 @@ var ErrMalformed = wire.ErrMalformed
 
 // Refusal codes of a *RefusedError.
 const (
-	RefusedNotLeased = wire.RefusedNotLeased // no lease of this member on the offset with that delivery
-	RefusedUnknown   = wire.RefusedUnknown   // offset outside the group's window (acknowledged or never leased)
+	RefusedNotLeased uint8 = 1 // no lease of this member on the offset with that delivery
+	RefusedUnknown   uint8 = 2 // offset outside the group's window (acknowledged or never leased)
 )
 
 // Start positions of a new group (MemberConfig.Start) and of a seek
 // (Position).
 const (
-	StartEarliest uint8 = wire.StartEarliest
-	StartLatest   uint8 = wire.StartLatest
-	StartOffset   uint8 = wire.StartOffset
-	StartTime     uint8 = wire.StartTime // start value is Unix nanoseconds
+	StartEarliest uint8 = 0
+	StartLatest   uint8 = 1
+	StartOffset   uint8 = 2
+	StartTime     uint8 = 3 // start value is Unix nanoseconds
 )
 
 // Header is a record header, as the spool keeps it.

@@ -12,7 +12,7 @@ import (
 // flushLoop is the group commit: it appends dead letters, writes the
 // state of every changed group, then sends the replies that waited for
 // it. Acknowledgements are answered only once they are on disk. A lazy
-// settle (wire.FlagLazy) waits up to LazyCommit from when the flusher takes
+// settle (the protocol's lazy flag) waits up to LazyCommit from when the flusher takes
 // its wake-up (so one that comes during a commit waits for that commit,
 // then LazyCommit), less if a settle that is not lazy comes.
 func (s *Server) flushLoop() {

@@ -232,7 +232,7 @@ func (ln *link) exchange(ctx context.Context, r *wire.Request, timeout time.Dura
 // fetchLoop leases records while the member has buffer room. The
 // second loop runs once the publisher answered a fetch: while one loop's
 // reply travels, the other's fetch waits at the publisher for the next
-// record (wire.FlagPipeline).
+// record (the protocol's pipeline flag).
 func (ln *link) fetchLoop(second bool) {
 	defer ln.wg.Done()
 	if second {

@@ -73,7 +73,7 @@ type MemberConfig struct {
 	// asks for the free room (at least half the buffer while records
 	// wait), so a larger buffer makes larger batches (bench group: about
 	// 4x the throughput at 128 than at 16). Two fetches per publisher
-	// are open at a time (wire.FlagPipeline), each asking for at most half
+	// are open at a time (the protocol's pipeline flag), each asking for at most half
 	// the buffer: handlers faster than a round trip to the publisher run
 	// dry between replies, and a larger buffer then also costs less CPU
 	// per record (fewer, larger fetches). Buffered records' leases are

@@ -49,7 +49,7 @@ const (
 	// many AckWaits from when it began.
 	MaxLeaseFactor = 10
 	// DefaultLazyCommit is how long a publisher holds a lazy settle
-	// (wire.FlagLazy) for the group commit; see ServerConfig.LazyCommit.
+	// (the protocol's lazy flag) for the group commit; see ServerConfig.LazyCommit.
 	DefaultLazyCommit = 5 * time.Millisecond
 
 	// DefaultMemberCheck is how often a server without a
@@ -105,7 +105,7 @@ type ServerConfig struct {
 	// publish was never acknowledged. The stream then reopens in a new
 	// epoch and the group's state follows it (see the package doc).
 	LeaseAfterSync bool
-	// LazyCommit is how long a lazy settle (wire.FlagLazy: Run's acks and
+	// LazyCommit is how long a lazy settle (the protocol's lazy flag: Run's acks and
 	// naks, which no caller waits for) may wait for the group commit
 	// that writes it, so that one fdatasync takes those of many
 	// requests. A settle without the flag (Message.Ack and the other
