@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -200,4 +201,94 @@ func TestCrashKeepsConfirmedAcks(t *testing.T) {
 		t.Fatal("nothing delivered after the crash")
 	}
 	t.Logf("%d acks confirmed before the kill, %d records delivered after it", len(acked), len(again))
+}
+
+// copyDir copies a live publisher's directory (or part), as a crash
+// leaves it: the files as they are on disk at that moment; a file that
+// goes while it walks (a temporary file renamed) is skipped.
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, p)
+		dst := filepath.Join(to, rel)
+		if d.IsDir() {
+			return os.MkdirAll(dst, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if os.IsNotExist(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The crash rule: after a publisher crash, no record whose ack was
+// confirmed is redelivered; the records leased and unconfirmed at the
+// crash come back.
+func TestCrashRedeliversOnlyInFlight(t *testing.T) {
+	dir := t.TempDir()
+	p := newPublisher(t, dir)
+	p.publish(t, "s", 100)
+	ctx := context.Background()
+	m := member(t, group.MemberConfig{Name: "a", Buffer: 8}, p)
+	acked := map[uint64]bool{}
+	leased := map[uint64]bool{}
+	for i := 0; i < 60; i++ {
+		msg, err := m.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leased[msg.Offset] = true
+		if i%3 != 2 { // two of three acked, confirmed
+			if err := msg.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+			acked[msg.Offset] = true
+		}
+	}
+	crash := filepath.Join(t.TempDir(), "crash")
+	copyDir(t, dir, crash) // the disk at the crash; the publisher never closed
+	m.Close()
+
+	p2 := newPublisher(t, crash)
+	p2.open("s")
+	m2 := member(t, group.MemberConfig{Name: "b"}, p2)
+	got := map[uint64]bool{}
+	for len(got)+len(acked) < 100 {
+		msg, err := m2.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if acked[msg.Offset] {
+			t.Fatalf("offset %d redelivered after the crash though its ack was confirmed", msg.Offset)
+		}
+		if got[msg.Offset] {
+			t.Fatalf("offset %d delivered twice after the crash", msg.Offset)
+		}
+		if leased[msg.Offset] && msg.Delivery != 2 {
+			t.Fatalf("offset %d, leased once before the crash, came back as delivery %d, want 2", msg.Offset, msg.Delivery)
+		}
+		got[msg.Offset] = true
+		if err := msg.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for o := range leased {
+		if !acked[o] && !got[o] {
+			t.Errorf("offset %d, leased and not acked at the crash, was not redelivered", o)
+		}
+	}
+	testutil.WaitFor(t, "the group's floor at the end", 0, func() bool { return p2.groups.Stats()["s/g"].Floor == 100 })
 }
