@@ -159,6 +159,8 @@
 // # Protocol
 //
 // Members and operators talk to a publisher's group Server through its
-// spool server (pull.Server.HandleVersion): the request and reply frames
-// are specified in the internal package wire.
+// spool server (see Register), in a protocol of its own, whose version
+// byte says what a peer speaks: the request and reply frames are
+// specified in the internal package wire. A publisher answers a request
+// of another version with StatusUnsupported.
 package group
