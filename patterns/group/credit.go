@@ -116,3 +116,36 @@ func (c *credit) repay(n int) int {
 	c.owing.Store(int32(len(c.owed)))
 	return n
 }
+
+// hungryChan returns a channel closed once a Next call waits with no
+// record buffered (see link.fetchLoop's reserve).
+func (m *Member) hungryChan() <-chan struct{} {
+	m.qmu.Lock()
+	defer m.qmu.Unlock()
+	if m.hungry == nil {
+		m.hungry = make(chan struct{})
+	}
+	return m.hungry
+}
+
+// signalHungry closes the channel of hungryChan, if a fetch loop took it.
+func (m *Member) signalHungry() {
+	m.qmu.Lock()
+	if m.hungry != nil {
+		close(m.hungry)
+		m.hungry = nil
+	}
+	m.qmu.Unlock()
+}
+
+// starving tells whether a Next call waits with no record buffered
+// (none in out: one just taken from it is handed out at once), while the
+// member fetches from several publishers. (With one, every slot not
+// buffered is in a fetch of that publisher: the reserve could only make
+// a second fetch, now and then, as a Next takes a reply's records.)
+func (m *Member) starving() bool {
+	return m.sleepers.Load() > 0 && len(m.out) == 0 && m.nlinks.Load() > 1
+}
+
+// empty reports whether no record waits to be handed out.
+func (m *Member) empty() bool { return len(m.out) == 0 && m.queued.Load() == 0 }
