@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fastmq/fastmq"
-	"github.com/fastmq/fastmq/discovery"
 	"github.com/fastmq/fastmq/console"
+	"github.com/fastmq/fastmq/discovery"
 )
 
 // membersPollInterval is how often --watch compares the member list.

@@ -15,8 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fastmq/fastmq"
-	"github.com/fastmq/fastmq/discovery"
 	"github.com/fastmq/fastmq/console"
+	"github.com/fastmq/fastmq/discovery"
 	"github.com/fastmq/fastmq/spool"
 )
 

@@ -13,8 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fastmq/fastmq/discovery"
 	"github.com/fastmq/fastmq/console"
+	"github.com/fastmq/fastmq/discovery"
 )
 
 // meshView asks the agent serving HTTP at addr for the mesh as its console
