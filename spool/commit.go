@@ -289,6 +289,9 @@ func (l *Log) commit(batch []*pendingWrite, doSync bool) {
 			if e == nil && r.dd != nil && r.dd.err != nil {
 				r.err = r.dd.err
 			}
+			if e == nil && r.raw != nil && r.raw.err != nil {
+				r.err = r.raw.err
+			}
 			close(r.done)
 		}
 	}

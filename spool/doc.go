@@ -182,6 +182,17 @@
 //   - Close writes and syncs (per policy) every Append queued before it and,
 //     unless a write failed, cuts the active segment to its data and fsyncs it.
 //
+// # Copies
+//
+// [Log.AppendBatches] stores batches as another Log's [Log.ReadRaw] returned
+// them, byte for byte: a copy of a stream that pulls with the consumers'
+// fetch path holds the same batches (still compressed, with their ids and
+// times) at the same offsets. Each batch is checked whole (header, CRC,
+// decompression, record framing) before anything is stored, and must
+// start at the copy's next offset ([ErrOffsetMismatch] otherwise), so a
+// copy never stores damaged bytes, a gap or an overlap. Copied records
+// are not checked for duplicates: the log they come from did.
+//
 // # Idempotent appends
 //
 // Two headers make an append idempotent, both decided by the one writer

@@ -112,3 +112,32 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCheckBatches: AppendBatches' check of copied batches never panics,
+// types every refusal as ErrCorrupt, and accepts only batches that decode
+// whole from the offset they claim.
+func FuzzCheckBatches(f *testing.F) {
+	recs := seedRecords()
+	for _, c := range []Codec{CodecNone, CodecS2, CodecZstd} {
+		b := seedBatch(c, recs, 7)
+		f.Add(b, uint64(7))
+		f.Add(append(b, seedBatch(c, recs[:1], 7+uint64(len(recs)))...), uint64(7))
+		f.Add(b[:len(b)-1], uint64(7))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, base uint64) {
+		n, err := checkBatches(data, base, 1<<20)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		got := 0
+		if err := DecodeBatches(data, base, 1<<20, func(r Record) error { got++; return nil }); err != nil {
+			t.Fatalf("checked batches do not decode: %v", err)
+		}
+		if got != n {
+			t.Fatalf("checked %d records, decoded %d", n, got)
+		}
+	})
+}

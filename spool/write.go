@@ -26,7 +26,8 @@ type Ack struct {
 	encoded chan struct{} // closed once the writer no longer reads recs (Append's only; nil otherwise)
 	done    chan struct{} // closed once first and err are set
 
-	dd *ackDedup // deduplication (dedupwrite.go); nil for records without its headers
+	dd  *ackDedup  // deduplication (dedupwrite.go); nil for records without its headers
+	raw *rawAppend // AppendBatches (copy.go); nil for records
 }
 
 // encodedDone says the writer no longer reads the records (see encoded).
@@ -179,10 +180,19 @@ func (l *Log) writer() {
 	defer l.wg.Done()
 	defer l.sq.close()
 	group := make([]*Ack, 0, 256)
+	var held *Ack // taken while draining, for the next group
 	for {
-		req, ok := <-l.reqCh
-		if !ok {
-			return
+		req := held
+		held = nil
+		if req == nil {
+			var ok bool
+			if req, ok = <-l.reqCh; !ok {
+				return
+			}
+		}
+		if req.raw != nil {
+			l.writeRawGroup(req)
+			continue
 		}
 		group = append(group[:0], req)
 		n := len(req.recs)
@@ -194,6 +204,10 @@ func (l *Log) writer() {
 			select {
 			case r, ok := <-l.reqCh:
 				if !ok {
+					break drain
+				}
+				if r.raw != nil {
+					held = r // copied batches are a group of their own
 					break drain
 				}
 				group = append(group, r)
