@@ -188,8 +188,8 @@ type Node struct {
 	interest *group.BehindWatch // logs groups far behind; set by New
 }
 
-// New starts a node: opens nothing on disk until a stream is used, starts
-// the spool server and joins the gossip mesh.
+// New starts a node: opens the streams found on disk, starts the spool
+// server that serves them and joins the gossip mesh, advertising them.
 func New(cfg Config) (*Node, error) {
 	if cfg.Name == "" {
 		return nil, errors.New("fastmq: node needs a name")
@@ -232,6 +232,12 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fastmq: node identity: %w", err)
 	}
+	// Streams already on disk are open before the spool server binds, so
+	// a consumer's first fetch after a restart gets records, and advertised
+	// in the node's first spool advertisement.
+	if err := n.openDisk(); err != nil {
+		return nil, err
+	}
 	srv, err := pull.NewServer(pull.ServerConfig{
 		Endpoints: cfg.SpoolEndpoints,
 		Lookup:    n.lookupStream,
@@ -240,6 +246,7 @@ func New(cfg Config) (*Node, error) {
 		Logger:    cfg.Logger,
 	})
 	if err != nil {
+		n.closeStreams()
 		return nil, err
 	}
 	n.server = srv
@@ -262,34 +269,21 @@ func New(cfg Config) (*Node, error) {
 	})
 	if err != nil {
 		srv.Close()
+		n.closeStreams()
 		return nil, fmt.Errorf("fastmq: start discovery: %w", err)
 	}
 	n.members = m
 	sec.SetMembers(m)
+	if names := n.Streams(); len(names) > 0 {
+		if err := m.AdvertiseSpool(n.spoolEP, names); err != nil {
+			n.Close()
+			return nil, fmt.Errorf("fastmq: advertise streams: %w", err)
+		}
+	}
 	// Every node answers consumer group requests for its streams.
 	if _, err := n.groupHost(); err != nil {
 		n.Close()
 		return nil, err
-	}
-	// Streams already on disk are served and advertised from the start.
-	entries, err := os.ReadDir(filepath.Join(cfg.DataDir, "streams"))
-	if err != nil {
-		n.Close()
-		return nil, fmt.Errorf("fastmq: list streams: %w", err)
-	}
-	// A stream that does not open (a damaged spool, say) does not stop
-	// the node: the healthy ones are served, the failed one is logged and
-	// shown in Status and the metrics, and every later Stream call tries it
-	// again (after a repair, say).
-	for _, e := range entries {
-		if e.IsDir() && streamNameRE.MatchString(e.Name()) {
-			if _, err := n.Stream(e.Name()); err != nil {
-				if errors.Is(err, ErrClosed) {
-					return nil, err
-				}
-				n.log.Error("stream not served", "stream", e.Name(), "err", err)
-			}
-		}
 	}
 	guard, err := diskguard.New(diskguard.Config{Limits: cfg.DiskGuard, Dir: cfg.DataDir, Logs: n.streamLogs, Logger: n.log})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -73,23 +74,8 @@ func (n *Node) Stream(name string) (*spool.Log, error) {
 	if ok {
 		return l, nil
 	}
-	scfg := n.cfg.Spool
-	scfg.Dir = filepath.Join(n.cfg.DataDir, "streams", name)
-	if scfg.GroupInterval == 0 {
-		scfg.GroupInterval = -1
-	}
-	if scfg.MinSyncInterval == 0 && !scfg.VisibleBeforeSync {
-		scfg.MinSyncInterval = StreamSyncInterval
-	}
-	if scfg.Logger == nil {
-		scfg.Logger = n.cfg.Logger
-	}
-	if n.cfg.Interest.Retain {
-		scfg.RetentionFloor = n.interestFloor(name)
-	}
-	l, err := spool.Open(scfg)
+	l, err := n.openLog(name)
 	if err != nil {
-		err = fmt.Errorf("fastmq: open stream %q: %w", name, err)
 		n.mu.Lock()
 		n.failed[name] = err
 		n.mu.Unlock()
@@ -112,6 +98,66 @@ func (n *Node) Stream(name string) (*spool.Log, error) {
 	n.mu.Unlock()
 	n.log.Info("stream open", "stream", name, "offset", l.NextOffset())
 	return l, nil
+}
+
+// openLog opens the writer's spool of stream name under the node's spool
+// config.
+func (n *Node) openLog(name string) (*spool.Log, error) {
+	scfg := n.cfg.Spool
+	scfg.Dir = filepath.Join(n.cfg.DataDir, "streams", name)
+	if scfg.GroupInterval == 0 {
+		scfg.GroupInterval = -1
+	}
+	if scfg.MinSyncInterval == 0 && !scfg.VisibleBeforeSync {
+		scfg.MinSyncInterval = StreamSyncInterval
+	}
+	if scfg.Logger == nil {
+		scfg.Logger = n.cfg.Logger
+	}
+	if n.cfg.Interest.Retain {
+		scfg.RetentionFloor = n.interestFloor(name)
+	}
+	l, err := spool.Open(scfg)
+	if err != nil {
+		return nil, fmt.Errorf("fastmq: open stream %q: %w", name, err)
+	}
+	return l, nil
+}
+
+// openDisk opens every stream found on disk, before the spool server
+// binds its port: a consumer's first fetch after a restart finds them. A
+// stream that does not open (a damaged spool, say) does not stop the
+// node: the healthy ones are served, the failed one is logged and shown in
+// Status and the metrics, and every later Stream call tries it again
+// (after a repair, say).
+func (n *Node) openDisk() error {
+	entries, err := os.ReadDir(filepath.Join(n.cfg.DataDir, "streams"))
+	if err != nil {
+		return fmt.Errorf("fastmq: list streams: %w", err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !streamNameRE.MatchString(e.Name()) {
+			continue
+		}
+		name := e.Name()
+		l, err := n.openLog(name)
+		if err != nil {
+			n.failed[name] = err
+			n.log.Error("stream not served", "stream", name, "err", err)
+			continue
+		}
+		n.streams[name] = l
+		n.log.Info("stream open", "stream", name, "offset", l.NextOffset())
+	}
+	return nil
+}
+
+// closeStreams closes the streams openDisk opened, for a New that fails
+// before the node is whole.
+func (n *Node) closeStreams() {
+	for _, l := range n.streams {
+		l.Close()
+	}
 }
 
 func (n *Node) streamNamesLocked() []string {
