@@ -1,13 +1,17 @@
 package fastmq_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,5 +156,109 @@ func TestStreamsBeyondGossipBudget(t *testing.T) {
 	}
 	if err := other.Err(); err != nil {
 		t.Fatalf("consumer of a stream nobody has: Err = %v", err)
+	}
+}
+
+// lockedBuffer is an io.Writer for a slog handler that tests read.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *lockedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *lockedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// TestDamagedStreamServedReadOnly proves a stream damaged in the middle
+// (a byte flipped in a batch that valid batches follow, which spool.Open
+// refuses) is served read-only up to the damage: a consumer gets every
+// record before it, an append is refused with ErrStreamDamaged, and
+// Status, the metrics and an ERROR line in the log name it.
+func TestDamagedStreamServedReadOnly(t *testing.T) {
+	dir := t.TempDir()
+	sdir := filepath.Join(dir, "streams", "bad")
+	l, err := spool.Open(spool.Config{Dir: sdir, Sync: spool.SyncEach})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200; i++ { // one record a batch
+		if _, err := l.Append(context.Background(), spool.Record{Value: []byte(fmt.Sprintf("%03d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs, _ := filepath.Glob(filepath.Join(sdir, "*.seg"))
+	if len(segs) != 1 {
+		t.Fatalf("segments: %v, want one", segs)
+	}
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0xff // a byte in the middle of the segment
+	if err := os.WriteFile(segs[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	var logs lockedBuffer
+	n, err := fastmq.New(fastmq.Config{Name: "n", DataDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatalf("a damaged stream stopped the node: %v", err)
+	}
+	defer n.Close()
+
+	if !strings.Contains(logs.String(), "level=ERROR msg=\"stream damaged") || !strings.Contains(logs.String(), "stream=bad") {
+		t.Errorf("no ERROR line names the damaged stream:\n%s", logs.String())
+	}
+	var st fastmq.StreamStatus
+	for _, s := range n.Status().Streams {
+		if s.Name == "bad" {
+			st = s
+		}
+	}
+	if !st.Damaged || st.Error == "" {
+		t.Errorf("status of bad: %+v, want damaged with its error", st)
+	}
+	_, err = n.Publish(context.Background(), "bad", []byte("more"))
+	if !errors.Is(err, fastmq.ErrStreamDamaged) || !errors.As(err, new(*spool.CorruptError)) {
+		t.Errorf("append to the damaged stream: %v, want ErrStreamDamaged and a CorruptError", err)
+	}
+	rec := httptest.NewRecorder()
+	metrics.NodeHandler(n).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if m, _ := io.ReadAll(rec.Body); !strings.Contains(string(m), `fastmq_stream_damaged{stream="bad"} 1`) {
+		t.Errorf("metrics lack fastmq_stream_damaged for bad")
+	}
+
+	// Every record before the damage is served.
+	var ce *spool.CorruptError
+	if !errors.As(err, &ce) || ce.Offset == 0 {
+		t.Fatalf("damage %v: want one past offset 0", err)
+	}
+	c, err := n.Consume(fastmq.ConsumerConfig{Stream: "bad", Name: "reader"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i := uint64(0); i < ce.Offset; i++ {
+		msg, err := c.Next(ctx)
+		if err != nil {
+			t.Fatalf("record %d of %d before the damage: %v", i, ce.Offset, err)
+		}
+		if want := fmt.Sprintf("%03d", i); msg.Offset != i || string(msg.Value) != want {
+			t.Fatalf("got offset %d %q, want %d %q", msg.Offset, msg.Value, i, want)
+		}
+		c.Ack(msg)
 	}
 }

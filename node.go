@@ -172,10 +172,11 @@ type Node struct {
 	openMu    sync.Mutex // serialises opening streams and offset stores (disk and gossip work); taken before mu
 	mu        sync.Mutex // guards the fields below; never held across I/O
 	streams   map[string]*spool.Log
-	failed    map[string]error // streams on disk that would not open, by name
-	rpc       *nodeClients     // Handle's servers and Call's clients (rpc.go)
-	groupsMu  sync.Mutex       // guards groups
-	groups    *groupHost       // consumer groups served and joined (group.go)
+	failed    map[string]error      // streams on disk that would not open, by name
+	damaged   map[string]*spool.Log // failed ones served read-only up to their damage
+	rpc       *nodeClients          // Handle's servers and Call's clients (rpc.go)
+	groupsMu  sync.Mutex            // guards groups
+	groups    *groupHost            // consumer groups served and joined (group.go)
 	consumers map[*pull.Consumer]consumerKey
 	starting  map[consumerKey]struct{} // names and streams whose consumer is starting
 	offsets   map[string]*spool.OffsetStore
@@ -216,6 +217,7 @@ func New(cfg Config) (*Node, error) {
 		log:       lg.With("component", "node", "node", cfg.Name),
 		streams:   make(map[string]*spool.Log),
 		failed:    make(map[string]error),
+		damaged:   make(map[string]*spool.Log),
 		rpc:       newNodeClients(),
 		consumers: make(map[*pull.Consumer]consumerKey),
 		starting:  make(map[consumerKey]struct{}),
@@ -274,7 +276,10 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.members = m
 	sec.SetMembers(m)
-	if names := n.Streams(); len(names) > 0 {
+	n.mu.Lock()
+	names := n.servedNamesLocked()
+	n.mu.Unlock()
+	if len(names) > 0 {
 		if err := m.AdvertiseSpool(n.spoolEP, names); err != nil {
 			n.Close()
 			return nil, fmt.Errorf("fastmq: advertise streams: %w", err)
@@ -396,9 +401,12 @@ func (n *Node) close(ctx context.Context) error {
 	// Opening a stream or an offset store after closed was set discards
 	// it, so the maps no longer change; they are closed outside n.mu.
 	n.mu.Lock()
-	streams, offsets := n.streams, n.offsets
-	n.streams, n.offsets = nil, nil
+	streams, offsets, damaged := n.streams, n.offsets, n.damaged
+	n.streams, n.offsets, n.damaged = nil, nil, nil
 	n.mu.Unlock()
+	for _, l := range damaged {
+		l.Close() // read-only: nothing to flush
+	}
 	for name, l := range streams {
 		if err := l.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("fastmq: close stream %q: %w", name, err))

@@ -38,12 +38,14 @@ type Status struct {
 }
 
 // StreamStatus describes one local stream. A stream on disk that would
-// not open (a damaged spool) is listed with Error set and is not served.
+// not open is listed with Error set and takes no appends; Damaged says the
+// node serves it read-only up to its damage (ErrStreamDamaged).
 type StreamStatus struct {
-	Name   string `json:"name"`
-	Oldest uint64 `json:"oldest"`
-	Next   uint64 `json:"next"`
-	Error  string `json:"error,omitempty"`
+	Name    string `json:"name"`
+	Oldest  uint64 `json:"oldest"`
+	Next    uint64 `json:"next"`
+	Error   string `json:"error,omitempty"`
+	Damaged bool   `json:"damaged,omitempty"`
 	// Size, time range and retention of an open stream.
 	Bytes          int64         `json:"bytes"`
 	Segments       int           `json:"segments"`
@@ -92,8 +94,10 @@ func (n *Node) Status() Status {
 		logs[i] = n.streams[name]
 	}
 	var failed []StreamStatus
+	var damaged []*spool.Log // of failed, nil if not served
 	for name, err := range n.failed {
 		failed = append(failed, StreamStatus{Name: name, Error: err.Error()})
+		damaged = append(damaged, n.damaged[name])
 	}
 	type cinfo struct {
 		c   *pull.Consumer
@@ -110,6 +114,11 @@ func (n *Node) Status() Status {
 		ss.Fsyncs = l.FsyncStats()
 		ss.RetentionForced = l.RetentionForced()
 		st.Streams = append(st.Streams, ss)
+	}
+	for i, l := range damaged {
+		if l != nil {
+			failed[i].Damaged, failed[i].Oldest, failed[i].Next = true, l.OldestOffset(), l.NextOffset()
+		}
 	}
 	st.Streams = append(st.Streams, failed...)
 	sort.Slice(st.Streams, func(i, j int) bool { return st.Streams[i].Name < st.Streams[j].Name })

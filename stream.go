@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"time"
 
@@ -33,12 +34,21 @@ const StreamSyncInterval = 500 * time.Microsecond
 // ErrBadStreamName reports a stream name that cannot be used.
 var ErrBadStreamName = errors.New("fastmq: bad stream name")
 
+// ErrStreamDamaged reports an append to a stream whose spool is damaged in
+// the middle (a spool.CorruptError, which the error wraps too): the node
+// serves it read-only, up to the damage, until it is repaired
+// (spool.Repair).
+var ErrStreamDamaged = errors.New("fastmq: stream damaged")
+
 var streamNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
 
 func (n *Node) lookupStream(name string) (*spool.Log, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	l, ok := n.streams[name]
+	if !ok {
+		l, ok = n.damaged[name]
+	}
 	return l, ok
 }
 
@@ -66,7 +76,7 @@ func (n *Node) Stream(name string) (*spool.Log, error) {
 	n.mu.Lock()
 	closed = n.closed
 	l, ok = n.streams[name]
-	names := n.streamNamesLocked()
+	names := n.servedNamesLocked()
 	n.mu.Unlock()
 	if closed {
 		return nil, ErrClosed
@@ -78,11 +88,17 @@ func (n *Node) Stream(name string) (*spool.Log, error) {
 	if err != nil {
 		n.mu.Lock()
 		n.failed[name] = err
+		_, damaged := n.damaged[name]
 		n.mu.Unlock()
+		if damaged {
+			return nil, fmt.Errorf("%w, served read-only up to the damage: %w", ErrStreamDamaged, err)
+		}
 		return nil, err
 	}
-	names = append(names, name)
-	sort.Strings(names)
+	if !slices.Contains(names, name) {
+		names = append(names, name)
+		sort.Strings(names)
+	}
 	if err := n.members.AdvertiseSpool(n.spoolEP, names); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("fastmq: advertise stream %q: %w", name, err)
@@ -95,7 +111,12 @@ func (n *Node) Stream(name string) (*spool.Log, error) {
 	}
 	n.streams[name] = l
 	delete(n.failed, name)
+	ro := n.damaged[name]
+	delete(n.damaged, name)
 	n.mu.Unlock()
+	if ro != nil {
+		ro.Close() // repaired: the writer's log serves it now
+	}
 	n.log.Info("stream open", "stream", name, "offset", l.NextOffset())
 	return l, nil
 }
@@ -143,7 +164,7 @@ func (n *Node) openDisk() error {
 		l, err := n.openLog(name)
 		if err != nil {
 			n.failed[name] = err
-			n.log.Error("stream not served", "stream", name, "err", err)
+			n.openDamaged(name, err)
 			continue
 		}
 		n.streams[name] = l
@@ -152,10 +173,30 @@ func (n *Node) openDisk() error {
 	return nil
 }
 
+// openDamaged serves a stream that would not open, err saying why,
+// read-only up to its damage when err is damage in the middle of its
+// spool; either way it logs the stream at Error.
+func (n *Node) openDamaged(name string, err error) {
+	if !errors.Is(err, spool.ErrCorrupt) {
+		n.log.Error("stream not served", "stream", name, "err", err)
+		return
+	}
+	l, roErr := spool.OpenReadOnly(spool.Config{Dir: filepath.Join(n.cfg.DataDir, "streams", name), Logger: n.cfg.Logger})
+	if roErr != nil {
+		n.log.Error("stream not served", "stream", name, "err", err, "read_only_err", roErr)
+		return
+	}
+	n.damaged[name] = l
+	n.log.Error("stream damaged: appends refused, served read-only up to the damage until repaired", "stream", name, "err", err)
+}
+
 // closeStreams closes the streams openDisk opened, for a New that fails
 // before the node is whole.
 func (n *Node) closeStreams() {
 	for _, l := range n.streams {
+		l.Close()
+	}
+	for _, l := range n.damaged {
 		l.Close()
 	}
 }
@@ -169,7 +210,19 @@ func (n *Node) streamNamesLocked() []string {
 	return names
 }
 
-// Streams returns the names of the node's open streams, sorted.
+// servedNamesLocked returns the names of the streams the node serves,
+// damaged ones included, sorted: those it advertises.
+func (n *Node) servedNamesLocked() []string {
+	names := n.streamNamesLocked()
+	for s := range n.damaged {
+		names = append(names, s)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Streams returns the names of the node's open streams, sorted (not the
+// damaged ones, served read-only: see Status).
 func (n *Node) Streams() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -39,6 +39,13 @@ func init() {
 			}
 			return nf.runNode(cmd.Context(), func(ctx context.Context, n *fastmq.Node) error {
 				l, err := n.Stream(stream)
+				if errors.Is(err, fastmq.ErrStreamDamaged) {
+					// Stopping would stop serving the node's other
+					// streams and this one's records up to the damage.
+					fmt.Fprintf(cmd.ErrOrStderr(), "publish: appends refused until the stream is repaired (fastmq spool repair --dir DATA/streams/%s), its records up to the damage and the other streams still served: %v\n", stream, err)
+					<-ctx.Done()
+					return nil
+				}
 				if err != nil {
 					return err
 				}

@@ -59,7 +59,8 @@ type Disk struct {
 type Stream struct {
 	Name         string
 	Oldest, Next uint64
-	Failed       bool  // on disk but not served: its spool would not open
+	Failed       bool  // on disk but takes no appends: its spool would not open
+	Damaged      bool  // Failed, and served read-only up to its damage
 	Bytes        int64 // bytes in its segment files
 	Fsyncs       spool.FsyncStats
 	// RetentionForced: records retention's cap removed before every
@@ -149,7 +150,8 @@ var (
 	descGuardDrops   = prometheus.NewDesc("fastmq_disk_guard_dropped_segments_total", "Segments deleted by the disk guard to free space.", nil, nil)
 	descGuardDropB   = prometheus.NewDesc("fastmq_disk_guard_dropped_bytes_total", "Bytes of the segments deleted by the disk guard.", nil, nil)
 	descGuardRefuses = prometheus.NewDesc("fastmq_disk_guard_refused_appends_total", "Appends refused by the disk guard.", nil, nil)
-	descFailed       = prometheus.NewDesc("fastmq_stream_failed", "1 for a local stream on disk that would not open (a damaged spool) and is not served, 0 for a served one.", []string{"stream"}, nil)
+	descFailed       = prometheus.NewDesc("fastmq_stream_failed", "1 for a local stream on disk that would not open (a damaged spool) and takes no appends, 0 for a served one.", []string{"stream"}, nil)
+	descDamaged      = prometheus.NewDesc("fastmq_stream_damaged", "1 for a local stream whose spool is damaged in the middle, served read-only up to the damage until repaired, 0 for another.", []string{"stream"}, nil)
 	descMembers      = prometheus.NewDesc("fastmq_members", "Gossip members by status.", []string{"status"}, nil)
 )
 
@@ -157,7 +159,7 @@ type collector struct{ snapshot func() Snapshot }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descAppended, descOldest, descServedRecs, descServedBytes, descRequests, descParked, descForbidden,
-		descDelivered, descAcked, descCommitted, descLagRecs, descLagSecs, descResets, descUnacked, descStuck, descFailed, descMembers,
+		descDelivered, descAcked, descCommitted, descLagRecs, descLagSecs, descResets, descUnacked, descStuck, descFailed, descDamaged, descMembers,
 		descFetched, descGaps, descSkipped, descOtherLogs, descDiverged, descReplaced, descStopped, descFetchErrors, descReconnects,
 		descStreamBytes, descFsync, descRPCCalls, descRPCErrors, descRPCRetries, descRPCTimeouts, descRPCEjected, descRPCLatency,
 		descRPCInstCalls, descRPCInstFails, descRPCInstTOs, descRPCInstEject, descRPCInstOut, descRPCInstLat,
@@ -174,6 +176,11 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	st := c.snapshot()
 	for _, s := range st.Streams {
+		damaged := 0.0
+		if s.Damaged {
+			damaged = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descDamaged, prometheus.GaugeValue, damaged, s.Name)
 		if s.Failed {
 			ch <- prometheus.MustNewConstMetric(descFailed, prometheus.GaugeValue, 1, s.Name)
 			continue

@@ -21,7 +21,7 @@ func FromStatus(st fastmq.Status) Snapshot {
 			Refusing: st.DiskGuard.Refusing != "", Warning: st.DiskGuard.Warning,
 			DroppedSegments: st.DiskGuard.DroppedSegments, DroppedBytes: st.DiskGuard.DroppedBytes, Refused: st.DiskGuard.Refused}}
 	for _, s := range st.Streams {
-		snap.Streams = append(snap.Streams, Stream{Name: s.Name, Oldest: s.Oldest, Next: s.Next, Failed: s.Error != "",
+		snap.Streams = append(snap.Streams, Stream{Name: s.Name, Oldest: s.Oldest, Next: s.Next, Failed: s.Error != "", Damaged: s.Damaged,
 			Bytes: s.Bytes, Fsyncs: s.Fsyncs, RetentionForced: s.RetentionForced})
 	}
 	for _, g := range st.GroupsBehind {
