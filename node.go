@@ -298,6 +298,10 @@ func New(cfg Config) (*Node, error) {
 	n.guard = guard
 	n.interest = group.NewBehindWatch(n.GroupsBehind, n.cfg.Interest.CheckInterval, n.log)
 	n.log.Info("node started", "endpoint", n.spoolEP, "gossip", m.GossipAddr(), "curve", sec.Enabled())
+	if n.SpoolOpen() {
+		n.log.Warn("spool server open to the network: any client that reaches it reads every stream and probes stream names; give the node a CURVE key and an ACL",
+			"endpoint", n.spoolEP, "gossip", m.GossipAddr(), "fix", "Config.CurveKey or CurveKeyFile, CurveAllow, ACL")
+	}
 	return n, nil
 }
 

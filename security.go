@@ -2,7 +2,9 @@ package fastmq
 
 import (
 	"errors"
+	"strings"
 
+	"github.com/fastmq/fastmq/internal/netaddr"
 	"github.com/fastmq/fastmq/internal/nodesec"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/socket"
@@ -48,3 +50,21 @@ func (n *Node) ClientSocketConfig(cfg socket.Config) socket.Config { return n.se
 // the node trusts. cfg is returned as it is when it sets PLAIN or CURVE
 // itself, or the node has no key.
 func (n *Node) ServerSocketConfig(cfg socket.Config) socket.Config { return n.sec.ServerSocket(cfg) }
+
+// SpoolOpen reports whether the node's spool server is open to the
+// network: the node gossips beyond loopback, its spool server listens on
+// tcp beyond loopback, and it has neither a CURVE key (Config.CurveKey,
+// CurveKeyFile) nor an ACL (Config.ACL), so any client that reaches the
+// port reads every stream, dead letters included, and probes stream
+// names. New logs it at WARN.
+func (n *Node) SpoolOpen() bool {
+	if n.sec.Enabled() || n.cfg.ACL != nil || netaddr.IsLoopback(netaddr.HostOf(n.GossipAddr())) {
+		return false
+	}
+	for _, ep := range n.server.Endpoints() {
+		if addr, ok := strings.CutPrefix(ep, "tcp://"); ok && !netaddr.IsLoopback(netaddr.HostOf(addr)) {
+			return true
+		}
+	}
+	return false
+}

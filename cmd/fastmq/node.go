@@ -185,6 +185,9 @@ func (f *nodeFlags) runNode(ctx context.Context, fn func(ctx context.Context, n 
 	if err != nil {
 		return err
 	}
+	if n.SpoolOpen() {
+		cfg.Logger.Warn("secure the spool port: --curve-key FILE.key (from fastmq keygen) with --curve-allow for the clients' keys, and --acl FILE for which client reads which stream; see docs/security.md")
+	}
 	var srv *http.Server
 	var con *console.Console
 	if f.http != "" {

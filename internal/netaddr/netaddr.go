@@ -48,7 +48,7 @@ func Resolve(a Addrs) (Addrs, error) {
 			return a, fmt.Errorf("fastmq: find the local address that reaches seed %s: %w; set GossipAddr", remote, err)
 		}
 		cfg.Gossip = net.JoinHostPort(ip, "0")
-	case remote != "" && cfg.Advertise == "" && isLoopback(HostOf(cfg.Gossip)):
+	case remote != "" && cfg.Advertise == "" && IsLoopback(HostOf(cfg.Gossip)):
 		return a, fmt.Errorf("fastmq: gossip bound to loopback (%s) cannot be reached from seed %s on another host: set GossipAddr to this host's address, or AdvertiseAddr", cfg.Gossip, remote)
 	}
 	gossipHost := HostOf(cfg.Gossip)
@@ -58,7 +58,7 @@ func Resolve(a Addrs) (Addrs, error) {
 	if len(cfg.SpoolEndpoints) == 0 {
 		host := HostOf(cfg.Gossip)
 		switch {
-		case host == "" || isLoopback(host):
+		case host == "" || IsLoopback(host):
 			host = "127.0.0.1"
 		case discovery.IsWildcard(host):
 			host = "0.0.0.0"
@@ -66,8 +66,8 @@ func Resolve(a Addrs) (Addrs, error) {
 		cfg.SpoolEndpoints = []string{"tcp://" + net.JoinHostPort(host, "0")}
 		return a, nil
 	}
-	if cfg.SpoolAdvertise == "" && gossipHost != "" && !isLoopback(gossipHost) {
-		if ep := cfg.SpoolEndpoints[0]; strings.HasPrefix(ep, "tcp://") && isLoopback(HostOf(strings.TrimPrefix(ep, "tcp://"))) {
+	if cfg.SpoolAdvertise == "" && gossipHost != "" && !IsLoopback(gossipHost) {
+		if ep := cfg.SpoolEndpoints[0]; strings.HasPrefix(ep, "tcp://") && IsLoopback(HostOf(strings.TrimPrefix(ep, "tcp://"))) {
 			return a, fmt.Errorf("fastmq: spool endpoint %s is on loopback while the node gossips on %s: remote consumers could not reach it; bind SpoolEndpoints to this host's address, or set SpoolAdvertise", ep, gossipHost)
 		}
 	}
@@ -77,7 +77,7 @@ func Resolve(a Addrs) (Addrs, error) {
 // remoteSeed returns the first seed that is not on loopback, or "".
 func remoteSeed(seeds []string) string {
 	for _, s := range seeds {
-		if h := HostOf(s); h != "" && !isLoopback(h) {
+		if h := HostOf(s); h != "" && !IsLoopback(h) {
 			return s
 		}
 	}
@@ -108,7 +108,8 @@ func HostOf(addr string) string {
 	return h
 }
 
-func isLoopback(host string) bool {
+// IsLoopback reports whether host is "localhost" or a loopback address.
+func IsLoopback(host string) bool {
 	ip := net.ParseIP(host)
 	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }
