@@ -14,6 +14,7 @@ import (
 
 	"github.com/fastmq/fastmq"
 	"github.com/fastmq/fastmq/internal/netlab"
+	"github.com/fastmq/fastmq/socket"
 )
 
 // crossHostEnv makes the test binary a node of TestCrossHostDefaults.
@@ -25,8 +26,9 @@ const crossHostRecords = 10
 // runCrossHostChild runs one host of TestCrossHostDefaults, inside its
 // network namespace. The seed binds its gossip explicitly and consumes; the
 // joiner is configured exactly as the README's example (Name, DataDir,
-// Seeds on the other host, Key), every address left at its default, and
-// publishes. Each prints what the parent checks.
+// Seeds on the other host, Key, CurveKeyFile), every address left at its
+// default, and publishes. Each makes its own key pair first, and prints
+// what the parent checks.
 func runCrossHostChild(role string) {
 	key, _ := base64.StdEncoding.DecodeString(os.Getenv("FASTMQ_CROSSHOST_KEY"))
 	data := os.Getenv("FASTMQ_CROSSHOST_DATA")
@@ -36,19 +38,27 @@ func runCrossHostChild(role string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	pub, secret, err := socket.NewCurveKeypair()
+	if err == nil {
+		err = socket.WriteCurveKeypair(data+"-node", pub, secret)
+	}
+	if err != nil {
+		fail(err)
+	}
+	keyFile := data + "-node.key"
 	var cfg fastmq.Config
 	switch role {
 	case "seed":
-		cfg = fastmq.Config{Name: "seed", DataDir: data, GossipAddr: os.Getenv("FASTMQ_CROSSHOST_BIND"), Key: key}
+		cfg = fastmq.Config{Name: "seed", DataDir: data, GossipAddr: os.Getenv("FASTMQ_CROSSHOST_BIND"), Key: key, CurveKeyFile: keyFile}
 	case "joiner":
-		cfg = fastmq.Config{Name: "web-1", DataDir: data, Seeds: []string{os.Getenv("FASTMQ_CROSSHOST_SEED")}, Key: key}
+		cfg = fastmq.Config{Name: "web-1", DataDir: data, Seeds: []string{os.Getenv("FASTMQ_CROSSHOST_SEED")}, Key: key, CurveKeyFile: keyFile}
 	}
 	node, err := fastmq.New(cfg)
 	if err != nil {
 		fail(err)
 	}
 	defer node.Close()
-	fmt.Println("ADDR", node.GossipAddr(), node.SpoolEndpoint())
+	fmt.Println("ADDR", node.GossipAddr(), node.SpoolEndpoint(), node.SpoolOpen())
 	switch role {
 	case "seed":
 		c, err := node.Consume(fastmq.ConsumerConfig{Stream: "access-log", Name: "archive"})
@@ -79,9 +89,10 @@ func runCrossHostChild(role string) {
 
 // TestCrossHostDefaults proves the README's example works across two hosts
 // (network namespaces joined by a switch): a node given only Seeds on
-// another host (and the mesh's Key) gossips and serves its spool on the
-// address that reaches the seed, not on loopback, and a consumer on the
-// other host receives every record it published.
+// another host (and the mesh's Key and its CURVE key) gossips and serves
+// its spool on the address that reaches the seed, not on loopback, its
+// spool closed to strangers, and a consumer on the other host receives
+// every record it published.
 func TestCrossHostDefaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
@@ -154,10 +165,13 @@ func TestCrossHostDefaults(t *testing.T) {
 	}
 	joiner, _ := start(1, "joiner", "FASTMQ_CROSSHOST_SEED="+seedAddr)
 	l := next(joiner, "joiner start")
-	var gossip, spoolEP string
-	fmt.Sscanf(l, "ADDR %s %s", &gossip, &spoolEP)
+	var gossip, spoolEP, open string
+	fmt.Sscanf(l, "ADDR %s %s %s", &gossip, &spoolEP, &open)
 	if !strings.HasPrefix(gossip, lab.Addr(1)+":") || !strings.HasPrefix(spoolEP, "tcp://"+lab.Addr(1)+":") {
 		t.Fatalf("the joiner advertises gossip %q and spool %q, want its own address %s for both", gossip, spoolEP, lab.Addr(1))
+	}
+	if open != "false" {
+		t.Fatalf("the joiner's spool is open to strangers (SpoolOpen %s)", open)
 	}
 	if l := next(joiner, "joiner publish"); l != "PUBLISHED" {
 		t.Fatalf("joiner: %s", l)
