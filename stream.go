@@ -54,7 +54,10 @@ func (n *Node) lookupStream(name string) (*spool.Log, bool) {
 
 // Stream opens (creating if needed) the local spool of a stream, serves it
 // and advertises it. Calling it again returns the same log. The node owns
-// the log: do not Close it.
+// the log: do not Close it. A stream on disk that would not open gives its
+// error each time, after trying again (it may have been repaired); one
+// damaged in the middle, which the node serves read-only up to the damage,
+// an error wrapping ErrStreamDamaged and the spool.CorruptError.
 func (n *Node) Stream(name string) (*spool.Log, error) {
 	n.mu.Lock()
 	l, ok := n.streams[name] // only valid names are ever in the map
