@@ -74,6 +74,7 @@ func TestCLIDamagedStreamServedReadOnly(t *testing.T) {
 	if !pub.running() {
 		t.Fatalf("publish exited: %v\n%s", pub.err, pub.stderr())
 	}
+	pub.kill9() // its stderr is then read to the end
 	errs := pub.stderr()
 	if !strings.Contains(errs, "level=ERROR") || !strings.Contains(errs, "stream=bad") || !strings.Contains(errs, "appends refused") {
 		t.Fatalf("publish's stderr does not report the damaged stream at ERROR:\n%s", errs)
