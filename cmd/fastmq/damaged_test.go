@@ -76,7 +76,7 @@ func TestCLIDamagedStreamServedReadOnly(t *testing.T) {
 	}
 	pub.kill9() // its stderr is then read to the end
 	errs := pub.stderr()
-	if !strings.Contains(errs, "level=ERROR") || !strings.Contains(errs, "stream=bad") || !strings.Contains(errs, "appends refused") {
+	if !strings.Contains(errs, "level=ERROR") || !strings.Contains(errs, "stream=bad") || !strings.Contains(errs, "fastmq spool repair --dir "+bad) {
 		t.Fatalf("publish's stderr does not report the damaged stream at ERROR:\n%s", errs)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -42,7 +43,8 @@ func init() {
 				if errors.Is(err, fastmq.ErrStreamDamaged) {
 					// Stopping would stop serving the node's other
 					// streams and this one's records up to the damage.
-					fmt.Fprintf(cmd.ErrOrStderr(), "publish: appends refused until the stream is repaired (fastmq spool repair --dir DATA/streams/%s), its records up to the damage and the other streams still served: %v\n", stream, err)
+					fmt.Fprintf(cmd.ErrOrStderr(), "publish: appends refused until the stream is repaired (stop, then fastmq spool repair --dir %s); its records up to the damage and the other streams are still served: %v\n",
+						filepath.Join(nf.data, "streams", stream), err)
 					<-ctx.Done()
 					return nil
 				}
