@@ -118,4 +118,4 @@ func (n *Node) hostStatus(st *Status) {
 // LookupStream returns the local spool of a stream the node holds (open
 // and served), without creating it as Stream does; false when it holds
 // none. The node owns the log: do not Close it.
-func (n *Node) LookupStream(name string) (*spool.Log, bool) { return n.lookupStream(name) }
+func (n *Node) LookupStream(name string) (*spool.Log, bool) { return n.streams.Lookup(name) }

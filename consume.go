@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/fastmq/fastmq/internal/streams"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/spool"
 )
@@ -36,10 +37,10 @@ type ConsumerConfig struct {
 // in the mesh (this node included) and keeps its offsets under the node's
 // data directory. The node closes it on Close; closing it earlier is fine.
 func (n *Node) Consume(cfg ConsumerConfig) (*pull.Consumer, error) {
-	if !streamNameRE.MatchString(cfg.Name) {
+	if !streams.ValidName(cfg.Name) {
 		return nil, fmt.Errorf("fastmq: bad consumer name %q", cfg.Name)
 	}
-	if !streamNameRE.MatchString(cfg.Stream) {
+	if !streams.ValidName(cfg.Stream) {
 		return nil, fmt.Errorf("%w: %q", ErrBadStreamName, cfg.Stream)
 	}
 	pc := cfg.Pull

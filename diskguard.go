@@ -41,11 +41,6 @@ type DiskGuardStatus = diskguard.Status
 
 // streamLogs returns the node's open streams, for the disk guard.
 func (n *Node) streamLogs() map[string]*spool.Log {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	logs := make(map[string]*spool.Log, len(n.streams))
-	for name, l := range n.streams {
-		logs[name] = l
-	}
-	return logs
+	open, _ := n.streams.Snapshot()
+	return open
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/fastmq/fastmq/internal/streams"
 	"github.com/fastmq/fastmq/patterns/group"
 )
 
@@ -68,10 +69,10 @@ func (h *groupHost) advertiseMembers() error {
 // and gossip tells the publishers); its Shutdown earlier is fine and
 // releases its leases at once.
 func (n *Node) Group(cfg GroupConfig) (*group.Member, error) {
-	if !streamNameRE.MatchString(cfg.Stream) {
+	if !streams.ValidName(cfg.Stream) {
 		return nil, fmt.Errorf("%w: %q", ErrBadStreamName, cfg.Stream)
 	}
-	if !streamNameRE.MatchString(cfg.Group) {
+	if !streams.ValidName(cfg.Group) {
 		return nil, fmt.Errorf("fastmq: bad group name %q", cfg.Group)
 	}
 	mcfg := cfg.Member
@@ -131,7 +132,7 @@ func (n *Node) groupHost() (*groupHost, error) {
 	}
 	srv, err := group.NewServer(group.ServerConfig{
 		Dir:     filepath.Join(n.cfg.DataDir, "groups"),
-		Lookup:  n.lookupStream,
+		Lookup:  n.streams.Lookup,
 		Open:    n.Stream,
 		Send:    n.server,
 		Members: n.members,

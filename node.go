@@ -13,6 +13,7 @@ import (
 	"github.com/fastmq/fastmq/discovery"
 	"github.com/fastmq/fastmq/internal/diskguard"
 	"github.com/fastmq/fastmq/internal/nodesec"
+	"github.com/fastmq/fastmq/internal/streams"
 	"github.com/fastmq/fastmq/patterns/follow"
 	"github.com/fastmq/fastmq/patterns/group"
 	"github.com/fastmq/fastmq/patterns/pull"
@@ -21,7 +22,7 @@ import (
 )
 
 // ErrClosed is returned by calls on a closed Node.
-var ErrClosed = errors.New("fastmq: closed")
+var ErrClosed = streams.ErrClosed
 
 // Config configures a Node. Name and DataDir are required; the zero value
 // of every other field is a working default for one host.
@@ -169,14 +170,13 @@ type Node struct {
 
 	wg sync.WaitGroup // the goroutines running Dial's followers
 
-	openMu    sync.Mutex // serialises opening streams and offset stores (disk and gossip work); taken before mu
-	mu        sync.Mutex // guards the fields below; never held across I/O
-	streams   map[string]*spool.Log
-	failed    map[string]error      // streams on disk that would not open, by name
-	damaged   map[string]*spool.Log // failed ones served read-only up to their damage
-	rpc       *nodeClients          // Handle's servers and Call's clients (rpc.go)
-	groupsMu  sync.Mutex            // guards groups
-	groups    *groupHost            // consumer groups served and joined (group.go)
+	streams *streams.Set // the stream spools: open, failed, damaged
+
+	openMu    sync.Mutex   // serialises opening offset stores (disk work); taken before mu
+	mu        sync.Mutex   // guards the fields below; never held across I/O
+	rpc       *nodeClients // Handle's servers and Call's clients (rpc.go)
+	groupsMu  sync.Mutex   // guards groups
+	groups    *groupHost   // consumer groups served and joined (group.go)
 	consumers map[*pull.Consumer]consumerKey
 	starting  map[consumerKey]struct{} // names and streams whose consumer is starting
 	offsets   map[string]*spool.OffsetStore
@@ -215,9 +215,6 @@ func New(cfg Config) (*Node, error) {
 		sec:       sec,
 		cfg:       cfg,
 		log:       lg.With("component", "node", "node", cfg.Name),
-		streams:   make(map[string]*spool.Log),
-		failed:    make(map[string]error),
-		damaged:   make(map[string]*spool.Log),
 		rpc:       newNodeClients(),
 		consumers: make(map[*pull.Consumer]consumerKey),
 		starting:  make(map[consumerKey]struct{}),
@@ -237,18 +234,20 @@ func New(cfg Config) (*Node, error) {
 	// Streams already on disk are open before the spool server binds, so
 	// a consumer's first fetch after a restart gets records, and advertised
 	// in the node's first spool advertisement.
-	if err := n.openDisk(); err != nil {
+	n.streams = streams.New(streams.Config{Dir: filepath.Join(cfg.DataDir, "streams"), Open: n.openLog,
+		Advertise: func(names []string) error { return n.members.AdvertiseSpool(n.spoolEP, names) }, Logger: n.log})
+	if err := n.streams.OpenDisk(); err != nil {
 		return nil, err
 	}
 	srv, err := pull.NewServer(pull.ServerConfig{
 		Endpoints: cfg.SpoolEndpoints,
-		Lookup:    n.lookupStream,
+		Lookup:    n.streams.Lookup,
 		Socket:    sec.ServerSocket(cfg.Socket),
 		ACL:       sec.ACL(),
 		Logger:    cfg.Logger,
 	})
 	if err != nil {
-		n.closeStreams()
+		n.streams.Close()
 		return nil, err
 	}
 	n.server = srv
@@ -271,15 +270,12 @@ func New(cfg Config) (*Node, error) {
 	})
 	if err != nil {
 		srv.Close()
-		n.closeStreams()
+		n.streams.Close()
 		return nil, fmt.Errorf("fastmq: start discovery: %w", err)
 	}
 	n.members = m
 	sec.SetMembers(m)
-	n.mu.Lock()
-	names := n.servedNamesLocked()
-	n.mu.Unlock()
-	if len(names) > 0 {
+	if names := n.streams.Served(); len(names) > 0 {
 		if err := m.AdvertiseSpool(n.spoolEP, names); err != nil {
 			n.Close()
 			return nil, fmt.Errorf("fastmq: advertise streams: %w", err)
@@ -402,19 +398,14 @@ func (n *Node) close(ctx context.Context) error {
 	if err := n.server.Close(); err != nil {
 		errs = append(errs, err)
 	}
-	// Opening a stream or an offset store after closed was set discards
-	// it, so the maps no longer change; they are closed outside n.mu.
+	// Opening an offset store after closed was set discards it, so the
+	// map no longer changes; they are closed outside n.mu.
 	n.mu.Lock()
-	streams, offsets, damaged := n.streams, n.offsets, n.damaged
-	n.streams, n.offsets, n.damaged = nil, nil, nil
+	offsets := n.offsets
+	n.offsets = nil
 	n.mu.Unlock()
-	for _, l := range damaged {
-		l.Close() // read-only: nothing to flush
-	}
-	for name, l := range streams {
-		if err := l.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("fastmq: close stream %q: %w", name, err))
-		}
+	if err := n.streams.Close(); err != nil {
+		errs = append(errs, err)
 	}
 	for _, st := range offsets {
 		if err := st.Close(); err != nil {

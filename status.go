@@ -87,18 +87,23 @@ type MemberStatus struct {
 // members.
 func (n *Node) Status() Status {
 	st := Status{Name: n.cfg.Name, Gossip: n.GossipAddr(), Spool: n.spoolEP, Server: n.server.Stats()}
-	n.mu.Lock()
-	names := n.streamNamesLocked()
+	open, fails := n.streams.Snapshot()
+	names := make([]string, 0, len(open))
+	for name := range open {
+		names = append(names, name)
+	}
+	sort.Strings(names)
 	logs := make([]*spool.Log, len(names))
 	for i, name := range names {
-		logs[i] = n.streams[name]
+		logs[i] = open[name]
 	}
 	var failed []StreamStatus
 	var damaged []*spool.Log // of failed, nil if not served
-	for name, err := range n.failed {
-		failed = append(failed, StreamStatus{Name: name, Error: err.Error()})
-		damaged = append(damaged, n.damaged[name])
+	for name, f := range fails {
+		failed = append(failed, StreamStatus{Name: name, Error: f.Err.Error()})
+		damaged = append(damaged, f.ReadOnly)
 	}
+	n.mu.Lock()
 	type cinfo struct {
 		c   *pull.Consumer
 		key consumerKey
