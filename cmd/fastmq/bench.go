@@ -240,7 +240,7 @@ records per second, one at a time, and prints append-to-delivery percentiles
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write the publisher's CPU profile to `FILE` (member i's to FILE.member<i>)")
 	f.StringVar(&o.MemProfile, "memprofile", "", "write the publisher's allocation profile to `FILE` at the end (member i's to FILE.member<i>)")
 	f.StringVar(&o.LatencyFile, "latency-file", "", "with --rate: write every delivered record as a CSV line to `FILE` (round, member, offset, and the Unix ns of its append, its acknowledgement and its delivery)")
-	f.BoolVar(&o.VisibleBeforeSync, "visible-before-sync", false, "serve records to every reader once written, before their fdatasync (spool.Config.VisibleBeforeSync, a node's --deliver-before-sync)")
+	f.BoolVar(&o.VisibleBeforeSync, "visible-before-sync", false, "serve records to every reader once written, before their fdatasync (spool.Config.VisibleBeforeSync, a node's --visible-before-sync)")
 	f.BoolVar(&o.LeaseAfterSync, "lease-after-sync", false, "lease records to the members only once durable, after their fdatasync (group.ServerConfig.LeaseAfterSync, a node's --group-lease-after-sync; by default they are leased once written)")
 	f.DurationVar(&o.MinSyncInterval, "min-sync-interval", 0, "least time between the starts of two of the stream's fdatasyncs (spool.Config.MinSyncInterval; 0: as a node's streams, 500µs, or 2ms with --visible-before-sync; negative: back to back)")
 	f.StringVar(&o.Role, "role", "", "internal: member")
