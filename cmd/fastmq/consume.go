@@ -50,7 +50,7 @@ func init() {
 					nf.name = hostnameOr("member") + "-" + grp.group + fmt.Sprintf("-%d", os.Getpid())
 				}
 				return nf.runNode(cmd.Context(), func(ctx context.Context, n *fastmq.Node) error {
-					return grp.run(ctx, n, stream, from, count, cmd.OutOrStdout(), cmd.ErrOrStderr())
+					return grp.run(ctx, n, stream, nf.join, from, count, cmd.OutOrStdout(), cmd.ErrOrStderr())
 				})
 			}
 			for _, f := range []string{"exec", "ack-wait", "max-deliver", "backoff", "concurrency", "ordered"} {
@@ -65,6 +65,12 @@ func init() {
 				nf.name = hostnameOr("consumer") + "-" + name
 			}
 			return nf.runNode(cmd.Context(), func(ctx context.Context, n *fastmq.Node) error {
+				// A permanent refusal (a wrong gossip key, a mixed CURVE
+				// mesh) ends the command with its error.
+				ctx, stop := context.WithCancel(ctx)
+				defer stop()
+				var ref refusals
+				ref.watch(ctx, n, stream, nf.join, stop)
 				c, err := n.Consume(fastmq.ConsumerConfig{Stream: stream, Name: name, Pull: pull.ConsumerConfig{Start: from}})
 				if err != nil {
 					return err
@@ -132,6 +138,9 @@ func init() {
 					}
 				}
 				if err := flush(); err != nil {
+					return err
+				}
+				if err := ref.Err(); err != nil {
 					return err
 				}
 				if err := c.Err(); err != nil {
