@@ -315,11 +315,6 @@ func compileACL(a *ACL) (*aclIndex, error) {
 	return ix, nil
 }
 
-// allows reports whether the client with cred may read stream.
-func (ix *aclIndex) allows(cred socket.PeerCredentials, stream string) bool {
-	return ix.allowsOp(cred, ACLRead, stream)
-}
-
 // allowsOp reports whether the client with cred may do op on stream: a
 // grant of op matches it, or (for ACLList) one of read or admin does. A
 // dead-letter stream (see deadLetterParents) is open exactly to who may
