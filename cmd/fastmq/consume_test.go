@@ -133,7 +133,9 @@ func TestCLIConsumeKillLoopWhilePublishing(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for cycle := 0; cycle < cycles; cycle++ {
 		p := startCLI(t, args...)
-		run := time.After(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+		// Most runs outlive a commit (once a second), so that most kills
+		// come after one: a kill before the first only prints again.
+		run := time.After(time.Duration(300+rng.IntN(1500)) * time.Millisecond)
 		stall := cycle%3 == 2 // stop reading a while before the kill: lines wait in the pipe and the command's buffer
 		for reading := true; reading; {
 			select {
