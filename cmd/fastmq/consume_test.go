@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -183,4 +186,54 @@ func TestCLIConsumeKillLoopWhilePublishing(t *testing.T) {
 		dups += n - 1
 	}
 	t.Logf("%d records, each printed at least once; %d printed again after a kill", total, dups)
+}
+
+// TestCLIConsumeFinishesCutLine proves a consume appending to a file whose
+// last line a kill cut (a write to a file can stop between two pages)
+// starts on a line of its own: the records it prints again are whole
+// lines, not glued to the cut one.
+func TestCLIConsumeFinishesCutLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	dir := t.TempDir()
+	gossip := freePort(t)
+	pub, err := fastmq.New(fastmq.Config{Name: "pub", DataDir: filepath.Join(dir, "pub"), GossipAddr: gossip})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	if _, err := pub.Append(context.Background(), "events", spool.Record{Value: []byte("rec-000000")}, spool.Record{Value: []byte("rec-000001")}); err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Join(dir, "out.txt")
+	if err := os.WriteFile(name, []byte("rec-000000\nrec-0"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, exe, "consume", "--data", filepath.Join(dir, "cons"), "--join", gossip, "--stream", "events", "--name", "r", "--count", "2")
+	cmd.Env = append(os.Environ(), cliEnv+"=1")
+	cmd.Stdout = f
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("consume: %v\n%s", err, stderr.String())
+	}
+	got, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "rec-000000\nrec-0\nrec-000000\nrec-000001\n"; string(got) != want {
+		t.Fatalf("the output file holds %q, want %q", got, want)
+	}
 }
