@@ -206,34 +206,38 @@ func TestCLIConsumeFinishesCutLine(t *testing.T) {
 	if _, err := pub.Append(context.Background(), "events", spool.Record{Value: []byte("rec-000000")}, spool.Record{Value: []byte("rec-000001")}); err != nil {
 		t.Fatal(err)
 	}
-	name := filepath.Join(dir, "out.txt")
-	if err := os.WriteFile(name, []byte("rec-000000\nrec-0"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, exe, "consume", "--data", filepath.Join(dir, "cons"), "--join", gossip, "--stream", "events", "--name", "r", "--count", "2")
-	cmd.Env = append(os.Environ(), cliEnv+"=1")
-	cmd.Stdout = f
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("consume: %v\n%s", err, stderr.String())
-	}
-	got, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "rec-000000\nrec-0\nrec-000000\nrec-000001\n"; string(got) != want {
-		t.Fatalf("the output file holds %q, want %q", got, want)
+	for _, tc := range []struct{ name, mode, value string }{{"name", "--name", "r"}, {"group", "--group", "g"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := filepath.Join(dir, tc.name+".txt")
+			if err := os.WriteFile(name, []byte("rec-000000\nrec-0"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			exe, err := os.Executable()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, exe, "consume", "--data", filepath.Join(dir, "cons-"+tc.name), "--join", gossip, "--stream", "events", tc.mode, tc.value, "--count", "2")
+			cmd.Env = append(os.Environ(), cliEnv+"=1")
+			cmd.Stdout = f
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("consume: %v\n%s", err, stderr.String())
+			}
+			got, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := "rec-000000\nrec-0\nrec-000000\nrec-000001\n"; string(got) != want {
+				t.Fatalf("the output file holds %q, want %q", got, want)
+			}
+		})
 	}
 }

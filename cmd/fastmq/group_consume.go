@@ -112,6 +112,9 @@ func (g *groupConsume) run(ctx context.Context, n *fastmq.Node, stream string, s
 		return err
 	}
 	log := n.Logger()
+	if f, ok := out.(*os.File); ok && g.command == "" && finishCutLine(f) {
+		log.Warn("the output file ended in a cut line (a kill while writing): ended it with a newline")
+	}
 	defer func() {
 		// Leave the group: the publishers give this member's leases
 		// (of records buffered, or whose command was stopped) to the
