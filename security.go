@@ -6,6 +6,7 @@ import (
 
 	"github.com/fastmq/fastmq/internal/netaddr"
 	"github.com/fastmq/fastmq/internal/nodesec"
+	"github.com/fastmq/fastmq/patterns/group"
 	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/socket"
 )
@@ -24,13 +25,21 @@ func loadSecurity(cfg *Config) (*nodesec.Security, error) {
 		CurveAllow: cfg.CurveAllow, ACL: cfg.ACL, GossipEncrypted: cfg.Key != nil, Socket: cfg.Socket})
 }
 
-// authorizeGroup is the group server's Authorize: a client the spool
-// server's ACL does not let read a stream is refused its groups too.
-func (n *Node) authorizeGroup(env [][]byte, stream, _ string) error {
-	if n.server.Allowed(env, stream) {
+// authorizeGroup is the group server's Authorize, by the spool server's
+// ACL: a member's requests and dead letters need a read grant of the
+// stream, listing and info a list grant, seek and replay an admin grant.
+func (n *Node) authorizeGroup(env [][]byte, access group.Access, stream, _ string) error {
+	acl := pull.ACLRead
+	switch access {
+	case group.AccessList:
+		acl = pull.ACLList
+	case group.AccessAdmin:
+		acl = pull.ACLAdmin
+	}
+	if n.server.AllowedOp(env, acl, stream) {
 		return nil
 	}
-	return errors.New(pull.ForbiddenMessage(stream))
+	return errors.New(pull.ForbiddenOpMessage(acl, stream))
 }
 
 // CurvePublicKey returns the node's CURVE public key, which it gossips

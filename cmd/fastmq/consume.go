@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -50,7 +53,7 @@ func init() {
 					nf.name = hostnameOr("member") + "-" + grp.group + fmt.Sprintf("-%d", os.Getpid())
 				}
 				return nf.runNode(cmd.Context(), func(ctx context.Context, n *fastmq.Node) error {
-					return grp.run(ctx, n, stream, from, count, cmd.OutOrStdout(), cmd.ErrOrStderr())
+					return grp.run(ctx, n, stream, nf.join, from, count, cmd.OutOrStdout(), cmd.ErrOrStderr())
 				})
 			}
 			for _, f := range []string{"exec", "ack-wait", "max-deliver", "backoff", "concurrency", "ordered"} {
@@ -65,6 +68,12 @@ func init() {
 				nf.name = hostnameOr("consumer") + "-" + name
 			}
 			return nf.runNode(cmd.Context(), func(ctx context.Context, n *fastmq.Node) error {
+				// A permanent refusal (a wrong gossip key, a mixed CURVE
+				// mesh) ends the command with its error.
+				ctx, stop := context.WithCancel(ctx)
+				defer stop()
+				var ref refusals
+				ref.watch(ctx, n, stream, nf.join, stop)
 				c, err := n.Consume(fastmq.ConsumerConfig{Stream: stream, Name: name, Pull: pull.ConsumerConfig{Start: from}})
 				if err != nil {
 					return err
@@ -74,6 +83,11 @@ func init() {
 				// the output (written whole, see records.LineWriter): a
 				// kill at any moment loses nothing, and prints at most the
 				// unacknowledged lines again after a restart.
+				if f, ok := cmd.OutOrStdout().(*os.File); ok {
+					if finishCutLine(f) {
+						n.Logger().Warn("the output file ended in a cut line (a kill while writing): ended it with a newline")
+					}
+				}
 				out := records.NewLineWriter(cmd.OutOrStdout())
 				enc := records.NewEncoder(out)
 				var pending []pull.Message
@@ -134,6 +148,9 @@ func init() {
 				if err := flush(); err != nil {
 					return err
 				}
+				if err := ref.Err(); err != nil {
+					return err
+				}
 				if err := c.Err(); err != nil {
 					return err
 				}
@@ -149,4 +166,39 @@ func init() {
 	grp.register(consume)
 	consume.Flags().BoolVar(&asJSON, "json", false, "print full records as JSON lines (shape in the help above)")
 	rootCmd.AddCommand(consume)
+}
+
+// finishCutLine ends with a newline a regular file f (the output, opened
+// for appending) whose last line was cut: a kill can interrupt a write to
+// a file between two pages, leaving part of a line whose record was not
+// acknowledged. Without the newline, the record printed again by this run
+// would be glued to that part and read as garbage. It reports whether it
+// wrote one; an output it cannot read back (not a regular file, no
+// /proc) is left as it is.
+func finishCutLine(f *os.File) bool {
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
+		return false
+	}
+	// Only a file opened for appending is written at its end.
+	info, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", f.Fd()))
+	if err != nil {
+		return false
+	}
+	_, flags, _ := strings.Cut(string(info), "flags:")
+	flags, _, _ = strings.Cut(strings.TrimSpace(flags), "\n")
+	if fl, err := strconv.ParseUint(flags, 8, 64); err != nil || fl&syscall.O_APPEND == 0 {
+		return false
+	}
+	r, err := os.Open(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+	if err != nil {
+		return false
+	}
+	defer r.Close()
+	last := make([]byte, 1)
+	if _, err := r.ReadAt(last, st.Size()-1); err != nil || last[0] == '\n' {
+		return false
+	}
+	_, err = f.Write(newline)
+	return err == nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/fastmq/fastmq"
 	"github.com/fastmq/fastmq/discovery"
 	"github.com/fastmq/fastmq/patterns/group"
+	"github.com/fastmq/fastmq/socket"
 	"github.com/fastmq/fastmq/spool"
 )
 
@@ -60,19 +61,61 @@ func (a *adminFlags) run(cmd *cobra.Command, role, only string, timeout time.Dur
 	if err != nil {
 		return err
 	}
-	return a.nf.runNode(cmd.Context(), func(ctx context.Context, n *fastmq.Node) error {
+	return a.nf.runNode(cmd.Context(), func(ctx context.Context, n *fastmq.Node) (err error) {
+		// Gossip the seeds cannot decrypt ends the command at once with
+		// that error, rather than in "no publisher found".
+		ctx, stop := context.WithCancel(ctx)
+		defer stop()
+		var ref refusals
+		ref.watch(ctx, n, "", a.nf.join, stop)
+		defer func() {
+			if rerr := ref.Err(); rerr != nil {
+				err = rerr
+			}
+		}()
+		scfg := n.ClientSocketConfig(cfg.Socket)
+		var refused []error // publishers this node cannot connect to securely
 		adm, err := group.NewAdmin(group.AdminConfig{
 			Publishers: func(ctx context.Context, stream string) ([]group.Publisher, error) {
-				return publishersOf(ctx, n, stream, only, a.wait)
+				pubs, err := publishersOf(ctx, n, stream, only, a.wait)
+				if err != nil {
+					return nil, err
+				}
+				var ok []group.Publisher
+				ok, refused = secureOnly(scfg, pubs)
+				if len(ok) == 0 {
+					return nil, errors.Join(refused...)
+				}
+				return ok, nil
 			},
-			Socket:  n.ClientSocketConfig(cfg.Socket),
+			Socket:  scfg,
 			Timeout: timeout,
 		})
 		if err != nil {
 			return err
 		}
-		return fn(ctx, adm)
+		if err := fn(ctx, adm); err != nil {
+			return err
+		}
+		return errors.Join(refused...)
 	})
+}
+
+// secureOnly returns the publishers a socket of cfg can connect to, and
+// why it cannot connect to the others (fastmq.ErrMixedMesh: a node without
+// --curve-key in a CURVE mesh, say), which would otherwise end in a
+// timeout.
+func secureOnly(cfg socket.Config, pubs []group.Publisher) (ok []group.Publisher, refused []error) {
+	for _, p := range pubs {
+		if cfg.CurveServerKeyFor != nil {
+			if _, err := cfg.CurveServerKeyFor(p.Endpoint); err != nil {
+				refused = append(refused, fmt.Errorf("publisher %s: %w", p.Name, err))
+				continue
+			}
+		}
+		ok = append(ok, p)
+	}
+	return ok, refused
 }
 
 // publishersOf waits up to wait for gossip to name publishers: of stream,

@@ -93,14 +93,28 @@ func (g *groupConsume) check() error {
 
 // run joins the group as one member and processes records until ctx ends
 // or count records were processed (0: no limit).
-func (g *groupConsume) run(ctx context.Context, n *fastmq.Node, stream string, from spool.Start, count uint64, out, errOut io.Writer) error {
+func (g *groupConsume) run(ctx context.Context, n *fastmq.Node, stream string, seeds []string, from spool.Start, count uint64, out, errOut io.Writer) (err error) {
+	// A permanent refusal (a publisher's ACL, a wrong gossip key, a mixed
+	// CURVE mesh) ends the member with its error, as plain consume ends.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var ref refusals
+	ref.watch(ctx, n, stream, seeds, stop)
+	defer func() {
+		if rerr := ref.Err(); rerr != nil {
+			err = rerr
+		}
+	}()
 	m, err := n.Group(fastmq.GroupConfig{Stream: stream, Group: g.group, Member: group.MemberConfig{
 		AckWait: g.ackWait, MaxDeliver: g.maxDeliver, Backoff: g.backoff, Buffer: max(g.concurrency, 1), Ordered: g.ordered,
-		Start: from}})
+		Start: from, OnForbidden: func(err error) { ref.fail(err, stop) }}})
 	if err != nil {
 		return err
 	}
 	log := n.Logger()
+	if f, ok := out.(*os.File); ok && g.command == "" && finishCutLine(f) {
+		log.Warn("the output file ended in a cut line (a kill while writing): ended it with a newline")
+	}
 	defer func() {
 		// Leave the group: the publishers give this member's leases
 		// (of records buffered, or whose command was stopped) to the
@@ -191,7 +205,7 @@ func groupConsumeAliasCmd() *cobra.Command {
 				nf.name = hostnameOr("member") + "-" + g.group + fmt.Sprintf("-%d", os.Getpid())
 			}
 			return nf.runNode(cmd.Context(), func(ctx context.Context, n *fastmq.Node) error {
-				return g.run(ctx, n, stream, from, count, cmd.OutOrStdout(), cmd.ErrOrStderr())
+				return g.run(ctx, n, stream, nf.join, from, count, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			})
 		},
 	}

@@ -22,7 +22,7 @@ type nodeSecFlags struct {
 func (f *nodeSecFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.curveKey, "curve-key", "", "the node's CURVE secret key `FILE.key` (fastmq keygen --out NAME; mode 0600): the spool server and served sockets speak CURVE, consumers and callers connect with each peer's gossiped key")
 	fl.StringVar(&f.curveAllow, "curve-allow", "", "with --curve-key: trust the public keys in `FILE|DIR` (a .pub file or a directory of them); without --key (unencrypted gossip) only such pinned keys are trusted")
-	fl.StringVar(&f.acl, "acl", "", "spool server access control: the ACL `FILE` (first line \"fastmq-acl 1\", then \"allow CLIENT STREAM-PATTERN...\" lines) says which client keys or PLAIN users read which streams")
+	fl.StringVar(&f.acl, "acl", "", "spool server access control: the ACL `FILE` (first line \"fastmq-acl 2\", then \"allow read|list|admin CLIENT STREAM-PATTERN...\" lines) says which client keys or PLAIN users read, list the groups of, or administer (seek, replay) which streams")
 }
 
 // apply loads the files the flags name into cfg, with errors that name

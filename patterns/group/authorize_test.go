@@ -20,7 +20,7 @@ func TestAuthorize(t *testing.T) {
 	var mu sync.Mutex
 	asked := map[string]bool{}
 	p := newPublisherWith(t, t.TempDir(), func(c *group.ServerConfig) {
-		c.Authorize = func(env [][]byte, stream, grp string) error {
+		c.Authorize = func(env [][]byte, _ group.Access, stream, grp string) error {
 			mu.Lock()
 			asked[stream+"/"+grp] = true
 			mu.Unlock()

@@ -103,6 +103,11 @@ type MemberConfig struct {
 	Socket socket.Config
 	// Logger receives the member's logs; nil discards them.
 	Logger *slog.Logger
+	// OnForbidden, if set, is called by Run with the error of each
+	// publisher that refused the member the stream (ErrForbidden), which
+	// Run otherwise only logs as it goes on with the others: a program
+	// that wants to stop cancels Run's context there. It must not block.
+	OnForbidden func(err error)
 }
 
 // Member is one member of a consumer group: it leases records from every

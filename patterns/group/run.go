@@ -71,6 +71,9 @@ func (m *Member) Run(ctx context.Context, concurrency int, h Handler) error {
 					msg, err = m.next(ctx, true)
 				}
 				if errors.Is(err, ErrForbidden) {
+					if m.cfg.OnForbidden != nil {
+						m.cfg.OnForbidden(err)
+					}
 					continue // one publisher refused (logged): the others serve
 				}
 				if err == nil && ctx.Err() != nil {

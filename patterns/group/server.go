@@ -116,11 +116,11 @@ type ServerConfig struct {
 	LazyCommit time.Duration
 	// Authorize, if set, is asked about every request once decoded, with
 	// the client's routing envelope (as the spool server hands it to its
-	// extensions) and the request's stream and group: an error is
+	// extensions), what the request asks (Access) and its stream and group: an error is
 	// answered StatusForbidden ("forbidden: " and the error's text,
 	// ErrForbidden at the member), the same whether the stream exists or
 	// not. It is called from the spool server's goroutine: keep it quick.
-	Authorize func(env [][]byte, stream, group string) error
+	Authorize func(env [][]byte, access Access, stream, group string) error
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -281,6 +281,27 @@ func (s *Server) Close() error {
 	return err
 }
 
+// Access is what a request asks of its stream, for ServerConfig.Authorize.
+type Access int
+
+// Kinds of access.
+const (
+	AccessRead  Access = iota // a member's requests; reading dead letters
+	AccessList                // listing groups, a group's state (info)
+	AccessAdmin               // seek, replay of dead letters
+)
+
+// accessOf returns what a request of op asks.
+func accessOf(op wire.Op) Access {
+	switch op {
+	case wire.OpList, wire.OpInfo:
+		return AccessList
+	case wire.OpSeek, wire.OpReplay:
+		return AccessAdmin
+	}
+	return AccessRead
+}
+
 // Handle answers one request (see pull.Extension).
 func (s *Server) Handle(env [][]byte, frames [][]byte) {
 	if len(frames) > 0 && len(frames[0]) > 0 && frames[0][0] != wire.Version {
@@ -297,7 +318,7 @@ func (s *Server) Handle(env [][]byte, frames [][]byte) {
 		return
 	}
 	if s.cfg.Authorize != nil {
-		if err := s.cfg.Authorize(env, req.Stream, req.Group); err != nil {
+		if err := s.cfg.Authorize(env, accessOf(req.Op), req.Stream, req.Group); err != nil {
 			s.send(env, &wire.Reply{Status: wire.StatusForbidden, ID: req.ID, Data: []byte("forbidden: " + err.Error())})
 			return
 		}

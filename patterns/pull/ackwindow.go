@@ -21,6 +21,31 @@ func (w *ackWindow) reset(next uint64) {
 	w.next, w.ahead, w.skips = next, nil, nil
 }
 
+// truncate forgets what the window knows at and above at (those offsets
+// now name other records, or none) and keeps what it knows below, so
+// that acknowledgements of records below at, delivered before a reset,
+// still move the floor. It returns false, changing nothing, when the
+// floor is above at: then only reset fits.
+func (w *ackWindow) truncate(at uint64) bool {
+	if w.next > at {
+		return false
+	}
+	for o := range w.ahead {
+		if o >= at {
+			delete(w.ahead, o)
+		}
+	}
+	for from, to := range w.skips {
+		switch {
+		case from >= at:
+			delete(w.skips, from)
+		case to > at:
+			w.skips[from] = at
+		}
+	}
+	return true
+}
+
 // skip records that the offsets [from, to) do not exist: the floor passes
 // over them once it reaches from. One map entry per gap.
 func (w *ackWindow) skip(from, to uint64) {

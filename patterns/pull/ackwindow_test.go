@@ -1,6 +1,7 @@
 package pull
 
 import (
+	"log/slog"
 	"math/rand/v2"
 	"testing"
 )
@@ -127,5 +128,54 @@ func TestAckWindowCrossesSkippedOffsets(t *testing.T) {
 	w.reset(0)
 	if len(w.skips) != 0 {
 		t.Fatal("reset kept a gap")
+	}
+}
+
+// TestResetKeepsFloorUnderDeliveredRecords proves a position reset that
+// moves above the acknowledged floor (a diverged log cut below what was
+// fetched, an out-of-range move past retention) never lets the committable
+// floor pass records delivered before it and not yet acknowledged: their
+// acks still move it, and the reset's own records follow. (The floor used
+// to jump to the new position at once, so a commit could pass records the
+// caller had not written out yet, lost by a kill.)
+func TestResetKeepsFloorUnderDeliveredRecords(t *testing.T) {
+	lg := slog.New(slog.DiscardHandler)
+	for _, tc := range []struct {
+		name  string
+		reset func(c *Consumer, ps *pubState)
+		next  uint64 // first offset of the reset's generation
+		after uint64 // the floor once the old generation's records are acknowledged
+	}{
+		{"diverged", func(c *Consumer, ps *pubState) {
+			c.diverged(lg, ps, 30, Reply{Status: StatusDiverged, Next: 25, High: 40})
+		}, 25, 25},
+		{"out of range", func(c *Consumer, ps *pubState) {
+			c.resetToOldest(lg, ps, 30, Reply{Status: StatusOutOfRange, Oldest: 50, High: 60})
+		}, 50, 50},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Consumer{pubs: map[string]*pubState{}, log: lg}
+			ps := &pubState{name: "p", posKnown: true}
+			ps.acks.reset(10)
+			c.pubs["p"] = ps
+			old := ps.gen
+			// Records 10..29 were delivered; 12 and 20 are acknowledged.
+			c.Ack(Message{Publisher: "p", Offset: 12, gen: old})
+			c.Ack(Message{Publisher: "p", Offset: 20, gen: old})
+			tc.reset(c, ps)
+			if f := ps.acks.floor(); f != 10 {
+				t.Fatalf("floor %d after the reset, want 10: it passed delivered records not acknowledged", f)
+			}
+			for off := uint64(10); off < 30; off++ {
+				c.Ack(Message{Publisher: "p", Offset: off, gen: old})
+			}
+			if f := ps.acks.floor(); f != tc.after {
+				t.Fatalf("floor %d once the old records are acknowledged, want %d", f, tc.after)
+			}
+			c.Ack(Message{Publisher: "p", Offset: tc.next, gen: ps.gen})
+			if f := ps.acks.floor(); f != tc.next+1 {
+				t.Fatalf("floor %d after the reset's first record, want %d", f, tc.next+1)
+			}
+		})
 	}
 }

@@ -13,23 +13,28 @@ import (
 	"github.com/fastmq/fastmq/socket"
 )
 
-// ACL says which clients may read which streams of a Server (see
-// ServerConfig.ACL): a client may read a stream when a rule names the
-// client and one of the rule's patterns matches the stream. Everything
-// else is refused with StatusForbidden, whether the stream exists or not.
-// The client is who the server's socket authenticated: a CURVE client's
-// public key, a PLAIN user name. An ACL is read-only once given to a
-// Server.
+// ACL says which clients may do what with which streams of a Server (see
+// ServerConfig.ACL): a client may do an operation on a stream when a rule
+// grants it that operation (see ACLOp) and one of the rule's patterns
+// matches the stream. Everything else is refused with StatusForbidden,
+// whether the stream exists or not. The client is who the server's socket
+// authenticated: a CURVE client's public key, a PLAIN user name. An ACL is
+// read-only once given to a Server.
 //
-// The ACL file format (ParseACL, LoadACL), version 1, is UTF-8 text, one
+// The ACL file format (ParseACL, LoadACL), version 2, is UTF-8 text, one
 // rule per line:
 //
-//	fastmq-acl 1
+//	fastmq-acl 2
 //	# a comment: a line whose first non-blank character is '#'
-//	allow <client> <stream pattern> [<stream pattern>...]
+//	allow read <client> <stream pattern> [<stream pattern>...]
+//	allow list <client> <stream pattern> [<stream pattern>...]
+//	allow admin <client> <stream pattern> [<stream pattern>...]
 //
-// The first line that is neither blank nor a comment must be the header
-// "fastmq-acl 1". A client is "*" (every client, NULL ones included), a
+// The first line that is neither blank nor a comment must be the header,
+// "fastmq-acl 2" (or "fastmq-acl 1": a version 1 file has no operation
+// in its rules, "allow <client> <patterns>", and each of them is a read
+// grant; a version 2 rule without an operation is one too). A client is
+// "*" (every client, NULL ones included), a
 // CURVE public key as 40 Z85 characters (as in a .pub file, optionally
 // written "curve:KEY"), or "user:NAME" (a PLAIN user). Stream patterns
 // are path.Match patterns: "*" every stream, "logs-*", "audit". A
@@ -40,8 +45,52 @@ type ACL struct {
 	Rules []ACLRule
 }
 
-// ACLRule lets one client read the streams its patterns match.
+// ACLOp is what an ACL rule grants on the streams it matches.
+type ACLOp uint8
+
+// ACL operations. A grant of read or admin includes list.
+const (
+	// ACLRead reads the stream's records: fetches, a consumer group's
+	// member operations (fetch, ack, nak...), its dead letters. It is the
+	// zero value: the only grant of a version 1 rule.
+	ACLRead ACLOp = iota
+	// ACLList lists the stream's consumer groups and their state (fastmq
+	// group ls, group info) without reading records. Listing every
+	// stream's groups at once needs a pattern that matches "*" itself.
+	ACLList
+	// ACLAdmin changes a group's state: seek its cursor, replay its dead
+	// letters.
+	ACLAdmin
+)
+
+// String returns the keyword of op in the ACL file format.
+func (op ACLOp) String() string {
+	switch op {
+	case ACLRead:
+		return "read"
+	case ACLList:
+		return "list"
+	case ACLAdmin:
+		return "admin"
+	}
+	return fmt.Sprintf("ACLOp(%d)", uint8(op))
+}
+
+// parseACLOp returns the operation keyword s names.
+func parseACLOp(s string) (ACLOp, bool) {
+	for op := ACLRead; op <= ACLAdmin; op++ {
+		if s == op.String() {
+			return op, true
+		}
+	}
+	return 0, false
+}
+
+// ACLRule lets one client do one operation on the streams its patterns
+// match.
 type ACLRule struct {
+	// Op is what the rule grants; the zero value is ACLRead.
+	Op ACLOp
 	// Client is "*", a CURVE public key in Z85 ("curve:" optional) or
 	// "user:NAME" for a PLAIN user (see ACL).
 	Client string
@@ -49,8 +98,10 @@ type ACLRule struct {
 	Streams []string
 }
 
-// ACLVersion is the version of the ACL file format that ParseACL reads.
-const ACLVersion = 1
+// ACLVersion is the version of the ACL file format that ParseACL reads
+// (with version 1) and String writes (version 1 when every rule is a read
+// grant, which older programs read too).
+const ACLVersion = 2
 
 // ErrBadACL reports an ACL that does not parse or holds a bad rule.
 var ErrBadACL = errors.New("pull: bad acl")
@@ -88,30 +139,42 @@ func ParseACL(data []byte) (*ACL, error) {
 	a := &ACL{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 4096), maxACLFile)
-	header := false
+	version := 0 // of the header, once read
 	for line := 1; sc.Scan(); line++ {
 		text := strings.TrimSpace(sc.Text())
 		if text == "" || text[0] == '#' {
 			continue
 		}
 		fields := strings.Fields(text)
-		if !header {
+		if version == 0 {
 			if len(fields) != 2 || fields[0] != aclHeader {
-				return nil, fmt.Errorf("%w: line %d: want the header %q first, found %q", ErrBadACL, line, fmt.Sprintf("%s %d", aclHeader, ACLVersion), cut(text))
+				return nil, fmt.Errorf("%w: line %d: want the header %q or %q first, found %q", ErrBadACL, line, aclHeader+" 1", aclHeader+" 2", cut(text))
 			}
-			if fields[1] != fmt.Sprint(ACLVersion) {
-				return nil, fmt.Errorf("%w: line %d: acl format version %q; this program reads version %d", ErrBadACL, line, cut(fields[1]), ACLVersion)
+			switch fields[1] {
+			case "1", "2":
+				version = int(fields[1][0] - '0')
+			default:
+				return nil, fmt.Errorf("%w: line %d: acl format version %q; this program reads versions 1 and %d", ErrBadACL, line, cut(fields[1]), ACLVersion)
 			}
-			header = true
 			continue
 		}
 		if fields[0] != "allow" {
 			return nil, fmt.Errorf("%w: line %d: unknown keyword %q (want \"allow\")", ErrBadACL, line, cut(fields[0]))
 		}
+		r := ACLRule{}
+		if len(fields) > 1 {
+			if op, ok := parseACLOp(fields[1]); ok {
+				if version < 2 {
+					return nil, fmt.Errorf("%w: line %d: %q: an operation in a rule needs the header \"%s 2\"", ErrBadACL, line, fields[1], aclHeader)
+				}
+				r.Op = op
+				fields = fields[1:]
+			}
+		}
 		if len(fields) < 3 {
 			return nil, fmt.Errorf("%w: line %d: \"allow\" needs a client and at least one stream pattern", ErrBadACL, line)
 		}
-		r := ACLRule{Client: fields[1], Streams: fields[2:]}
+		r.Client, r.Streams = fields[1], fields[2:]
 		if err := r.check(); err != nil {
 			return nil, fmt.Errorf("%w: line %d: %v", ErrBadACL, line, err)
 		}
@@ -120,7 +183,7 @@ func ParseACL(data []byte) (*ACL, error) {
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadACL, err)
 	}
-	if !header {
+	if version == 0 {
 		return nil, fmt.Errorf("%w: no header %q", ErrBadACL, fmt.Sprintf("%s %d", aclHeader, ACLVersion))
 	}
 	return a, nil
@@ -134,12 +197,23 @@ func cut(s string) string {
 	return s
 }
 
-// String returns the ACL in the file format (ParseACL reads it back).
+// String returns the ACL in the file format (ParseACL reads it back):
+// version 1 when every rule is a read grant, else version 2.
 func (a *ACL) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s %d\n", aclHeader, ACLVersion)
+	version := 1
 	for _, r := range a.Rules {
-		fmt.Fprintf(&b, "allow %s %s\n", r.Client, strings.Join(r.Streams, " "))
+		if r.Op != ACLRead {
+			version = 2
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %d\n", aclHeader, version)
+	for _, r := range a.Rules {
+		op := ""
+		if version > 1 {
+			op = r.Op.String() + " "
+		}
+		fmt.Fprintf(&b, "allow %s%s %s\n", op, r.Client, strings.Join(r.Streams, " "))
 	}
 	return b.String()
 }
@@ -156,6 +230,9 @@ func (a *ACL) Validate() error {
 
 // check validates one rule.
 func (r ACLRule) check() error {
+	if r.Op > ACLAdmin {
+		return fmt.Errorf("unknown operation %d", r.Op)
+	}
 	if _, err := parseClient(r.Client); err != nil {
 		return err
 	}
@@ -198,9 +275,14 @@ func parseClient(s string) (aclClient, error) {
 	return aclClient{key: k}, nil
 }
 
-// aclIndex is an ACL compiled for lookups by client.
+// aclIndex is an ACL compiled for lookups by operation and client.
 type aclIndex struct {
-	any    []string                     // patterns every client may read
+	ops [ACLAdmin + 1]aclGrants
+}
+
+// aclGrants are the patterns of one operation's grants, by client.
+type aclGrants struct {
+	any    []string                     // patterns every client may
 	byKey  map[socket.CurveKey][]string // by CURVE client key
 	byUser map[string][]string          // by PLAIN user
 }
@@ -211,46 +293,59 @@ func compileACL(a *ACL) (*aclIndex, error) {
 	if a == nil {
 		return nil, nil
 	}
-	ix := &aclIndex{byKey: map[socket.CurveKey][]string{}, byUser: map[string][]string{}}
+	ix := &aclIndex{}
+	for i := range ix.ops {
+		ix.ops[i] = aclGrants{byKey: map[socket.CurveKey][]string{}, byUser: map[string][]string{}}
+	}
 	for i, r := range a.Rules {
 		if err := r.check(); err != nil {
 			return nil, fmt.Errorf("%w: rule %d: %v", ErrBadACL, i+1, err)
 		}
 		c, _ := parseClient(r.Client)
+		g := &ix.ops[r.Op]
 		switch {
 		case c.any:
-			ix.any = append(ix.any, r.Streams...)
+			g.any = append(g.any, r.Streams...)
 		case c.user != "":
-			ix.byUser[c.user] = append(ix.byUser[c.user], r.Streams...)
+			g.byUser[c.user] = append(g.byUser[c.user], r.Streams...)
 		default:
-			ix.byKey[c.key] = append(ix.byKey[c.key], r.Streams...)
+			g.byKey[c.key] = append(g.byKey[c.key], r.Streams...)
 		}
 	}
 	return ix, nil
 }
 
-// allows reports whether the client with cred may read stream. A
-// dead-letter stream (see deadLetterParents) is readable exactly by who
-// may read its parent stream, whatever the patterns say of its own name:
+// allowsOp reports whether the client with cred may do op on stream: a
+// grant of op matches it, or (for ACLList) one of read or admin does. A
+// dead-letter stream (see deadLetterParents) is open exactly to who may
+// do op on its parent stream, whatever the patterns say of its own name:
 // a grant of "logs.*" without "logs" does not reach "logs.g.dlq", the
 // dead letters of "logs".
-func (ix *aclIndex) allows(cred socket.PeerCredentials, stream string) bool {
+func (ix *aclIndex) allowsOp(cred socket.PeerCredentials, op ACLOp, stream string) bool {
 	if parents := deadLetterParents(stream); len(parents) > 0 {
 		for _, p := range parents {
-			if !ix.allows(cred, p) {
+			if !ix.allowsOp(cred, op, p) {
 				return false
 			}
 		}
 		return true
 	}
-	if matchAny(ix.any, stream) {
+	if op == ACLList {
+		return ix.ops[ACLList].match(cred, stream) || ix.ops[ACLRead].match(cred, stream) || ix.ops[ACLAdmin].match(cred, stream)
+	}
+	return op <= ACLAdmin && ix.ops[op].match(cred, stream)
+}
+
+// match reports whether one of g's patterns for cred matches stream.
+func (g *aclGrants) match(cred socket.PeerCredentials, stream string) bool {
+	if matchAny(g.any, stream) {
 		return true
 	}
 	switch cred.Mechanism {
 	case "CURVE":
-		return matchAny(ix.byKey[cred.ClientKey], stream)
+		return matchAny(g.byKey[cred.ClientKey], stream)
 	case "PLAIN":
-		return matchAny(ix.byUser[cred.Username], stream)
+		return matchAny(g.byUser[cred.Username], stream)
 	}
 	return false
 }
@@ -285,11 +380,17 @@ func matchAny(patterns []string, stream string) bool {
 
 // Allows reports whether the ACL lets the client with cred read stream.
 func (a *ACL) Allows(cred socket.PeerCredentials, stream string) bool {
+	return a.AllowsOp(cred, ACLRead, stream)
+}
+
+// AllowsOp reports whether the ACL lets the client with cred do op on
+// stream (see ACLOp).
+func (a *ACL) AllowsOp(cred socket.PeerCredentials, op ACLOp, stream string) bool {
 	ix, err := compileACL(a)
 	if err != nil {
 		return false
 	}
-	return ix == nil || ix.allows(cred, stream)
+	return ix == nil || ix.allowsOp(cred, op, stream)
 }
 
 // SetACL replaces the server's ACL (nil: no access control) for the
@@ -311,13 +412,19 @@ func (s *Server) SetACL(a *ACL) error {
 // answer a refusal in their own protocol, the same whether the stream
 // exists or not.
 func (s *Server) Allowed(env [][]byte, stream string) bool {
+	return s.AllowedOp(env, ACLRead, stream)
+}
+
+// AllowedOp is Allowed for an operation of the ACL (see ACLOp): whether
+// the peer of env may do op on stream.
+func (s *Server) AllowedOp(env [][]byte, op ACLOp, stream string) bool {
 	ix := s.acl.Load()
 	if ix == nil {
 		return true
 	}
 	if len(env) > 0 {
 		cred, ok, err := s.sock.PeerCredentials(env[0])
-		if err == nil && ok && ix.allows(cred, stream) {
+		if err == nil && ok && ix.allowsOp(cred, op, stream) {
 			return true
 		}
 	}
@@ -328,7 +435,17 @@ func (s *Server) Allowed(env [][]byte, stream string) bool {
 // ForbiddenMessage is the message of every StatusForbidden reply for
 // stream: it says nothing of whether the stream exists.
 func ForbiddenMessage(stream string) string {
-	return fmt.Sprintf("this client may not read stream %q", stream)
+	return ForbiddenOpMessage(ACLRead, stream)
+}
+
+// ForbiddenOpMessage is ForbiddenMessage for an operation of the ACL:
+// "this client may not list stream ...", say.
+func ForbiddenOpMessage(op ACLOp, stream string) string {
+	verb := op.String()
+	if op == ACLAdmin {
+		verb = "administer"
+	}
+	return fmt.Sprintf("this client may not %s stream %q", verb, stream)
 }
 
 // replyForbidden answers a request the ACL refuses: StatusForbidden in

@@ -44,7 +44,9 @@ func TestParseACL(t *testing.T) {
 	for _, tc := range []struct{ text, want string }{
 		{"", "no header"},
 		{"allow * x\n", `line 1: want the header "fastmq-acl 1"`},
-		{"fastmq-acl 2\n", "line 1: acl format version \"2\"; this program reads version 1"},
+		{"fastmq-acl 3\n", "line 1: acl format version \"3\"; this program reads versions 1 and 2"},
+		{"fastmq-acl 1\nallow list * x\n", `line 2: "list": an operation in a rule needs the header "fastmq-acl 2"`},
+		{"fastmq-acl 2\nallow write * x\n", `line 2: client "write" is neither`},
 		{"fastmq-acl 1\ndeny * x\n", `line 2: unknown keyword "deny"`},
 		{"fastmq-acl 1\nallow *\n", "line 2: \"allow\" needs a client and at least one stream pattern"},
 		{"fastmq-acl 1\n\nallow nobody x\n", `line 3: client "nobody" is neither`},
@@ -307,6 +309,64 @@ func TestACLDeadLetters(t *testing.T) {
 		}
 		if rep.Status != want {
 			t.Fatalf("alice fetches %q: %v, want %v", stream, rep.Status, want)
+		}
+	}
+}
+
+// TestACLOperations: version 2 rules grant read, list or admin; read and
+// admin include list; a version 1 file's rules are read grants, which do
+// not reach admin; a version 2 file round-trips through String, and one
+// of read grants only is written as version 1.
+func TestACLOperations(t *testing.T) {
+	reader, _ := keypair(t)
+	lister, _ := keypair(t)
+	admin, _ := keypair(t)
+	a, err := pull.ParseACL([]byte(fmt.Sprintf("fastmq-acl 2\nallow read %s orders\nallow list %s *\nallow admin %s orders\nallow user:ops logs\n",
+		reader.Z85(), lister.Z85(), admin.Z85())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Rules[3].Op != pull.ACLRead {
+		t.Fatalf("a version 2 rule without an operation: %v, want read", a.Rules[3].Op)
+	}
+	b, err := pull.ParseACL([]byte(a.String()))
+	if err != nil || !reflect.DeepEqual(a, b) || !strings.HasPrefix(a.String(), "fastmq-acl 2\nallow read ") {
+		t.Fatalf("round trip: %v\n%s\n%s", err, a, b)
+	}
+	v1, err := pull.ParseACL([]byte("fastmq-acl 1\nallow * orders\n"))
+	if err != nil || v1.String() != "fastmq-acl 1\nallow * orders\n" {
+		t.Fatalf("version 1: %v %q", err, v1)
+	}
+	cred := func(k socket.CurveKey) socket.PeerCredentials {
+		return socket.PeerCredentials{Mechanism: "CURVE", ClientKey: k}
+	}
+	for _, tc := range []struct {
+		name   string
+		acl    *pull.ACL
+		who    socket.CurveKey
+		op     pull.ACLOp
+		stream string
+		want   bool
+	}{
+		{"reader reads", a, reader, pull.ACLRead, "orders", true},
+		{"reader lists its stream", a, reader, pull.ACLList, "orders", true},
+		{"reader lists every stream", a, reader, pull.ACLList, "*", false},
+		{"reader seeks", a, reader, pull.ACLAdmin, "orders", false},
+		{"lister lists every stream", a, lister, pull.ACLList, "*", true},
+		{"lister lists a stream", a, lister, pull.ACLList, "orders", true},
+		{"lister reads", a, lister, pull.ACLRead, "orders", false},
+		{"lister seeks", a, lister, pull.ACLAdmin, "orders", false},
+		{"admin seeks", a, admin, pull.ACLAdmin, "orders", true},
+		{"admin replays dead letters", a, admin, pull.ACLAdmin, "orders.billing.dlq", true},
+		{"admin lists", a, admin, pull.ACLList, "orders", true},
+		{"admin reads", a, admin, pull.ACLRead, "orders", false},
+		{"admin of another stream", a, admin, pull.ACLAdmin, "logs", false},
+		{"version 1 reads", v1, reader, pull.ACLRead, "orders", true},
+		{"version 1 lists", v1, reader, pull.ACLList, "orders", true},
+		{"version 1 seeks", v1, reader, pull.ACLAdmin, "orders", false},
+	} {
+		if got := tc.acl.AllowsOp(cred(tc.who), tc.op, tc.stream); got != tc.want {
+			t.Errorf("%s (%v %q): %v, want %v", tc.name, tc.op, tc.stream, got, tc.want)
 		}
 	}
 }

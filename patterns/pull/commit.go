@@ -14,8 +14,8 @@ func (c *Consumer) Ack(m Message) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ps := c.pubs[m.Publisher]
-	if ps == nil || m.gen != ps.gen {
-		return // unknown, or from before a reset
+	if ps == nil || m.gen != ps.gen && (m.gen != ps.keepGen || m.Offset >= ps.keepBelow) {
+		return // unknown, or from before a reset that moved past it
 	}
 	ps.acks.ack(m.Offset)
 }

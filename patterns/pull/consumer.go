@@ -276,11 +276,18 @@ type pubState struct {
 	errors     uint64
 	reconnects uint64
 	running    bool
-	gen        uint64 // incremented by every reset; acks of older generations are ignored
+	gen        uint64 // incremented by every reset; acks of older generations are ignored (but see keepGen)
 	gaps       uint64 // gaps crossed
 	skipped    uint64 // offsets skipped in gaps and at resets
 	stopped    *FetchError
 	connErr    string // why the last connection attempt failed; "" once connected
+
+	// Acks of generation keepGen for offsets below keepBelow still count:
+	// a reset that moved the position above the acknowledged floor
+	// (diverged below what was fetched, out of range above it) keeps the
+	// floor under the records delivered before it, so that a commit never
+	// passes a record the caller has not acknowledged.
+	keepGen, keepBelow uint64
 
 	// Records handed to Next and not acknowledged (see unacked.go).
 	handMarks    []handMark // first hand-out of each batch, by offset

@@ -384,11 +384,22 @@ func (c *Consumer) resetToOldest(lg *slog.Logger, ps *pubState, pos uint64, rep 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ps.resets++
+	old := ps.gen
 	ps.gen++
 	if rep.Oldest > pos {
 		ps.skipped += rep.Oldest - pos
 	}
+	// Moving forward, the records below pos were delivered and may not
+	// be acknowledged yet: the floor waits for them, then crosses the
+	// offsets retention removed. (Moving back, the floor goes back.)
+	keep := rep.Oldest >= pos && ps.acks.truncate(pos)
+	w := ps.acks
 	ps.setPositionLocked(spool.Position{Next: rep.Oldest, ID: ps.logID}, false)
+	if keep {
+		ps.acks = w
+		ps.acks.skip(pos, rep.Oldest)
+		ps.keepGen, ps.keepBelow = old, pos
+	}
 	ps.fetchPos = rep.Oldest
 }
 

@@ -30,6 +30,7 @@ type epochMark struct {
 // with c.mu held.
 func (ps *pubState) setPositionLocked(p spool.Position, checked bool) {
 	ps.acks.reset(p.Next)
+	ps.keepBelow = 0
 	ps.logID, ps.baseEpoch, ps.marks = p.ID, p.Epoch, nil
 	ps.logEpoch, ps.posKnown = NoEpoch, checked
 	if checked {
@@ -157,6 +158,7 @@ func (c *Consumer) diverged(lg *slog.Logger, ps *pubState, pos uint64, rep Reply
 	ps.diverged++
 	ps.replaced += n
 	ps.resets++
+	old := ps.gen
 	ps.gen++
 	keep := ps.marks[:0]
 	for _, m := range ps.marks {
@@ -165,7 +167,14 @@ func (c *Consumer) diverged(lg *slog.Logger, ps *pubState, pos uint64, rep Reply
 		}
 	}
 	ps.marks = keep
-	ps.acks.reset(rep.Next)
+	if ps.acks.truncate(rep.Next) {
+		// Records below rep.Next, delivered and not yet acknowledged,
+		// are still the log's: the floor waits for their acks.
+		ps.keepGen, ps.keepBelow = old, rep.Next
+	} else {
+		ps.acks.reset(rep.Next)
+		ps.keepBelow = 0
+	}
 	ps.fetchPos = rep.Next
 	ps.logEpoch = rep.Epoch
 	if ps.logID == uuid.Nil {
