@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -223,4 +224,24 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Errorf("alive members after the kill: %s, want 2", got)
 	}
 	screenshot(t, ctx, dir, "console-failed.png")
+
+	// Kill alpha, the publisher: its stream and group rows stay, with
+	// their last known lag and since when it is down, and the header's
+	// total lag still counts them.
+	alpha.srv.Close()
+	alpha.node.Close()
+	step(t, ctx, "alpha's group kept with its last known lag", 30*time.Second,
+		chromedp.Poll[chromedp.Void](`(() => { const r = `+grow+`; return r !== null && r.dataset.stale === "1"; })()`),
+		chromedp.Poll[chromedp.Void](`document.querySelector('#streams tr[data-stream=orders][data-node=alpha][data-stale="1"]') !== null`),
+	)
+	if got := evalString(t, ctx, grow+`.children[3].textContent`); got != "36" {
+		t.Errorf("the dead publisher's group lag: %q, want 36", got)
+	}
+	if got := evalString(t, ctx, grow+`.children[2].textContent`); !strings.Contains(got, "publisher down since") {
+		t.Errorf("the dead publisher's group row says %q, want publisher down since", got)
+	}
+	if got := evalString(t, ctx, `document.getElementById("summary").textContent`); strings.Contains(got, "total lag 0 ") {
+		t.Errorf("summary after the publisher died: %q", got)
+	}
+	screenshot(t, ctx, dir, "console-publisher-down.png")
 }

@@ -99,6 +99,7 @@ type Console struct {
 	mu     sync.Mutex // guards the fields below
 	last   *View
 	hist   history
+	mem    memory
 }
 
 // New makes a Console for cfg.Node.
@@ -121,7 +122,7 @@ func New(cfg Config) (*Console, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	return &Console{cfg: cfg, log: lg.With("component", "console"), transport: tr, hist: history{keep: cfg.History}}, nil
+	return &Console{cfg: cfg, log: lg.With("component", "console"), transport: tr, hist: history{keep: cfg.History}, mem: memory{}}, nil
 }
 
 // Close closes the idle connections of the console's own HTTP client (not
@@ -148,10 +149,11 @@ func (c *Console) Handler() http.Handler {
 //	/api/mesh    the View as JSON
 //	/api/peek    ?node=NAME&stream=S&from=OFFSET|time=RFC3339&limit=N
 //	/status      this node's fastmq.Status (fastmq.Node.StatusHandler)
-//	/metrics     this node's Prometheus metrics (metrics.NodeHandler)
+//	/metrics     this node's Prometheus metrics (metrics.NodeHandler), and
+//	             the down publishers' last known state (see MeshMember.Stale)
 func (c *Console) Register(mux *http.ServeMux) {
 	mux.Handle("/status", c.cfg.Node.StatusHandler())
-	mux.Handle("/metrics", metrics.NodeHandler(c.cfg.Node))
+	mux.Handle("/metrics", metrics.Handler(c.metricsSnapshot))
 	mux.HandleFunc("/api/mesh", c.serveMesh)
 	mux.HandleFunc("/api/peek", c.servePeek)
 	static, _ := fs.Sub(assets, "assets")
@@ -203,6 +205,7 @@ func (c *Console) Mesh(ctx context.Context) View {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.mem.fill(&ms)
 	v := c.hist.add(ms)
 	c.last = &v
 	return v

@@ -40,7 +40,7 @@ func countersOf(ms MeshStatus) counters {
 	c := counters{t: ms.Time, next: map[string]uint64{}, deliv: map[string]uint64{}, ack: map[string]uint64{},
 		gdeliv: map[string]uint64{}, gack: map[string]uint64{}}
 	for _, m := range ms.Members {
-		if m.State == nil {
+		if m.State == nil || m.Stale {
 			continue
 		}
 		for _, s := range m.State.Streams {
@@ -99,7 +99,7 @@ func (h *history) add(ms MeshStatus) View {
 			AckRate:     sum(rates(prev.ack, cur.ack, dt)),
 		}
 		for _, m := range ms.Members {
-			if m.State != nil {
+			if m.State != nil && !m.Stale {
 				s.Up++
 			} else if m.Down && !m.Missing && m.Status != "left" {
 				s.Down++

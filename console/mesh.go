@@ -35,10 +35,18 @@ type MeshMember struct {
 	NoHTTP bool `json:"no_http,omitempty"`
 	// Down says the member's status could not be had because it is not
 	// alive or did not answer in time (Error says which).
-	Down  bool           `json:"down"`
-	Error string         `json:"error,omitempty"`
-	Took  time.Duration  `json:"took_ns"`         // how long its status took
-	State *fastmq.Status `json:"state,omitempty"` // nil when Down
+	Down  bool   `json:"down"`
+	Error string `json:"error,omitempty"`
+	// Stale says State is not the member's answer but the last status it
+	// gave before it went down, kept (streams, groups and their lag) by
+	// the console until the member is back or an operator forgets it
+	// (discovery.Membership.Forget; fastmq members --forget); DownSince
+	// is when the console first found it down. A console that never saw
+	// the member up has nothing to keep.
+	Stale     bool           `json:"stale,omitempty"`
+	DownSince time.Time      `json:"down_since,omitzero"`
+	Took      time.Duration  `json:"took_ns"`         // how long its status took
+	State     *fastmq.Status `json:"state,omitempty"` // nil when Down
 }
 
 // meshFetchLimit bounds the concurrent status fetches of GatherMesh.

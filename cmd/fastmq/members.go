@@ -241,7 +241,7 @@ func withObserver(ctx context.Context, f gossipFlags, what string, fn func(m *di
 func init() {
 	var f gossipFlags
 	var watch, asJSON bool
-	var httpAddr string
+	var httpAddr, forget string
 	cmd := &cobra.Command{
 		Use:   "members (--join HOST:PORT | --http HOST:PORT)",
 		Short: "Print the gossip mesh, one member a line: name, address, status, services",
@@ -252,14 +252,30 @@ func init() {
 			"which members left or failed (a fresh observer never saw them), then leave; no agent " +
 			"needs to serve HTTP. " +
 			"With --watch keep printing members whose state changes until SIGINT/SIGTERM. " +
-			"Observers (this command's own nodes, tagged " + observerTag + ") are not listed.",
+			"Observers (this command's own nodes, tagged " + observerTag + ") are not listed. " +
+			"With --forget NAME (and --join), remove the failed or left member NAME from every member's " +
+			"list (serf's force-leave with prune): the consoles then drop the last known state " +
+			"(streams, groups, lag) they kept of it; an alive member is refused.",
 		Example: "  fastmq members --join 127.0.0.1:7946\n  fastmq members --http 127.0.0.1:8080 --json\n" +
-			"  fastmq members --join 10.0.0.5:7946 --key $KEY --watch",
+			"  fastmq members --join 10.0.0.5:7946 --key $KEY --watch\n" +
+			"  fastmq members --join 127.0.0.1:7946 --forget pub-3",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, out := cmd.Context(), cmd.OutOrStdout()
 			if watch && asJSON {
 				return fmt.Errorf("--json and --watch exclude each other")
+			}
+			if forget != "" {
+				if len(f.join) == 0 || httpAddr != "" || watch || asJSON {
+					return fmt.Errorf("--forget takes --join only")
+				}
+				return withObserver(ctx, f, "forget", func(m *discovery.Membership) error {
+					if err := m.Forget(ctx, forget); err != nil {
+						return err
+					}
+					fmt.Fprintf(out, "forgot %s\n", forget)
+					return nil
+				})
 			}
 			if httpAddr != "" {
 				if len(f.join) > 0 {
@@ -285,6 +301,7 @@ func init() {
 	fl.StringVar(&httpAddr, "http", "", "HTTP address of an agent (its --http) to ask, instead of joining the mesh")
 	fl.BoolVar(&watch, "watch", false, "keep printing changes until interrupted")
 	fl.BoolVar(&asJSON, "json", false, "print the members as a JSON array")
+	fl.StringVar(&forget, "forget", "", "remove the failed or left member `NAME` from every member's list, and what consoles kept of it")
 	f.registerKey(cmd)
 	rootCmd.AddCommand(cmd)
 }

@@ -80,6 +80,9 @@ func printMeshReport(w io.Writer, v console.View) error {
 				disk = humanBytes(m.State.Disk.FreeBytes) + " of " + humanBytes(m.State.Disk.TotalBytes)
 			}
 		}
+		if m.Stale {
+			note = "down since " + m.DownSince.UTC().Format(time.RFC3339) + "; last known state kept (fastmq members --forget " + m.Name + " drops it)"
+		}
 		if m.Name == v.Mesh.Node {
 			note = "answered this report"
 		}
@@ -94,7 +97,7 @@ func printMeshReport(w io.Writer, v console.View) error {
 		}
 		for _, s := range m.State.Streams {
 			if s.Error != "" {
-				srows = append(srows, srow{s.Name, m.Name, fmt.Sprintf("%s\t%s\tnot served: %s\n", s.Name, m.Name, s.Error)})
+				srows = append(srows, srow{s.Name, m.Name, fmt.Sprintf("%s\t%s\tnot served: %s\n", s.Name, pubName(m), s.Error)})
 				continue
 			}
 			newest, ret := "-", "keep all"
@@ -116,7 +119,7 @@ func printMeshReport(w io.Writer, v console.View) error {
 				free = humanBytes(m.State.Disk.FreeBytes)
 			}
 			srows = append(srows, srow{s.Name, m.Name, fmt.Sprintf("%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n",
-				s.Name, m.Name, s.Oldest, s.Next, sub0(s.Next, s.Oldest), humanBytes(uint64(max(s.Bytes, 0))),
+				s.Name, pubName(m), s.Oldest, s.Next, sub0(s.Next, s.Oldest), humanBytes(uint64(max(s.Bytes, 0))),
 				rateOr(v.AppendRate, m.Name+"/"+s.Name), newest, ret, free)})
 		}
 	}
@@ -157,10 +160,19 @@ func printGroupsReport(tw io.Writer, v console.View) {
 		}
 		for _, g := range m.State.Groups {
 			k := m.Name + "/" + g.Stream + "/" + g.Group
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", g.Group, g.Stream, m.Name, g.Lag,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", g.Group, g.Stream, pubName(m), g.Lag,
 				durOr(g.LagTime), g.InFlight, g.Redelivered, g.DeadLettered, rateOr(v.GroupDeliverRate, k), rateOr(v.GroupAckRate, k))
 		}
 	}
+}
+
+// pubName names the publisher of a stream or group row: a down one whose
+// last known state the console kept says since when it is down.
+func pubName(m console.MeshMember) string {
+	if !m.Stale {
+		return m.Name
+	}
+	return m.Name + " (publisher down since " + m.DownSince.UTC().Format(time.RFC3339) + ")"
 }
 
 func orDash(s string) string {

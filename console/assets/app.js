@@ -57,6 +57,13 @@ function fill(tableId, rows) {
 
 let view = null;
 
+// pubCell names the publisher of a row; a down publisher whose last known
+// state the console kept says since when it is down.
+function pubCell(m) {
+  if (!m.stale) return el("td", {}, m.name);
+  return el("td", {}, m.name + " ", el("span", { class: "err down-since" }, "publisher down since " + fmtTime(m.down_since)));
+}
+
 function renderMembers(mesh) {
   const rows = mesh.members.map((m) => {
     const st = m.state;
@@ -67,8 +74,11 @@ function renderMembers(mesh) {
     if (st && st.disk) {
       disk = st.disk.error ? "?" : fmtBytes(st.disk.free_bytes) + " of " + fmtBytes(st.disk.total_bytes);
     }
-    const answer = m.error ? el("span", { class: m.no_http ? "muted" : "err" }, m.error) : (m.name === mesh.node ? "this node" : fmtDur(m.took_ns));
-    return el("tr", { "data-member": m.name, "data-status": status },
+    let answer = m.error ? el("span", { class: m.no_http ? "muted" : "err" }, m.error) : (m.name === mesh.node ? "this node" : fmtDur(m.took_ns));
+    if (m.stale) {
+      answer = el("span", { class: "err" }, "down since " + fmtTime(m.down_since) + "; last known state of " + fmtTime(st.time) + " kept until it is back or forgotten");
+    }
+    return el("tr", { "data-member": m.name, "data-status": status, "data-stale": m.stale ? "1" : null },
       el("td", {}, m.name),
       el("td", {}, badge(status)),
       el("td", {}, m.addr || "-"),
@@ -99,8 +109,8 @@ function renderStreams(v) {
       let ret = [];
       if (s.retention_age_ns) ret.push(fmtDur(s.retention_age_ns));
       if (s.retention_bytes) ret.push(fmtBytes(s.retention_bytes));
-      const tr = el("tr", { "data-stream": s.name, "data-node": m.name },
-        el("td", {}, s.name), el("td", {}, m.name),
+      const tr = el("tr", { "data-stream": s.name, "data-node": m.name, "data-stale": m.stale ? "1" : null },
+        el("td", {}, s.name), pubCell(m),
         num(s.oldest), num(s.next), num(sub(s.next, s.oldest)), num(fmtBytes(s.bytes)),
         num(fmtRate(v.append_rate[key])),
         el("td", {}, fmtTime(s.oldest_time)), el("td", {}, fmtTime(s.newest_time)),
@@ -149,9 +159,9 @@ function renderGroups(v) {
       rows.push(el("tr", {
         "data-group": g.group, "data-stream": g.stream, "data-publisher": m.name,
         "data-lag": g.lag_records, "data-in-flight": g.in_flight, "data-acked": g.acked,
-        "data-redelivered": g.redelivered, "data-dead": g.dead_lettered,
+        "data-redelivered": g.redelivered, "data-dead": g.dead_lettered, "data-stale": m.stale ? "1" : null,
       },
-        el("td", {}, g.group), el("td", {}, g.stream), el("td", {}, m.name),
+        el("td", {}, g.group), el("td", {}, g.stream), pubCell(m),
         num(g.lag_records, { class: "num lag" }), num(fmtDur(g.lag_time_ns)),
         num(g.in_flight), num(g.waiting), num(g.members), num(g.delivered), num(g.redelivered),
         num(g.acked), num(g.naked), num(g.expired),

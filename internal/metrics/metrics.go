@@ -33,6 +33,9 @@ type Snapshot struct {
 	Groups []group.GroupStats
 	// Consumer groups far behind on the node's streams.
 	GroupsBehind []GroupBehind
+	// Down are the mesh's down publishers as the console last saw them
+	// (empty where no console serves the metrics).
+	Down []DownPublisher
 }
 
 // GroupBehind is a consumer group far behind on a local stream.
@@ -171,6 +174,9 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range groupDescs {
 		ch <- d
 	}
+	for _, d := range downDescs {
+		ch <- d
+	}
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -239,6 +245,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	collectRPC(ch, st)
 	collectDisk(ch, st.Disk)
 	collectGroups(ch, st.Groups)
+	collectDown(ch, st.Down)
 }
 
 // collectDisk exports the disk and the disk guard's state.

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/fastmq/fastmq"
 )
@@ -35,4 +36,11 @@ func FromStatus(st fastmq.Status) Snapshot {
 	}
 	snap.Groups = st.Groups
 	return snap
+}
+
+// DownFrom is the DownPublisher of a publisher whose last known Status
+// was st, down since since.
+func DownFrom(st fastmq.Status, since time.Time) DownPublisher {
+	snap := FromStatus(st)
+	return DownPublisher{Name: st.Name, Since: since, Streams: snap.Streams, Groups: st.Groups}
 }
