@@ -244,4 +244,36 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Errorf("summary after the publisher died: %q", got)
 	}
 	screenshot(t, ctx, dir, "console-publisher-down.png")
+
+	// A publisher without HTTP (delta): its stream and its group are
+	// asked of its spool server, and shown as the others'.
+	delta, err := fastmq.New(fastmq.Config{Name: "delta", DataDir: filepath.Join(t.TempDir(), "delta"), Seeds: []string{beta.node.GossipAddr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer delta.Close()
+	publishN(t, delta, "events", 0, 12)
+	dm, err := beta.node.Group(fastmq.GroupConfig{Stream: "events", Group: "crm", Member: group.MemberConfig{Buffer: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dm.Close()
+	for i := 0; i < 2; i++ {
+		msg, err := dm.Next(gctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := msg.Ack(gctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const drow = `document.querySelector('#groups tr[data-group=crm][data-stream=events][data-publisher=delta]')`
+	step(t, ctx, "delta's stream and group through its spool server", 30*time.Second,
+		chromedp.Poll[chromedp.Void](`(() => { const r = document.querySelector('#streams tr[data-stream=events][data-node=delta]'); return r !== null && r.children[3].textContent === "12"; })()`),
+		chromedp.Poll[chromedp.Void](`(() => { const r = `+drow+`; return r !== null && r.dataset.acked === "2"; })()`),
+	)
+	if got := evalString(t, ctx, drow+`.children[3].textContent`); got != "10" {
+		t.Errorf("delta's group lag on the page: %q, want 10", got)
+	}
+	screenshot(t, ctx, dir, "console-via-spool.png")
 }

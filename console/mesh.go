@@ -31,8 +31,11 @@ type MeshMember struct {
 	// and missing.
 	Missing bool `json:"missing,omitempty"`
 	// NoHTTP marks an alive member that advertises no HTTP address (it
-	// runs without --http, say): up, but its status is unknown.
-	NoHTTP bool `json:"no_http,omitempty"`
+	// runs without --http, say): up, but its full status is unknown.
+	// When it has a spool server, State holds what that server told
+	// (ViaSpool): its streams' offsets and its consumer groups.
+	NoHTTP   bool `json:"no_http,omitempty"`
+	ViaSpool bool `json:"via_spool,omitempty"`
 	// Down says the member's status could not be had because it is not
 	// alive or did not answer in time (Error says which).
 	Down  bool   `json:"down"`
@@ -58,7 +61,9 @@ const maxStatusBytes = 16 << 20
 // GatherMesh collects the mesh's status as n sees it: n's own Status, and
 // that of every other alive member that advertises an HTTP address (see
 // fastmq.Node.AdvertiseHTTP), fetched concurrently from its /status with client (nil:
-// http.DefaultClient). ctx bounds the whole gathering: give it a timeout. A
+// http.DefaultClient). Of an alive member without HTTP that runs a spool
+// server (every publisher does), its streams and consumer groups are
+// asked of that server (ViaSpool), as fastmq group ls asks them. ctx bounds the whole gathering: give it a timeout. A
 // member that fails to answer in time is marked Down with the error; the
 // gathering itself never fails. Observers (fastmq.ObserverTag) are left
 // out. It
@@ -82,6 +87,8 @@ func GatherMesh(ctx context.Context, n *fastmq.Node, client *http.Client) MeshSt
 			mm.State = &st
 		case m.Status != "alive":
 			mm.Down, mm.Error = true, "member "+m.Status
+		case m.HTTP == "" && m.SpoolEndpoint != "":
+			mm.NoHTTP, mm.Error = true, "no http address advertised: streams and groups through its spool server"
 		case m.HTTP == "":
 			mm.NoHTTP, mm.Error = true, "no http address advertised"
 		}
@@ -101,7 +108,8 @@ func GatherMesh(ctx context.Context, n *fastmq.Node, client *http.Client) MeshSt
 	sem := make(chan struct{}, meshFetchLimit)
 	for i := range ms.Members {
 		mm := &ms.Members[i]
-		if mm.State != nil || mm.Down || mm.NoHTTP {
+		viaSpool := mm.NoHTTP && mm.SpoolEndpoint != ""
+		if mm.State != nil || mm.Down || (mm.NoHTTP && !viaSpool) {
 			continue
 		}
 		wg.Add(1)
@@ -115,8 +123,19 @@ func GatherMesh(ctx context.Context, n *fastmq.Node, client *http.Client) MeshSt
 			}
 			defer func() { <-sem }()
 			start := time.Now()
-			st, err := FetchStatus(ctx, client, mm.HTTP)
+			var st fastmq.Status
+			var err error
+			if viaSpool {
+				st, err = statusViaSpool(ctx, n, mm)
+				mm.ViaSpool = err == nil
+			} else {
+				st, err = FetchStatus(ctx, client, mm.HTTP)
+			}
 			mm.Took = time.Since(start)
+			if viaSpool && err != nil {
+				mm.Error = "no http address advertised, and its spool server did not answer: " + err.Error()
+				return
+			}
 			if err != nil {
 				mm.Down, mm.Error = true, err.Error()
 				return
