@@ -186,6 +186,14 @@ func TestConsoleBrowser(t *testing.T) {
 	if got := evalString(t, ctx, grow+`.dataset.inFlight`); got == "0" || got == "" {
 		t.Errorf("group row: %q in flight, want the held record", got)
 	}
+	// The group's live member, and beta's group members named by stream
+	// and group (not the gossip service's fastmq-group (GROUP)).
+	if got := evalString(t, ctx, grow+`.children[7].dataset.active`); got != "1" {
+		t.Errorf("group row: %q active members, want 1", got)
+	}
+	if got := evalString(t, ctx, `document.querySelector('#members tr[data-member=beta]').children[7].textContent`); !strings.Contains(got, "group member of orders/shipping") || strings.Contains(got, "GROUP") {
+		t.Errorf("beta's services on the page: %q, want group member of orders/shipping", got)
+	}
 
 	// Peek: a click on the stream's row shows its first records.
 	step(t, ctx, "peek at alpha's orders", 15*time.Second,

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +17,8 @@ import (
 	"github.com/fastmq/fastmq"
 	"github.com/fastmq/fastmq/console"
 	"github.com/fastmq/fastmq/discovery"
+	"github.com/fastmq/fastmq/patterns/group"
+	"github.com/fastmq/fastmq/socket"
 )
 
 // membersPollInterval is how often --watch compares the member list.
@@ -25,11 +28,19 @@ const membersPollInterval = 500 * time.Millisecond
 const agentTimeout = 5 * time.Second
 
 // formatMember renders one member on one line:
-// name addr status services... [spool endpoint streams] [http] [rtt]
-func formatMember(m fastmq.MemberStatus) string {
+// name addr status services... [spool endpoint streams] [http] [rtt].
+// The gossip service of a node's group members is named by the
+// stream/group pairs groups lists for it (where publishers see its
+// members active), as group-member=STREAM/GROUP,...; unknown (a
+// publisher that did not answer, or idle members) it is group-member=?.
+func formatMember(m fastmq.MemberStatus, groups []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\t%s\t%s", m.Name, m.Addr, m.Status)
 	for _, s := range m.Services {
+		if s.Name == group.MemberService {
+			fmt.Fprintf(&b, "\tgroup-member=%s", strings.Join(orQuestion(groups), ","))
+			continue
+		}
 		fmt.Fprintf(&b, "\t%s/%s=%s", s.Name, s.Kind, strings.Join(s.Endpoints, ","))
 	}
 	if m.SpoolEndpoint != "" {
@@ -138,11 +149,60 @@ func agentHTTP(m *discovery.Membership, join []string) string {
 	return first
 }
 
-func memberLines(ms []fastmq.MemberStatus) map[string]string {
+func memberLines(ms []fastmq.MemberStatus, groups map[string][]string) map[string]string {
 	out := map[string]string{}
 	for _, m := range ms {
 		m.RTT = 0 // --watch reports changes of state only
-		out[m.Name] = formatMember(m)
+		out[m.Name] = formatMember(m, groups[m.Name])
+	}
+	return out
+}
+
+func orQuestion(s []string) []string {
+	if len(s) == 0 {
+		return []string{"?"}
+	}
+	return s
+}
+
+// groupAskTimeout bounds members' question to one spool server for its
+// groups.
+const groupAskTimeout = time.Second
+
+// groupsByNode asks the spool server of every alive member of ms that
+// has one for its consumer groups (the group protocol's list, as group
+// ls asks, without CURVE: a spool server that wants it does not answer)
+// and returns, by node, the "stream/group" pairs whose publishers see
+// that node's members active (group.GroupStats.ActiveNodes), sorted.
+func groupsByNode(ctx context.Context, ms []fastmq.MemberStatus) map[string][]string {
+	var mu sync.Mutex
+	out := map[string][]string{}
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		if m.Status != "alive" || m.SpoolEndpoint == "" {
+			continue
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, groupAskTimeout)
+			defer cancel()
+			gs, err := group.List(ctx, m.SpoolEndpoint, group.AllStreams, socket.Config{})
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, g := range gs {
+				for _, n := range g.ActiveNodes {
+					if sg := g.Stream + "/" + g.Group; !slices.Contains(out[n], sg) {
+						out[n] = append(out[n], sg)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, v := range out {
+		slices.Sort(v)
 	}
 	return out
 }
@@ -174,7 +234,7 @@ func runMembers(ctx context.Context, list membersSource, watch, asJSON bool, w i
 		enc.SetIndent("", "  ")
 		return enc.Encode(ms)
 	}
-	prev := memberLines(ms)
+	prev := memberLines(ms, groupsByNode(ctx, ms))
 	printMembers(w, prev)
 	if !watch {
 		return nil
@@ -194,7 +254,7 @@ func runMembers(ctx context.Context, list membersSource, watch, asJSON bool, w i
 			}
 			return err
 		}
-		cur := memberLines(ms)
+		cur := memberLines(ms, groupsByNode(ctx, ms))
 		changed := map[string]string{}
 		for n, l := range cur {
 			if prev[n] != l {

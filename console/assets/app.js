@@ -57,6 +57,31 @@ function fill(tableId, rows) {
 
 let view = null;
 
+// GROUP_SERVICE is the gossip service of a node running group members
+// (group.MemberService).
+const GROUP_SERVICE = "fastmq-group";
+
+// serviceName names a member's advertised service; a node's group
+// members are named by the stream/group pairs the publishers see them
+// active in.
+function serviceName(mesh, m, s) {
+  if (s.name !== GROUP_SERVICE) return s.name + " (" + s.kind + ")";
+  const gs = new Set();
+  for (const p of mesh.members) {
+    for (const g of (p.state && p.state.groups) || []) {
+      if ((g.active_nodes || []).includes(m.name)) gs.add(g.stream + "/" + g.group);
+    }
+  }
+  return gs.size ? "group member of " + [...gs].sort().join(", ") : "group members (idle)";
+}
+
+// memberCount shows a group's live members on a publisher, with those
+// holding leases when they differ.
+function memberCount(g) {
+  const a = g.active_members || 0;
+  return a === g.members ? String(a) : a + " (" + g.members + " holding)";
+}
+
 // pubCell names the publisher of a row; a down publisher whose last known
 // state the console kept says since when it is down.
 function pubCell(m) {
@@ -69,7 +94,7 @@ function renderMembers(mesh) {
     const st = m.state;
     const status = m.missing ? "missing" : (m.status === "alive" && m.down ? "down" : m.status);
     const streams = (m.streams || []).join(", ") + (m.streams_partial ? ", …" : "");
-    const svcs = (m.services || []).map((s) => s.name + " (" + s.kind + ")").join(", ");
+    const svcs = (m.services || []).map((s) => serviceName(mesh, m, s)).join(", ");
     let disk = "-";
     if (st && st.disk) {
       disk = st.disk.error ? "?" : fmtBytes(st.disk.free_bytes) + " of " + fmtBytes(st.disk.total_bytes);
@@ -163,7 +188,7 @@ function renderGroups(v) {
       },
         el("td", {}, g.group), el("td", {}, g.stream), pubCell(m),
         num(g.lag_records, { class: "num lag" }), num(fmtDur(g.lag_time_ns)),
-        num(g.in_flight), num(g.waiting), num(g.members), num(g.delivered), num(g.redelivered),
+        num(g.in_flight), num(g.waiting), num(memberCount(g), { "data-active": g.active_members || 0 }), num(g.delivered), num(g.redelivered),
         num(g.acked), num(g.naked), num(g.expired),
         num(g.dead_lettered, { class: "num" + (g.dead_lettered ? " s-warn" : "") }),
         num(fmtRate(gd[key])), num(fmtRate(ga[key]))));

@@ -19,10 +19,11 @@ var (
 	descGrpInFlight   = prometheus.NewDesc("fastmq_group_in_flight", "Records leased to a member and not settled.", groupLabels, nil)
 	descGrpPending    = prometheus.NewDesc("fastmq_group_pending", "Records in flight or waiting for a redelivery.", groupLabels, nil)
 	descGrpMembers    = prometheus.NewDesc("fastmq_group_members", "Members holding leases.", groupLabels, nil)
+	descGrpActive     = prometheus.NewDesc("fastmq_group_active_members", "Live members: holding leases or waiting in a fetch.", groupLabels, nil)
 	descGrpLagRecords = prometheus.NewDesc("fastmq_group_lag_records", "Records of the stream the group has not settled (acknowledged or dead-lettered).", groupLabels, nil)
 	descGrpLagSecs    = prometheus.NewDesc("fastmq_group_lag_seconds", "Age of the oldest record the group has not settled.", groupLabels, nil)
 	groupDescs        = []*prometheus.Desc{descGrpDelivered, descGrpRedeliv, descGrpAcked, descGrpNaked, descGrpExpired,
-		descGrpReleased, descGrpDeadTotal, descGrpDeadRecs, descGrpInFlight, descGrpPending, descGrpMembers,
+		descGrpReleased, descGrpDeadTotal, descGrpDeadRecs, descGrpInFlight, descGrpPending, descGrpMembers, descGrpActive,
 		descGrpLagRecords, descGrpLagSecs}
 )
 
@@ -47,6 +48,7 @@ func collectGroups(ch chan<- prometheus.Metric, gs []group.GroupStats) {
 		v(descGrpInFlight, float64(g.InFlight))
 		v(descGrpPending, float64(g.Pending))
 		v(descGrpMembers, float64(g.Members))
+		v(descGrpActive, float64(g.Active))
 		v(descGrpLagRecords, float64(g.Lag))
 		v(descGrpLagSecs, g.LagTime.Seconds())
 	}

@@ -1,7 +1,9 @@
 package group
 
 import (
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +40,12 @@ type GroupStats struct {
 	Available int    `json:"waiting"`   // of those, records waiting for redelivery
 	InFlight  int    `json:"in_flight"` // of those, records leased to a member
 	Members   int    `json:"members"`   // members holding leases
+	// Active is the members holding leases or waiting in a fetch here:
+	// the group's live members as this publisher sees them (an idle
+	// member waits in a fetch, holding nothing). ActiveNodes names their
+	// nodes (a member id's part before "/"), sorted, each once.
+	Active      int      `json:"active_members"`
+	ActiveNodes []string `json:"active_nodes,omitempty"`
 	// Lag is the records not settled (acknowledged or dead-lettered):
 	// those never delivered (High-Next) and the pending ones.
 	Lag uint64 `json:"lag_records"`
@@ -95,12 +103,36 @@ func (s *Server) List() []GroupStats {
 	return out
 }
 
+// active counts the members holding leases or with a fetch parked, and
+// names their nodes; s.mu held.
+func (g *state) active() (int, []string) {
+	ids := make(map[string]bool, len(g.Held)+len(g.parked))
+	for id, n := range g.Held {
+		if n > 0 {
+			ids[id] = true
+		}
+	}
+	for _, p := range g.parked {
+		ids[p.req.Member] = true
+	}
+	var nodes []string
+	for id := range ids {
+		node, _, _ := strings.Cut(id, "/")
+		if !slices.Contains(nodes, node) {
+			nodes = append(nodes, node)
+		}
+	}
+	sort.Strings(nodes)
+	return len(ids), nodes
+}
+
 // stats is g's state, with end the end of what may be leased from l;
 // s.mu held. completeStats adds what needs reads.
 func (g *state) stats(l *spool.Log, end func(*spool.Log) uint64) GroupStats {
 	st := GroupStats{Counters: g.cnt, Stream: g.Stream, Group: g.Group, Floor: g.Floor, Next: g.Next,
 		Pending: len(g.Pend) + g.InRuns, Available: g.Avail, InFlight: len(g.Pend) + g.InRuns - g.Avail, Members: len(g.Held),
 		AckWait: g.Set.AckWait, MaxDeliver: g.Set.MaxDeliver, Ordered: g.Set.Ordered}
+	st.Active, st.ActiveNodes = g.active()
 	if l != nil {
 		st.High = end(l)
 		if st.High > g.Next {

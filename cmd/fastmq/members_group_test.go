@@ -1,0 +1,46 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fastmq/fastmq/internal/testutil"
+)
+
+// TestCLIMembersNamesGroups: a node running a group member (a `consume
+// --group` process, idle after the stream's end) is listed by members
+// with the stream and group its member serves, not the gossip service's
+// raw fastmq-group/GROUP.
+func TestCLIMembersNamesGroups(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	dir := t.TempDir()
+	g1 := freePort(t)
+	pub := startCLI(t, "publish", "--name", "p1", "--data", filepath.Join(dir, "p1"), "--gossip", g1, "--stream", "orders", "--ack")
+	for i := 0; i < 3; i++ {
+		pub.feed(fmt.Sprintf("order-%d", i))
+		if got := pub.line(); got != fmt.Sprint(i) {
+			t.Fatalf("ack %d: %q", i, got)
+		}
+	}
+	w := startCLI(t, "consume", "--node-name", "w1", "--data", filepath.Join(dir, "w1"), "--join", g1, "--stream", "orders", "--group", "shipping")
+	for i := 0; i < 3; i++ {
+		w.line()
+	}
+	var out string
+	testutil.WaitFor(t, "members to name w1's group", 0, func() bool {
+		out = strings.Join(startCLI(t, "members", "--join", g1).mustSucceed(), "\n")
+		return strings.Contains(out, "group-member=orders/shipping")
+	})
+	if strings.Contains(out, "fastmq-group/GROUP") {
+		t.Errorf("members still prints the raw service:\n%s", out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "group-member=orders/shipping") && !strings.HasPrefix(l, "w1\t") {
+			t.Errorf("group member named on another node: %q", l)
+		}
+	}
+}
