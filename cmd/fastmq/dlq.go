@@ -43,7 +43,7 @@ func dlqLsCmd() *cobra.Command {
 			"deliveries, the reason, its own headers and its value (abridged). --json prints each dead " +
 			"letter whole, in the record shape of every --json (publisher, the dead-letter stream, its " +
 			"offset there, every header and the value; no id).",
-		Example: "  fastmq dlq ls --join 127.0.0.1:7946 --data /tmp/d --stream orders --group billing",
+		Example: "  fastmq dlq ls --join 127.0.0.1:7946 --stream orders --group billing",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if stream == "" || name == "" {
@@ -163,8 +163,8 @@ func dlqReplayCmd() *cobra.Command {
 			"--stream, with their own headers and without the fastmq-dlq ones: every group of the stream " +
 			"gets them again, as new records. Each publisher notes which dead letters it replayed: a second " +
 			"replay of the same range appends nothing and says how many it skipped.",
-		Example: "  fastmq dlq replay --join 127.0.0.1:7946 --data /tmp/r --stream orders --group billing\n" +
-			"  fastmq dlq replay --join 127.0.0.1:7946 --data /tmp/r --stream orders --group billing --publisher web-1 --from 10 --count 5",
+		Example: "  fastmq dlq replay --join 127.0.0.1:7946 --stream orders --group billing\n" +
+			"  fastmq dlq replay --join 127.0.0.1:7946 --stream orders --group billing --publisher web-1 --from 10 --count 5",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if stream == "" || name == "" {

@@ -6,14 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/fastmq/fastmq"
 	"github.com/fastmq/fastmq/discovery"
 	"github.com/fastmq/fastmq/patterns/group"
 	"github.com/fastmq/fastmq/socket"
@@ -37,58 +35,41 @@ func init() {
 const adminTimeout = 5 * time.Second
 
 // adminFlags are the flags of the commands that join the mesh to ask
-// publishers about groups.
+// publishers about groups: an observer's (see adminObserver), no data
+// directory, no spool.
 type adminFlags struct {
-	nf     nodeFlags
+	obs    observerFlags
 	wait   time.Duration
 	asJSON bool
 }
 
 func (a *adminFlags) register(cmd *cobra.Command, what string) {
-	a.nf.register(cmd, "node-name", "")
+	a.obs.register(cmd)
 	cmd.Flags().DurationVar(&a.wait, "wait", 5*time.Second, "how long to wait for gossip to find the publishers")
 	cmd.Flags().BoolVar(&a.asJSON, "json", false, "print "+what+" as JSON")
 }
 
-// run joins the mesh as a short-lived node and calls fn with an Admin that
-// finds the publishers by gossip (publishersOf: only the one named only,
-// when it is set) and gives each request to a publisher timeout.
+// run joins the mesh as a short-lived observer (role names it) and calls
+// fn with an Admin that finds the publishers by gossip (publishersOf:
+// only the one named only, when it is set) and gives each request to a
+// publisher timeout.
 func (a *adminFlags) run(cmd *cobra.Command, role, only string, timeout time.Duration, fn func(ctx context.Context, adm *group.Admin) error) error {
-	if a.nf.name == "" {
-		a.nf.name = hostnameOr(role) + fmt.Sprintf("-%d", os.Getpid())
-	}
-	cfg, err := a.nf.config()
-	if err != nil {
-		return err
-	}
-	return a.nf.runNode(cmd.Context(), func(ctx context.Context, n *fastmq.Node) (err error) {
-		// Gossip the seeds cannot decrypt ends the command at once with
-		// that error, rather than in "no publisher found".
-		ctx, stop := context.WithCancel(ctx)
-		defer stop()
-		var ref refusals
-		ref.watch(ctx, n, "", a.nf.join, stop)
-		defer func() {
-			if rerr := ref.Err(); rerr != nil {
-				err = rerr
-			}
-		}()
-		scfg := n.ClientSocketConfig(cfg.Socket)
-		var refused []error // publishers this node cannot connect to securely
+	return a.obs.run(cmd.Context(), role, func(ctx context.Context, m *discovery.Membership, sock socket.Config) error {
+		var refused []error // publishers the observer cannot connect to securely
 		adm, err := group.NewAdmin(group.AdminConfig{
 			Publishers: func(ctx context.Context, stream string) ([]group.Publisher, error) {
-				pubs, err := publishersOf(ctx, n, stream, only, a.wait)
+				pubs, err := publishersOf(ctx, m, stream, only, a.wait)
 				if err != nil {
 					return nil, err
 				}
 				var ok []group.Publisher
-				ok, refused = secureOnly(scfg, pubs)
+				ok, refused = secureOnly(sock, pubs)
 				if len(ok) == 0 {
 					return nil, errors.Join(refused...)
 				}
 				return ok, nil
 			},
-			Socket:  scfg,
+			Socket:  sock,
 			Timeout: timeout,
 		})
 		if err != nil {
@@ -121,20 +102,20 @@ func secureOnly(cfg socket.Config, pubs []group.Publisher) (ok []group.Publisher
 // publishersOf waits up to wait for gossip to name publishers: of stream,
 // or of any stream when stream is "" or group.AllStreams; only the one
 // named only when it is set. Sorted by node name.
-func publishersOf(ctx context.Context, n *fastmq.Node, stream, only string, wait time.Duration) ([]group.Publisher, error) {
+func publishersOf(ctx context.Context, n *discovery.Membership, stream, only string, wait time.Duration) ([]group.Publisher, error) {
 	if stream == group.AllStreams {
 		stream = ""
 	}
 	find := func() []group.Publisher {
 		var out []group.Publisher
 		if stream != "" {
-			for _, in := range n.Membership().LookupStream(stream) {
+			for _, in := range n.LookupStream(stream) {
 				if len(in.Service.Endpoints) > 0 && in.Node != n.Name() && (only == "" || in.Node == only) {
 					out = append(out, group.Publisher{Name: in.Node, Endpoint: in.Service.Endpoints[0]})
 				}
 			}
 		} else {
-			for _, m := range n.Membership().Members() {
+			for _, m := range n.Members() {
 				if m.Status == discovery.StatusAlive && m.Spool != nil && len(m.Spool.Streams) > 0 && m.Name != n.Name() &&
 					(only == "" || m.Name == only) {
 					out = append(out, group.Publisher{Name: m.Name, Endpoint: m.Spool.Endpoint})
@@ -249,7 +230,7 @@ func printGroupRows(w io.Writer, rows []groupRow, asJSON bool) error {
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", r.Stream, r.Group, r.Publisher,
-			r.Floor, r.Next, r.High, r.Lag, durOr(r.LagTime), r.Pending, r.InFlight, r.Members,
+			r.Floor, r.Next, r.High, r.Lag, durOr(r.LagTime), r.Pending, r.InFlight, r.Active,
 			r.Delivered, r.Redelivered, r.Acked, r.Naked, r.Expired, r.DeadLettered)
 	}
 	return tw.Flush()
@@ -266,10 +247,10 @@ func groupLsCmd() *cobra.Command {
 			"state for, and prints one row per group and publisher: FLOOR (every record below is settled), " +
 			"CURSOR (the first record never delivered), END (the stream's next offset), LAG (records not " +
 			"settled) and LAG TIME (the oldest one's age), PENDING (in flight or waiting for a redelivery), " +
-			"IN FLIGHT (leased to a member), MEMBERS (holding leases), the counters since the publisher " +
+			"IN FLIGHT (leased to a member), MEMBERS (live: holding leases or waiting in a fetch), the counters since the publisher " +
 			"started (DELIVERED, REDELIVERED, ACKED, NAKED, EXPIRED) and DEAD LETTERS (records in the group's " +
 			"dead-letter stream there).",
-		Example: "  fastmq group ls --join 127.0.0.1:7946 --data /tmp/ls",
+		Example: "  fastmq group ls --join 127.0.0.1:7946",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.run(cmd, "group-ls", "", adminTimeout, func(ctx context.Context, adm *group.Admin) error {
@@ -339,8 +320,8 @@ func groupSeekCmd() *cobra.Command {
 			"member's later ack of one is refused), the records before the position count as settled " +
 			"(skipped, not dead-lettered) and those from it on are delivered again. Prints the group's rows " +
 			"after the move.",
-		Example: "  fastmq group seek --join 127.0.0.1:7946 --data /tmp/s --stream orders --group billing --to 2026-01-02T15:04:05Z\n" +
-			"  fastmq group seek --join 127.0.0.1:7946 --data /tmp/s --stream orders --group billing --to 1200 --publisher web-1",
+		Example: "  fastmq group seek --join 127.0.0.1:7946 --stream orders --group billing --to 2026-01-02T15:04:05Z\n" +
+			"  fastmq group seek --join 127.0.0.1:7946 --stream orders --group billing --to 1200 --publisher web-1",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if stream == "" || name == "" || to == "" {
