@@ -25,7 +25,7 @@ type ConsumerConfig struct {
 	// Pull configures the consumer: Start, OnOutOfRange, MaxBytes,
 	// MaxWait, CommitInterval, Buffer and the others keep their meaning
 	// and defaults from package pull. The node sets Stream and Name from
-	// the fields above, Offsets to the name's offset store, Discovery to
+	// the fields above, Node to its own name, Offsets to the name's offset store, Discovery to
 	// its gossip, Socket to the node's Config.Socket (with a fresh
 	// identity, and the node's CURVE keys) and Logger to the node's
 	// logger: Consume refuses, with an error naming the field, a Pull that
@@ -45,7 +45,7 @@ func (n *Node) Consume(cfg ConsumerConfig) (*pull.Consumer, error) {
 	}
 	pc := cfg.Pull
 	if err := nodeOwned("ConsumerConfig.Pull", owned{"Stream", pc.Stream}, owned{"Name", pc.Name}, owned{"Offsets", pc.Offsets},
-		owned{"Discovery", pc.Discovery}, owned{"Socket", pc.Socket}, owned{"Logger", pc.Logger}); err != nil {
+		owned{"Discovery", pc.Discovery}, owned{"Socket", pc.Socket}, owned{"Logger", pc.Logger}, owned{"Node", pc.Node}); err != nil {
 		return nil, err
 	}
 	key := consumerKey{cfg.Name, cfg.Stream}
@@ -69,7 +69,7 @@ func (n *Node) Consume(cfg ConsumerConfig) (*pull.Consumer, error) {
 	}
 	var c *pull.Consumer
 	pcfg := cfg.Pull
-	pcfg.Stream, pcfg.Name = cfg.Stream, cfg.Name
+	pcfg.Stream, pcfg.Name, pcfg.Node = cfg.Stream, cfg.Name, n.cfg.Name
 	pcfg.Offsets, pcfg.Discovery, pcfg.Logger = store, n.members, n.cfg.Logger
 	pcfg.Socket = n.sec.ClientSocket(n.cfg.Socket)
 	pcfg.Socket.Identity = nil // each consumer socket gets its own identity

@@ -65,6 +65,7 @@ func TestConsumeRefusesNodeFields(t *testing.T) {
 		"Discovery": {Discovery: n.Membership()},
 		"Socket":    {Socket: socket.Config{SendHWM: 10}},
 		"Logger":    {Logger: slog.New(slog.DiscardHandler)},
+		"Node":      {Node: "other"},
 	} {
 		_, err := n.Consume(fastmq.ConsumerConfig{Stream: "s", Name: "c", Pull: pc})
 		wantOwned(t, err, "ConsumerConfig.Pull."+field)

@@ -35,6 +35,10 @@ type Status struct {
 	// GroupsBehind lists the consumer groups far behind on the node's
 	// streams (see InterestConfig).
 	GroupsBehind []GroupBehind `json:"groups_behind,omitempty"`
+	// Readers are who fetched from the node's spool server lately, by
+	// consumer and node (pull.Server.Clients): plain consumers anywhere
+	// in the mesh, whether or not they serve HTTP.
+	Readers []pull.ClientStats `json:"readers,omitempty"`
 }
 
 // StreamStatus describes one local stream. A stream on disk that would
@@ -86,7 +90,7 @@ type MemberStatus struct {
 // Status returns a snapshot of the node's streams, server, consumers and
 // members.
 func (n *Node) Status() Status {
-	st := Status{Name: n.cfg.Name, Gossip: n.GossipAddr(), Spool: n.spoolEP, Server: n.server.Stats()}
+	st := Status{Name: n.cfg.Name, Gossip: n.GossipAddr(), Spool: n.spoolEP, Server: n.server.Stats(), Readers: n.server.Clients()}
 	open, fails := n.streams.Snapshot()
 	names := make([]string, 0, len(open))
 	for name := range open {

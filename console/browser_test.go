@@ -186,6 +186,11 @@ func TestConsoleBrowser(t *testing.T) {
 	if got := evalString(t, ctx, grow+`.dataset.inFlight`); got == "0" || got == "" {
 		t.Errorf("group row: %q in flight, want the held record", got)
 	}
+	// Readers, from the publisher's side: alpha's spool server saw beta's
+	// consumer billing fetch at the stream's end.
+	step(t, ctx, "alpha's readers", 20*time.Second,
+		chromedp.Poll[chromedp.Void](`(() => { const r = document.querySelector('#readers tr[data-publisher=alpha][data-stream=orders][data-consumer=billing][data-node=beta]'); return r !== null && r.dataset.position === "40" && r.dataset.lag === "0"; })()`),
+	)
 	// The group's live member, and beta's group members named by stream
 	// and group (not the gossip service's fastmq-group (GROUP)).
 	if got := evalString(t, ctx, grow+`.children[7].dataset.active`); got != "1" {

@@ -147,7 +147,23 @@ func printMeshReport(w io.Writer, v console.View) error {
 		}
 	}
 	printGroupsReport(tw, v)
+	printReadersReport(tw, v)
 	return tw.Flush()
+}
+
+// printReadersReport writes the table of readers: who fetched from each
+// publisher's spool server, as the server saw it.
+func printReadersReport(tw io.Writer, v console.View) {
+	fmt.Fprintf(tw, "\nPUBLISHER\tSTREAM\tREADER\tNODE\tPEER\tPOSITION\tLAG\tLAST FETCH\n")
+	for _, m := range v.Mesh.Members {
+		if m.State == nil {
+			continue
+		}
+		for _, r := range m.State.Readers {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", pubName(m), r.Stream, orDash(r.Consumer), orDash(r.Node), orDash(r.Peer),
+				r.Position, sub0(r.High, r.Position), r.LastFetch.UTC().Format(time.RFC3339))
+		}
+	}
 }
 
 // printGroupsReport writes the table of consumer groups: one row per
@@ -197,6 +213,8 @@ func init() {
 			"next offset minus the consumer's acknowledged one. A fourth table lists the consumer " +
 			"groups, one row per group and publisher: records not settled (LAG) and the oldest one's " +
 			"age, leases in flight, redeliveries, records in the dead-letter stream, and rates. " +
+			"A fifth lists the readers each publisher's spool server saw lately (consumer, node, " +
+			"address, the position of its last fetch, its lag then, when), plain consumers included. " +
 			"With --join, join the mesh as a " +
 			"short-lived observer to find an agent that serves HTTP, then leave. Rates need two " +
 			"gatherings by the agent: '-' on the first.",

@@ -173,6 +173,22 @@ function renderConsumers(v) {
   fill("consumers", rows);
 }
 
+// renderReaders lists who fetched from each publisher's spool server.
+function renderReaders(v) {
+  const rows = [];
+  for (const m of v.mesh.members) {
+    if (!m.state) continue;
+    for (const r of m.state.readers || []) {
+      const lag = sub(r.high, r.position);
+      rows.push(el("tr", { "data-publisher": m.name, "data-stream": r.stream, "data-consumer": r.consumer || "", "data-node": r.node || "",
+        "data-position": r.position, "data-lag": lag, "data-stale": m.stale ? "1" : null },
+        pubCell(m), el("td", {}, r.stream), el("td", {}, r.consumer || "-"), el("td", {}, r.node || "-"),
+        el("td", {}, r.peer || "-"), num(r.position), num(lag, { class: "num lag" }), el("td", {}, fmtTime(r.last_fetch)), num(r.fetches)));
+    }
+  }
+  fill("readers", rows);
+}
+
 // renderGroups lists every consumer group on every publisher.
 function renderGroups(v) {
   const rows = [];
@@ -272,6 +288,7 @@ function render(v) {
   renderStreams(v);
   renderConsumers(v);
   renderGroups(v);
+  renderReaders(v);
   renderPeekNodes(v);
   const h = v.history || [];
   chart("chart-append", h, "append");

@@ -43,6 +43,10 @@ type ConsumerConfig struct {
 	Stream string
 	// Name of the consumer, for logs and metrics.
 	Name string
+	// Node names the node the consumer runs on. Name and Node are told
+	// to publishers (from protocol version 4), which list their readers
+	// by them (Server.Clients).
+	Node string
 	// Offsets keeps the committed positions, per publisher, across
 	// restarts. Nil means positions are not persisted.
 	Offsets *spool.OffsetStore

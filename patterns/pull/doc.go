@@ -142,10 +142,27 @@
 // request) in its own version, with "forbidden: " and the same message:
 // older consumers stop on it with a protocol error that carries it.
 //
-// A consumer sends version 3. A server that does not speak it answers
+// # Protocol, version 4
+//
+// Version 4 has the fields and statuses of version 3, with version byte
+// 4; a request has two more frames, the consumer's name and its node's
+// (each 0..255 bytes of UTF-8, empty when not told):
+//
+//	frame 0: the version 2 request header, version byte 4
+//	frame 1: stream name, 1..255 bytes
+//	frame 2: consumer name (ConsumerConfig.Name), 0..255 bytes
+//	frame 3: node name (ConsumerConfig.Node), 0..255 bytes
+//
+// Replies are those of version 3. The names decide nothing: the server
+// lists its readers by them (Server.Clients: consumer, node, address,
+// authenticated principal, the offset of the last fetch and the stream's
+// end then), as nsqadmin lists a channel's clients; older requests are
+// listed by their connection.
+//
+// A consumer sends version 4. A server that does not speak it answers
 // status 4 in version 1 (see above); the consumer then steps down one
-// version at a time (3, then 2, then 1), so a version 2 server is still
-// spoken to in version 2.
+// version at a time (4, then 3, then 2, then 1), so a version 2 server is
+// still spoken to in version 2.
 //
 // # Log identity and epochs
 //

@@ -15,8 +15,9 @@ import (
 // StatusOtherLog and StatusDiverged, and the log identity and epoch in
 // requests and replies; a server never sends them to a version 1 request.
 // Version 3 adds StatusForbidden, which a server never sends to an older
-// request.
-const ProtocolVersion = 3
+// request. Version 4 adds the consumer's name and node to requests (two
+// more frames), for the server's report of its readers (Server.Clients).
+const ProtocolVersion = 4
 
 // minProtocolVersion is the oldest version a server answers and a consumer
 // falls back to.
@@ -146,6 +147,9 @@ const (
 	identityLen = 16 + 4
 	// MaxStreamName is the longest stream name the protocol carries.
 	MaxStreamName = 255
+	// MaxClientName is the longest consumer or node name a version 4
+	// request carries; longer ones are cut.
+	MaxClientName = 255
 )
 
 // ErrMalformed reports a frame that does not follow the pull protocol.
@@ -169,6 +173,11 @@ type Request struct {
 	// StatusDiverged). Version 1 requests carry neither.
 	LogID uuid.UUID
 	Epoch uint32
+	// Consumer and Node (version 4) name the consumer and the node it
+	// runs on, as it tells them (for Server.Clients; nothing is decided
+	// by them); "" when it does not. Older requests carry neither.
+	Consumer string
+	Node     string
 }
 
 // Reply is one decoded server reply.
@@ -262,18 +271,54 @@ func versionOr(v uint8) uint8 {
 	return v
 }
 
-// EncodeRequest returns the frames of r.
+// EncodeRequest returns the frames of r: from version 4 on with the
+// consumer's and the node's name (cut to MaxClientName bytes).
 func EncodeRequest(r *Request) [][]byte {
-	return [][]byte{appendRequestHeader(nil, r), []byte(r.Stream)}
+	frames := [][]byte{appendRequestHeader(nil, r), []byte(r.Stream)}
+	if versionOr(r.Version) >= 4 {
+		frames = append(frames, []byte(clip(r.Consumer, MaxClientName)), []byte(clip(r.Node, MaxClientName)))
+	}
+	return frames
+}
+
+// clip returns s cut to at most n bytes.
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// requestFrames is the frame count of a request of version v.
+func requestFrames(v uint8) int {
+	if v >= 4 {
+		return 4
+	}
+	return 2
 }
 
 // DecodeRequest parses the frames of a request (without the ROUTER
 // envelope). It never panics on any input.
 func DecodeRequest(frames [][]byte) (Request, error) {
 	var r Request
+	var names [][]byte
+	if len(frames) > 0 && len(frames[0]) > 0 {
+		if n := requestFrames(frames[0][0]); n > 2 && len(frames) == n {
+			frames, names = frames[:2], frames[2:]
+		}
+	}
 	h, err := header(frames, "request", requestHeaderLen)
 	if err != nil {
 		return r, err
+	}
+	if want := requestFrames(h[0]); len(names)+2 != want {
+		return r, fmt.Errorf("%w: version %d request has %d frames, want %d", ErrMalformed, h[0], len(names)+2, want)
+	}
+	if len(names) == 2 {
+		if len(names[0]) > MaxClientName || len(names[1]) > MaxClientName {
+			return r, fmt.Errorf("%w: consumer or node name over %d bytes", ErrMalformed, MaxClientName)
+		}
+		r.Consumer, r.Node = string(names[0]), string(names[1])
 	}
 	r.Version = h[0]
 	r.Op = Op(h[1])

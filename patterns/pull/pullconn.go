@@ -44,7 +44,8 @@ func (pc *pullConn) sendFetch(ctx context.Context, pos uint64) uint32 {
 // epoch of the publisher's position.
 func (pc *pullConn) send(ctx context.Context, op Op, arg uint64) uint32 {
 	cfg := &pc.c.cfg
-	r := Request{Version: pc.version, Op: op, ID: reqIDs.Add(1), Offset: arg, MaxBytes: uint32(cfg.MaxBytes), Stream: cfg.Stream, Epoch: NoEpoch}
+	r := Request{Version: pc.version, Op: op, ID: reqIDs.Add(1), Offset: arg, MaxBytes: uint32(cfg.MaxBytes), Stream: cfg.Stream, Epoch: NoEpoch,
+		Consumer: cfg.Name, Node: cfg.Node}
 	if op == OpFetch {
 		r.MaxWaitMillis = uint32(cfg.MaxWait / time.Millisecond)
 		pc.c.mu.Lock()

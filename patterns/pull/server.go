@@ -125,6 +125,8 @@ type Server struct {
 
 	extMu sync.Mutex
 	ext   map[uint8]Extension // by version byte (HandleVersion)
+
+	clients clientTable // who fetched what (clients.go)
 }
 
 // NewServer binds the ROUTER socket and starts serving.
@@ -341,6 +343,7 @@ func (s *Server) handle(env [][]byte, req Request) {
 			Data: []byte(fmt.Sprintf("offset %d is beyond the end of the log (next %d)", req.Offset, next))})
 		return
 	}
+	s.sawFetch(env, req, l.NextOffset())
 	if req.Offset >= l.NextOffset() && req.MaxWaitMillis > 0 {
 		wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 		if wait > s.cfg.MaxWait {
