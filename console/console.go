@@ -24,6 +24,11 @@
 //	c.Register(mux) // or http.ListenAndServe(addr, c.Handler())
 //	node.AdvertiseHTTP(addr)
 //
+// On a node whose spool server has an ACL (or with Config.Tokens), every
+// route but the page obeys it: callers are authenticated by bearer token
+// as ACL clients (Tokens), a peek needs the read grant, and the views
+// show only the streams the caller may read (see Config.Tokens).
+//
 // The JSON under /api/ is the page's and may change between releases;
 // /status and /metrics are the stable interfaces.
 package console
@@ -47,6 +52,7 @@ import (
 	"github.com/fastmq/fastmq"
 	"github.com/fastmq/fastmq/discovery"
 	"github.com/fastmq/fastmq/internal/metrics"
+	"github.com/fastmq/fastmq/patterns/pull"
 	"github.com/fastmq/fastmq/spool"
 )
 
@@ -83,6 +89,20 @@ type Config struct {
 	Client *http.Client
 	// Logger receives the console's logs; nil discards them.
 	Logger *slog.Logger
+	// Tokens, when set, authenticates callers by bearer token as ACL
+	// clients. When the node's spool server has an ACL, or Tokens is
+	// set, every route obeys it: a caller is its token's client (nil
+	// Tokens: none is known), a caller on loopback without a token the
+	// anonymous client, one from beyond loopback without a token is
+	// refused (401); a peek needs the ACL's read grant (403 otherwise,
+	// the same whether the stream exists or not), and /status,
+	// /api/mesh and /metrics show only the streams (their groups,
+	// consumers, readers) the caller may read.
+	Tokens *Tokens
+	// PeerToken, when set, is the bearer token the console presents to
+	// the other nodes' HTTP when it gathers their status or relays a
+	// peek (their Tokens must know it).
+	PeerToken string
 }
 
 // Console serves the web console of one node. It is safe for concurrent
@@ -118,6 +138,9 @@ func New(cfg Config) (*Console, error) {
 		tr = &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 30 * time.Second}
 		cfg.Client = &http.Client{Transport: tr}
 	}
+	if cfg.PeerToken != "" {
+		cfg.Client = TokenClient(cfg.Client.Transport, cfg.PeerToken)
+	}
 	lg := cfg.Logger
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
@@ -152,10 +175,12 @@ func (c *Console) Handler() http.Handler {
 //	/metrics     this node's Prometheus metrics (metrics.NodeHandler), and
 //	             the down publishers' last known state (see MeshMember.Stale)
 func (c *Console) Register(mux *http.ServeMux) {
-	mux.Handle("/status", c.cfg.Node.StatusHandler())
-	mux.Handle("/metrics", metrics.Handler(c.metricsSnapshot))
-	mux.HandleFunc("/api/mesh", c.serveMesh)
-	mux.HandleFunc("/api/peek", c.servePeek)
+	mux.Handle("/status", c.authed(c.serveStatus))
+	mux.Handle("/metrics", c.authed(func(w http.ResponseWriter, r *http.Request, a access) {
+		metrics.Handler(func() metrics.Snapshot { return c.metricsSnapshot(a) }).ServeHTTP(w, r)
+	}))
+	mux.Handle("/api/mesh", c.authed(c.serveMesh))
+	mux.Handle("/api/peek", c.authed(c.servePeek))
 	static, _ := fs.Sub(assets, "assets")
 	files := http.FileServerFS(static)
 	mux.Handle("/assets/", http.StripPrefix("/assets/", files))
@@ -211,8 +236,19 @@ func (c *Console) Mesh(ctx context.Context) View {
 	return v
 }
 
-func (c *Console) serveMesh(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, c.Mesh(r.Context()))
+func (c *Console) serveMesh(w http.ResponseWriter, r *http.Request, a access) {
+	writeJSON(w, http.StatusOK, filterView(c.Mesh(r.Context()), a))
+}
+
+// serveStatus serves the node's Status (as fastmq.Node.StatusHandler
+// does) with what the caller may see.
+func (c *Console) serveStatus(w http.ResponseWriter, _ *http.Request, a access) {
+	st := c.cfg.Node.Status()
+	filterStatus(&st, a)
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(st)
 }
 
 // FetchView asks the console served at addr (host:port) for its View, with
@@ -265,10 +301,14 @@ type PeekRecord struct {
 	Truncated bool              `json:"truncated,omitempty"`
 }
 
-func (c *Console) servePeek(w http.ResponseWriter, r *http.Request) {
+func (c *Console) servePeek(w http.ResponseWriter, r *http.Request, a access) {
 	q := r.URL.Query()
 	node, stream := q.Get("node"), q.Get("stream")
 	n := c.cfg.Node
+	if !a.may(stream) {
+		writeJSON(w, http.StatusForbidden, PeekPage{Node: node, Stream: stream, Error: pull.ForbiddenMessage(stream)})
+		return
+	}
 	if node != "" && node != n.Name() {
 		c.proxyPeek(w, r, node)
 		return

@@ -70,18 +70,21 @@ func (mem memory) downPublishers() []lastKnown {
 // down publishers' last known state. A memory older than RateWindow is
 // refreshed first (a gathering, bounded by Config.Timeout), so that a
 // scraper alone sees a publisher go down.
-func (c *Console) metricsSnapshot() metrics.Snapshot {
+func (c *Console) metricsSnapshot(a access) metrics.Snapshot {
 	c.mu.Lock()
 	stale := c.last == nil || time.Since(c.last.Mesh.Time) > RateWindow
 	c.mu.Unlock()
 	if stale {
 		c.Mesh(context.Background())
 	}
-	snap := metrics.FromStatus(c.cfg.Node.Status())
+	st := c.cfg.Node.Status()
+	filterStatus(&st, a)
+	snap := metrics.FromStatus(st)
 	c.mu.Lock()
 	down := c.mem.downPublishers()
 	c.mu.Unlock()
 	for _, lk := range down {
+		filterStatus(&lk.state, a)
 		snap.Down = append(snap.Down, metrics.DownFrom(lk.state, lk.downSince))
 	}
 	sort.Slice(snap.Down, func(i, j int) bool { return snap.Down[i].Name < snap.Down[j].Name })

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -119,10 +120,10 @@ func askedMembers(ctx context.Context, m *discovery.Membership, w io.Writer) (me
 
 // agentMembers asks the agent serving HTTP at addr for its view of the
 // mesh: unlike a fresh observer's, it has the members that failed or left.
-func agentMembers(ctx context.Context, addr string) ([]fastmq.MemberStatus, error) {
+func agentMembers(ctx context.Context, client *http.Client, addr string) ([]fastmq.MemberStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, agentTimeout)
 	defer cancel()
-	st, err := console.FetchStatus(ctx, nil, addr)
+	st, err := console.FetchStatus(ctx, client, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -301,7 +302,7 @@ func withObserver(ctx context.Context, f gossipFlags, what string, fn func(m *di
 func init() {
 	var f gossipFlags
 	var watch, asJSON bool
-	var httpAddr, forget string
+	var httpAddr, forget, tokenFile string
 	cmd := &cobra.Command{
 		Use:   "members (--join HOST:PORT | --http HOST:PORT)",
 		Short: "Print the gossip mesh, one member a line: name, address, status, services",
@@ -341,7 +342,11 @@ func init() {
 				if len(f.join) > 0 {
 					return fmt.Errorf("--http and --join exclude each other")
 				}
-				return runMembers(ctx, func(ctx context.Context) ([]fastmq.MemberStatus, error) { return agentMembers(ctx, httpAddr) }, watch, asJSON, out)
+				client, err := tokenClient(tokenFile)
+				if err != nil {
+					return err
+				}
+				return runMembers(ctx, func(ctx context.Context) ([]fastmq.MemberStatus, error) { return agentMembers(ctx, client, httpAddr) }, watch, asJSON, out)
 			}
 			if len(f.join) == 0 {
 				return fmt.Errorf("--join or --http is required")
@@ -361,6 +366,7 @@ func init() {
 	fl.StringVar(&httpAddr, "http", "", "HTTP address of an agent (its --http) to ask, instead of joining the mesh")
 	fl.BoolVar(&watch, "watch", false, "keep printing changes until interrupted")
 	fl.BoolVar(&asJSON, "json", false, "print the members as a JSON array")
+	fl.StringVar(&tokenFile, "token-file", "", "with --http: `FILE` holding a bearer token for the agent's HTTP (its --http-tokens)")
 	fl.StringVar(&forget, "forget", "", "remove the failed or left member `NAME` from every member's list, and what consoles kept of it")
 	f.registerKey(cmd)
 	rootCmd.AddCommand(cmd)

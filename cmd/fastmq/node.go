@@ -52,6 +52,7 @@ type nodeFlags struct {
 	logLevel slog.Level
 	nameFlag string
 	sec      nodeSecFlags // --curve-key, --curve-allow, --acl (nodesec.go)
+	httpAuth httpAuthFlags // --http-tokens, --http-peer-token (httpauth.go)
 }
 
 func (f *nodeFlags) register(cmd *cobra.Command, nameFlag, defaultName string) {
@@ -88,6 +89,7 @@ func (f *nodeFlags) register(cmd *cobra.Command, nameFlag, defaultName string) {
 	fl.StringVar(&f.diskDrop, "disk-policy", "refuse", "disk guard policy when a limit is reached: refuse (appends fail with a disk full error) or drop-oldest (delete the oldest segments of the largest streams)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log at debug level")
 	f.sec.register(fl)
+	f.httpAuth.register(fl)
 }
 
 func (f *nodeFlags) config() (fastmq.Config, error) {
@@ -196,7 +198,11 @@ func (f *nodeFlags) runNode(ctx context.Context, fn func(ctx context.Context, n 
 			n.Close()
 			return fmt.Errorf("--http %q: %w", f.http, err)
 		}
-		con, err = console.New(console.Config{Node: n, Logger: cfg.Logger})
+		ccfg := console.Config{Node: n, Logger: cfg.Logger}
+		err = f.httpAuth.apply(&ccfg, f.http, cfg.ACL != nil)
+		if err == nil {
+			con, err = console.New(ccfg)
+		}
 		if err == nil {
 			err = n.AdvertiseHTTP(ln.Addr().String())
 		}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,10 +21,23 @@ import (
 
 // meshView asks the agent serving HTTP at addr for the mesh as its console
 // gathers it.
-func meshView(ctx context.Context, addr string) (console.View, error) {
+func meshView(ctx context.Context, client *http.Client, addr string) (console.View, error) {
 	ctx, cancel := context.WithTimeout(ctx, agentTimeout)
 	defer cancel()
-	return console.FetchView(ctx, nil, addr)
+	return console.FetchView(ctx, client, addr)
+}
+
+// tokenClient is the HTTP client of --token-file: one that presents the
+// file's token (nil, the default client, without the flag).
+func tokenClient(file string) (*http.Client, error) {
+	if file == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--token-file: %w", err)
+	}
+	return console.TokenClient(nil, strings.TrimSpace(string(b))), nil
 }
 
 func humanBytes(b uint64) string {
@@ -201,7 +216,7 @@ func orDash(s string) string {
 func init() {
 	var f gossipFlags
 	var asJSON bool
-	var httpAddr string
+	var httpAddr, tokenFile string
 	cmd := &cobra.Command{
 		Use:   "status (--join HOST:PORT | --http HOST:PORT)",
 		Short: "Print the mesh-wide tables of members, streams, consumer lag and consumer groups",
@@ -222,8 +237,12 @@ func init() {
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, out := cmd.Context(), cmd.OutOrStdout()
+			client, err := tokenClient(tokenFile)
+			if err != nil {
+				return err
+			}
 			report := func(addr string) error {
-				v, err := meshView(ctx, addr)
+				v, err := meshView(ctx, client, addr)
 				if err != nil {
 					return err
 				}
@@ -257,6 +276,7 @@ func init() {
 	fl.StringVar(&f.bind, "gossip", "", "bind address of the observer (default HOST:0 next to --join)")
 	fl.StringVar(&httpAddr, "http", "", "HTTP address of an agent (its --http) to ask, instead of joining the mesh")
 	fl.BoolVar(&asJSON, "json", false, "print the gathered mesh as JSON")
+	fl.StringVar(&tokenFile, "token-file", "", "`FILE` holding a bearer token for the agent's HTTP (its --http-tokens): what its ACL lets the token's client read is shown")
 	f.registerKey(cmd)
 	rootCmd.AddCommand(cmd)
 }

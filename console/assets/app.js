@@ -296,10 +296,28 @@ function render(v) {
   chart("chart-ack", h, "ack");
 }
 
+// authed is the fetch options: with the bearer token the user gave (a
+// node with an ACL asks callers beyond loopback for one: --http-tokens).
+function authed() {
+  const o = { cache: "no-store" };
+  const t = sessionStorage.getItem("fastmq-token");
+  if (t) o.headers = { Authorization: "Bearer " + t };
+  return o;
+}
+
+// askToken asks the user for a token after a 401; false when none given.
+function askToken() {
+  const t = window.prompt("This node asks for a token (its --http-tokens):");
+  if (!t) return false;
+  sessionStorage.setItem("fastmq-token", t.trim());
+  return true;
+}
+
 async function poll() {
   const conn = document.getElementById("conn");
   try {
-    const r = await fetch("api/mesh", { cache: "no-store" });
+    const r = await fetch("api/mesh", authed());
+    if (r.status === 401 && askToken()) { setTimeout(poll, 0); return; }
     if (!r.ok) throw new Error(r.status + " " + r.statusText);
     render(await r.json());
     conn.textContent = "live";
@@ -335,7 +353,7 @@ async function peek(from) {
   const info = document.getElementById("peek-info");
   let page;
   try {
-    const r = await fetch("api/peek?" + q.toString(), { cache: "no-store" });
+    const r = await fetch("api/peek?" + q.toString(), authed());
     page = await r.json();
   } catch (e) {
     info.textContent = "peek failed: " + e.message;

@@ -466,3 +466,16 @@ func (s *Server) send(env [][]byte, frames [][]byte) error {
 	}
 	return nil
 }
+
+// HasACL reports whether the server has an ACL (ServerConfig.ACL,
+// SetACL).
+func (s *Server) HasACL() bool { return s.acl.Load() != nil }
+
+// AllowedCredentials reports whether the ACL lets the client cred read
+// stream, as Allowed does for a peer of the socket: for a caller
+// authenticated some other way (the node's HTTP side, by token). No ACL
+// allows every client.
+func (s *Server) AllowedCredentials(cred socket.PeerCredentials, stream string) bool {
+	ix := s.acl.Load()
+	return ix == nil || ix.allows(cred, stream)
+}
