@@ -51,7 +51,7 @@ type nodeFlags struct {
 	// value), or warn for a command whose stderr is for its own output.
 	logLevel slog.Level
 	nameFlag string
-	sec      nodeSecFlags // --curve-key, --curve-allow, --acl (nodesec.go)
+	sec      nodeSecFlags  // --curve-key, --curve-allow, --acl (nodesec.go)
 	httpAuth httpAuthFlags // --http-tokens, --http-peer-token (httpauth.go)
 }
 
