@@ -155,7 +155,7 @@ var (
 	descGuardRefuses = prometheus.NewDesc("fastmq_disk_guard_refused_appends_total", "Appends refused by the disk guard.", nil, nil)
 	descFailed       = prometheus.NewDesc("fastmq_stream_failed", "1 for a local stream on disk that would not open (a damaged spool) and takes no appends, 0 for a served one.", []string{"stream"}, nil)
 	descDamaged      = prometheus.NewDesc("fastmq_stream_damaged", "1 for a local stream whose spool is damaged in the middle, served read-only up to the damage until repaired, 0 for another.", []string{"stream"}, nil)
-	descMembers      = prometheus.NewDesc("fastmq_members", "Gossip members by status.", []string{"status"}, nil)
+	descMembers      = prometheus.NewDesc("fastmq_members", "Gossip members by status (commands' short-lived observers left out).", []string{"status"}, nil)
 )
 
 type collector struct{ snapshot func() Snapshot }

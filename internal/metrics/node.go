@@ -32,6 +32,9 @@ func FromStatus(st fastmq.Status) Snapshot {
 		snap.Consumers = append(snap.Consumers, Consumer{Name: c.Name, Stream: c.Stream, Publishers: c.Publishers})
 	}
 	for _, m := range st.Members {
+		if m.Tags[fastmq.ObserverTag] != "" {
+			continue // a command's short-lived node (fastmq status, group ls)
+		}
 		snap.Members[m.Status]++
 	}
 	snap.Groups = st.Groups
