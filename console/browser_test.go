@@ -285,6 +285,17 @@ func TestConsoleBrowser(t *testing.T) {
 		chromedp.Poll[chromedp.Void](`(() => { const r = document.querySelector('#streams tr[data-stream=events][data-node=delta]'); return r !== null && r.children[3].textContent === "12"; })()`),
 		chromedp.Poll[chromedp.Void](`(() => { const r = `+drow+`; return r !== null && r.dataset.acked === "2"; })()`),
 	)
+	// delta's readers, asked of its spool server too: beta's member
+	// fetches from it as a group member, and a plain consumer of beta's.
+	dc, err := beta.node.Consume(fastmq.ConsumerConfig{Stream: "events", Name: "audit-trail"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dc.Close()
+	consumeN(t, dc, 12)
+	step(t, ctx, "delta's readers through its spool server", 30*time.Second,
+		chromedp.Poll[chromedp.Void](`(() => { const r = document.querySelector('#readers tr[data-publisher=delta][data-stream=events][data-consumer=audit-trail][data-node=beta]'); return r !== null && r.dataset.position === "12"; })()`),
+	)
 	if got := evalString(t, ctx, drow+`.children[3].textContent`); got != "10" {
 		t.Errorf("delta's group lag on the page: %q, want 10", got)
 	}

@@ -14,8 +14,9 @@ import (
 
 // statusViaSpool gathers what the spool server at mm's spool endpoint
 // tells of a member that serves no HTTP: the offsets of the streams it
-// advertises (the pull protocol's OpMeta) and its consumer groups (the
-// group protocol's list, as fastmq group ls asks). The rest of a Status
+// advertises (the pull protocol's OpMeta), its consumer groups (the
+// group protocol's list, as fastmq group ls asks) and its readers (the
+// pull protocol's OpReaders). The rest of a Status
 // (disk, consumers, RPC) is not had that way and stays empty. It asks
 // with n's client socket settings (CURVE keys), so a spool server's ACL
 // sees n's principal. It blocks until the answers or ctx's end.
@@ -35,6 +36,11 @@ func statusViaSpool(ctx context.Context, n *fastmq.Node, mm *MeshMember) (fastmq
 	// A refusal (an ACL that does not grant this node the list) leaves
 	// the groups out, the streams stay.
 	st.Groups = gs
+	// Its readers (pull protocol version 4; an older server has none to
+	// tell).
+	if rs, err := pull.Readers(ctx, mm.SpoolEndpoint, pull.AllStreams, cfg); err == nil {
+		st.Readers = rs
+	}
 	return st, nil
 }
 

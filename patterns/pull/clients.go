@@ -1,9 +1,15 @@
 package pull
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/fastmq/fastmq/socket"
 )
 
 // ClientStats is one reader of one stream as the server sees it: who
@@ -135,4 +141,86 @@ func (s *Server) Clients() []ClientStats {
 		return a.Peer < b.Peer
 	})
 	return out
+}
+
+// replyReaders answers an OpReaders request: the readers of the streams
+// the client may read (the ACL's read grants; AllStreams: all of them).
+func (s *Server) replyReaders(env [][]byte, req Request) {
+	var out []ClientStats
+	for _, c := range s.Clients() {
+		if (req.Stream == AllStreams || c.Stream == req.Stream) && s.allowedQuiet(env, c.Stream) {
+			out = append(out, c)
+		}
+	}
+	if out == nil {
+		out = []ClientStats{}
+	}
+	data, err := json.Marshal(out)
+	if err != nil {
+		s.reply(env, &Reply{Version: req.Version, Status: StatusInternal, ID: req.ID, Data: []byte(err.Error())})
+		return
+	}
+	s.reply(env, &Reply{Version: req.Version, Status: StatusOK, ID: req.ID, Data: data})
+}
+
+// allowedQuiet is Allowed without counting a refusal: a list leaves out
+// what the client may not read, it refuses nothing.
+func (s *Server) allowedQuiet(env [][]byte, stream string) bool {
+	ix := s.acl.Load()
+	if ix == nil {
+		return true
+	}
+	if len(env) == 0 {
+		return false
+	}
+	cred, ok, err := s.sock.PeerCredentials(env[0])
+	return err == nil && ok && ix.allows(cred, stream)
+}
+
+// ErrOldServer reports a server that does not speak protocol version 4
+// (it does not list its readers).
+var ErrOldServer = errors.New("pull: the server speaks an older protocol")
+
+// Readers asks the spool server at endpoint for its readers of stream
+// (AllStreams: of every stream this client may read) over a DEALER socket
+// of cfg. A server of an older version gives ErrOldServer. It blocks
+// until the answer or ctx's end.
+func Readers(ctx context.Context, endpoint, stream string, cfg socket.Config) ([]ClientStats, error) {
+	cfg.Identity = nil
+	sock, err := socket.New(socket.Dealer, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer sock.Close()
+	if err := sock.Connect(endpoint); err != nil {
+		return nil, err
+	}
+	req := Request{Version: 4, Op: OpReaders, ID: 1, Stream: stream, Epoch: NoEpoch}
+	if err := sock.Send(ctx, socket.Msg{Frames: EncodeRequest(&req)}); err != nil {
+		return nil, fmt.Errorf("pull: readers at %s: %w", endpoint, err)
+	}
+	for {
+		m, err := sock.Recv(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("pull: readers at %s: %w", endpoint, err)
+		}
+		rep, err := DecodeReply(m.Frames)
+		if err != nil {
+			return nil, fmt.Errorf("pull: readers at %s: %w", endpoint, err)
+		}
+		if rep.Status == StatusBadRequest && rep.Version < 4 {
+			return nil, ErrOldServer
+		}
+		if rep.ID != req.ID {
+			continue
+		}
+		if rep.Status != StatusOK {
+			return nil, fmt.Errorf("pull: readers at %s: %s: %s", endpoint, rep.Status, message(rep.Data))
+		}
+		var out []ClientStats
+		if err := json.Unmarshal(rep.Data, &out); err != nil {
+			return nil, fmt.Errorf("pull: readers at %s: %w", endpoint, err)
+		}
+		return out, nil
+	}
 }

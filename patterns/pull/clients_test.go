@@ -75,6 +75,23 @@ func TestServerClients(t *testing.T) {
 	if anon != 1 {
 		t.Errorf("the version 3 client listed %d times: %+v", anon, s.Clients())
 	}
+
+	// Over the wire (OpReaders): the same list, and under an ACL only the
+	// readers of streams the asking client may read.
+	rs, err := pull.Readers(ctx, s.Endpoints()[0], pull.AllStreams, socket.Config{})
+	if err != nil || len(rs) != 2 {
+		t.Fatalf("readers over the wire: %+v, %v", rs, err)
+	}
+	acl, err := pull.ParseACL([]byte("fastmq-acl 1\nallow * other\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetACL(acl); err != nil {
+		t.Fatal(err)
+	}
+	if rs, err := pull.Readers(ctx, s.Endpoints()[0], pull.AllStreams, socket.Config{}); err != nil || len(rs) != 0 {
+		t.Fatalf("readers of streams the client may not read: %+v, %v", rs, err)
+	}
 }
 
 // TestRequestNamesRoundTrip: a version 4 request carries the consumer's

@@ -159,6 +159,11 @@
 // end then), as nsqadmin lists a channel's clients; older requests are
 // listed by their connection.
 //
+// Version 4 adds op 4, readers: the server's readers of the request's
+// stream ("*": of every stream), as a JSON array of ClientStats in the
+// reply's data, leaving out the streams the client may not read (the
+// ACL's read grants). A version 1 to 3 request of op 4 is malformed.
+//
 // A consumer sends version 4. A server that does not speak it answers
 // status 4 in version 1 (see above); the consumer then steps down one
 // version at a time (4, then 3, then 2, then 1), so a version 2 server is

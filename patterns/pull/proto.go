@@ -35,7 +35,14 @@ const (
 	// OpSeekTime asks for the first offset at or after a time (in the
 	// request's Offset field, as Unix nanoseconds).
 	OpSeekTime Op = 3
+	// OpReaders (version 4) asks for the server's readers of the stream
+	// (AllStreams: of every stream the client may read), as JSON
+	// []ClientStats in the reply's data (see Server.Clients).
+	OpReaders Op = 4
 )
+
+// AllStreams in an OpReaders request asks about every stream.
+const AllStreams = "*"
 
 // Status is the outcome of a request.
 type Status uint8
@@ -322,7 +329,7 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 	}
 	r.Version = h[0]
 	r.Op = Op(h[1])
-	if r.Op < OpFetch || r.Op > OpSeekTime {
+	if r.Op < OpFetch || r.Op > OpReaders || (r.Op == OpReaders && r.Version < 4) {
 		return r, fmt.Errorf("%w: unknown op %d", ErrMalformed, h[1])
 	}
 	r.ID = binary.BigEndian.Uint32(h[2:])

@@ -307,6 +307,10 @@ func (s *Server) recvLoop() {
 
 // handle answers req now, or parks it if it waits at the tail.
 func (s *Server) handle(env [][]byte, req Request) {
+	if req.Op == OpReaders {
+		s.replyReaders(env, req)
+		return
+	}
 	if !s.Allowed(env, req.Stream) {
 		s.replyForbidden(env, req)
 		return
