@@ -33,6 +33,8 @@ type Snapshot struct {
 	Groups []group.GroupStats
 	// Consumer groups far behind on the node's streams.
 	GroupsBehind []GroupBehind
+	// Readers are who fetched from the node's spool server lately.
+	Readers []pull.ClientStats
 	// Down are the mesh's down publishers as the console last saw them
 	// (empty where no console serves the metrics).
 	Down []DownPublisher
@@ -177,6 +179,9 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range downDescs {
 		ch <- d
 	}
+	for _, d := range readerDescs {
+		ch <- d
+	}
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -246,6 +251,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	collectDisk(ch, st.Disk)
 	collectGroups(ch, st.Groups)
 	collectDown(ch, st.Down)
+	collectReaders(ch, st.Readers)
 }
 
 // collectDisk exports the disk and the disk guard's state.

@@ -38,6 +38,7 @@ func FromStatus(st fastmq.Status) Snapshot {
 		snap.Members[m.Status]++
 	}
 	snap.Groups = st.Groups
+	snap.Readers = st.Readers
 	return snap
 }
 
