@@ -110,9 +110,16 @@ type access struct {
 	srv  *pull.Server
 }
 
-// may reports whether the caller may read stream.
+// may reports whether the caller may read stream (peek at its records).
 func (a access) may(stream string) bool {
-	return a.all || a.srv.AllowedCredentials(a.cred, stream)
+	return a.all || a.srv.AllowedCredentials(a.cred, pull.ACLRead, stream)
+}
+
+// mayList reports whether the caller may see stream's state (offsets,
+// groups, consumers, readers): the ACL's list grant, which read and admin
+// include.
+func (a access) mayList(stream string) bool {
+	return a.all || a.srv.AllowedCredentials(a.cred, pull.ACLList, stream)
 }
 
 // accessOf authenticates r. A node without an ACL and without tokens
@@ -154,21 +161,21 @@ func (c *Console) authed(h func(w http.ResponseWriter, r *http.Request, a access
 	})
 }
 
-// filterStatus removes from st what the caller may not read: streams,
+// filterStatus removes from st what the caller may not list (see mayList): streams,
 // groups, consumers, readers and the stream names of members'
 // advertisements. st's slices are replaced, not modified.
 func filterStatus(st *fastmq.Status, a access) {
 	if a.all {
 		return
 	}
-	st.Streams = keep(st.Streams, func(s fastmq.StreamStatus) bool { return a.may(s.Name) })
-	st.Groups = keep(st.Groups, func(g group.GroupStats) bool { return a.may(g.Stream) })
-	st.GroupsBehind = keep(st.GroupsBehind, func(g fastmq.GroupBehind) bool { return a.may(g.Stream) })
-	st.Consumers = keep(st.Consumers, func(c fastmq.ConsumerStatus) bool { return a.may(c.Stream) })
-	st.Readers = keep(st.Readers, func(r pull.ClientStats) bool { return a.may(r.Stream) })
+	st.Streams = keep(st.Streams, func(s fastmq.StreamStatus) bool { return a.mayList(s.Name) })
+	st.Groups = keep(st.Groups, func(g group.GroupStats) bool { return a.mayList(g.Stream) })
+	st.GroupsBehind = keep(st.GroupsBehind, func(g fastmq.GroupBehind) bool { return a.mayList(g.Stream) })
+	st.Consumers = keep(st.Consumers, func(c fastmq.ConsumerStatus) bool { return a.mayList(c.Stream) })
+	st.Readers = keep(st.Readers, func(r pull.ClientStats) bool { return a.mayList(r.Stream) })
 	ms := make([]fastmq.MemberStatus, len(st.Members))
 	for i, m := range st.Members {
-		m.Streams = keep(m.Streams, a.may)
+		m.Streams = keep(m.Streams, a.mayList)
 		ms[i] = m
 	}
 	st.Members = ms
@@ -193,7 +200,7 @@ func filterView(v View, a access) View {
 	}
 	ms := make([]MeshMember, len(v.Mesh.Members))
 	for i, m := range v.Mesh.Members {
-		m.Streams = keep(m.Streams, a.may)
+		m.Streams = keep(m.Streams, a.mayList)
 		if m.State != nil {
 			st := *m.State
 			filterStatus(&st, a)
@@ -205,7 +212,7 @@ func filterView(v View, a access) View {
 	byStream := func(rates map[string]float64, field int) map[string]float64 {
 		out := make(map[string]float64, len(rates))
 		for k, r := range rates {
-			if f := strings.Split(k, "/"); len(f) > field && a.may(f[field]) {
+			if f := strings.Split(k, "/"); len(f) > field && a.mayList(f[field]) {
 				out[k] = r
 			}
 		}

@@ -97,7 +97,8 @@ type Config struct {
 	// refused (401); a peek needs the ACL's read grant (403 otherwise,
 	// the same whether the stream exists or not), and /status,
 	// /api/mesh and /metrics show only the streams (their groups,
-	// consumers, readers) the caller may read.
+	// consumers, readers) the caller may list (the list grant, which
+	// read and admin include).
 	Tokens *Tokens
 	// PeerToken, when set, is the bearer token the console presents to
 	// the other nodes' HTTP when it gathers their status or relays a

@@ -144,7 +144,8 @@ func (s *Server) Clients() []ClientStats {
 }
 
 // replyReaders answers an OpReaders request: the readers of the streams
-// the client may read (the ACL's read grants; AllStreams: all of them).
+// the client may list (the ACL's list grants, which read and admin
+// include; AllStreams: all of them).
 func (s *Server) replyReaders(env [][]byte, req Request) {
 	var out []ClientStats
 	for _, c := range s.Clients() {
@@ -163,8 +164,8 @@ func (s *Server) replyReaders(env [][]byte, req Request) {
 	s.reply(env, &Reply{Version: req.Version, Status: StatusOK, ID: req.ID, Data: data})
 }
 
-// allowedQuiet is Allowed without counting a refusal: a list leaves out
-// what the client may not read, it refuses nothing.
+// allowedQuiet is AllowedOp for ACLList without counting a refusal: a
+// list leaves out what the client may not list, it refuses nothing.
 func (s *Server) allowedQuiet(env [][]byte, stream string) bool {
 	ix := s.acl.Load()
 	if ix == nil {
@@ -174,7 +175,7 @@ func (s *Server) allowedQuiet(env [][]byte, stream string) bool {
 		return false
 	}
 	cred, ok, err := s.sock.PeerCredentials(env[0])
-	return err == nil && ok && ix.allows(cred, stream)
+	return err == nil && ok && ix.allowsOp(cred, ACLList, stream)
 }
 
 // ErrOldServer reports a server that does not speak protocol version 4
@@ -182,7 +183,7 @@ func (s *Server) allowedQuiet(env [][]byte, stream string) bool {
 var ErrOldServer = errors.New("pull: the server speaks an older protocol")
 
 // Readers asks the spool server at endpoint for its readers of stream
-// (AllStreams: of every stream this client may read) over a DEALER socket
+// (AllStreams: of every stream this client may list) over a DEALER socket
 // of cfg. A server of an older version gives ErrOldServer. It blocks
 // until the answer or ctx's end.
 func Readers(ctx context.Context, endpoint, stream string, cfg socket.Config) ([]ClientStats, error) {

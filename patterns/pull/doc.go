@@ -161,8 +161,8 @@
 //
 // Version 4 adds op 4, readers: the server's readers of the request's
 // stream ("*": of every stream), as a JSON array of ClientStats in the
-// reply's data, leaving out the streams the client may not read (the
-// ACL's read grants). A version 1 to 3 request of op 4 is malformed.
+// reply's data, leaving out the streams the client may not list (the
+// ACL's list grants, which read and admin include). A version 1 to 3 request of op 4 is malformed.
 //
 // A consumer sends version 4. A server that does not speak it answers
 // status 4 in version 1 (see above); the consumer then steps down one

@@ -36,7 +36,7 @@ const (
 	// request's Offset field, as Unix nanoseconds).
 	OpSeekTime Op = 3
 	// OpReaders (version 4) asks for the server's readers of the stream
-	// (AllStreams: of every stream the client may read), as JSON
+	// (AllStreams: of every stream the client may list), as JSON
 	// []ClientStats in the reply's data (see Server.Clients).
 	OpReaders Op = 4
 )

@@ -475,11 +475,11 @@ func (s *Server) send(env [][]byte, frames [][]byte) error {
 // SetACL).
 func (s *Server) HasACL() bool { return s.acl.Load() != nil }
 
-// AllowedCredentials reports whether the ACL lets the client cred read
-// stream, as Allowed does for a peer of the socket: for a caller
+// AllowedCredentials reports whether the ACL lets the client cred do op
+// on stream, as AllowedOp does for a peer of the socket: for a caller
 // authenticated some other way (the node's HTTP side, by token). No ACL
 // allows every client.
-func (s *Server) AllowedCredentials(cred socket.PeerCredentials, stream string) bool {
+func (s *Server) AllowedCredentials(cred socket.PeerCredentials, op ACLOp, stream string) bool {
 	ix := s.acl.Load()
-	return ix == nil || ix.allows(cred, stream)
+	return ix == nil || ix.allowsOp(cred, op, stream)
 }
