@@ -27,7 +27,7 @@ func init() {
 			"keeps the state of the groups of its own records: these commands join the mesh, ask every " +
 			"publisher, and print one row per group and publisher.",
 	}
-	grp.AddCommand(groupConsumeAliasCmd(), groupLsCmd(), groupInfoCmd(), groupSeekCmd())
+	grp.AddCommand(groupConsumeAliasCmd(), groupLsCmd(), groupInfoCmd(), groupSeekCmd(), groupConfigureCmd())
 	rootCmd.AddCommand(grp)
 }
 
@@ -347,6 +347,52 @@ func groupSeekCmd() *cobra.Command {
 	cmd.Flags().StringVar(&stream, "stream", "", "stream (required)")
 	cmd.Flags().StringVar(&name, "group", "", "consumer group (required)")
 	cmd.Flags().StringVar(&to, "to", "", "earliest, latest, OFFSET or RFC3339 time (required)")
+	cmd.Flags().StringVar(&only, "publisher", "", "only on this publisher (node name)")
+	return cmd
+}
+
+// groupConfigureCmd is `fastmq group configure`: set a group's AckWait,
+// MaxDeliver and Backoff on each publisher, the only way they change once
+// the group exists (a member's fetch sets them only when it creates it).
+func groupConfigureCmd() *cobra.Command {
+	var a adminFlags
+	var stream, name, only string
+	var set group.Settings
+	cmd := &cobra.Command{
+		Use:   "configure",
+		Short: "Set a consumer group's lease length, delivery limit and backoff on each publisher of its stream",
+		Long: "Sets the settings of --group on every publisher of --stream (or only on --publisher): the lease " +
+			"length (--ack-wait, held to 100ms..1h), the deliveries before a dead letter (--max-deliver, -1 " +
+			"unlimited) and the redelivery backoff. A group takes the settings of the member whose fetch " +
+			"created it; members joining later do not change them, only this command does. Prints the " +
+			"group's rows after the change.",
+		Example: "  fastmq group configure --join 127.0.0.1:7946 --data /tmp/s --stream orders --group billing --ack-wait 1m --max-deliver 10",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if stream == "" || name == "" {
+				return errors.New("--stream and --group are required")
+			}
+			if set.AckWait < 0 || set.AckWait > group.MaxAckWait {
+				return fmt.Errorf("--ack-wait %v: want 0 (the default) to %v", set.AckWait, group.MaxAckWait)
+			}
+			return a.run(cmd, "group-configure", only, adminTimeout, func(ctx context.Context, adm *group.Admin) error {
+				res, err := adm.Configure(ctx, stream, name, set)
+				if err != nil {
+					return err
+				}
+				if err := printGroupRows(cmd.OutOrStdout(), groupRows(res, statsOne), a.asJSON); err != nil {
+					return err
+				}
+				return failedOn("the change", res)
+			})
+		},
+	}
+	a.register(cmd, "the rows after the change")
+	cmd.Flags().StringVar(&stream, "stream", "", "stream (required)")
+	cmd.Flags().StringVar(&name, "group", "", "consumer group (required)")
+	cmd.Flags().DurationVar(&set.AckWait, "ack-wait", group.DefaultAckWait, "lease length: a record not acknowledged within it is redelivered")
+	cmd.Flags().IntVar(&set.MaxDeliver, "max-deliver", group.DefaultMaxDeliver, "deliveries before a record goes to the dead-letter stream; -1 unlimited")
+	cmd.Flags().DurationSliceVar(&set.Backoff, "backoff", nil, "redelivery delays after the 1st, 2nd, ... failed delivery (the last repeats)")
 	cmd.Flags().StringVar(&only, "publisher", "", "only on this publisher (node name)")
 	return cmd
 }

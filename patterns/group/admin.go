@@ -61,6 +61,43 @@ func Seek(ctx context.Context, endpoint, stream, group string, to spool.Start, c
 	return Info(ctx, endpoint, stream, group, cfg)
 }
 
+// Settings are a group's AckWait, MaxDeliver and Backoff, as
+// MemberConfig has them (zero values: the defaults; MaxDeliver -1:
+// unlimited). A publisher bounds AckWait to [MinAckWait, MaxAckWait].
+type Settings struct {
+	AckWait    time.Duration
+	MaxDeliver int
+	Backoff    []time.Duration
+}
+
+// Configure sets the settings of a group of stream on the publisher at
+// endpoint (op configure): the only way they change once the group
+// exists there (its first fetch set them). It returns the group's state
+// after the change. The group must exist on the publisher (a
+// *StatusError with StatusUnknown otherwise). It blocks until the
+// publisher has written the change, or ctx ends.
+func Configure(ctx context.Context, endpoint, stream, group string, set Settings, cfg socket.Config) (GroupStats, error) {
+	if set.AckWait < 0 || set.AckWait > MaxAckWait || len(set.Backoff) > wire.MaxBackoff {
+		return GroupStats{}, fmt.Errorf("group: configure: AckWait %v (at most %v) or %d backoff values (at most %d)", set.AckWait, MaxAckWait, len(set.Backoff), wire.MaxBackoff)
+	}
+	maxDeliver := set.MaxDeliver
+	switch {
+	case maxDeliver == 0:
+		maxDeliver = DefaultMaxDeliver
+	case maxDeliver < 0:
+		maxDeliver = 0
+	}
+	rep, err := adminCall(ctx, endpoint, cfg, &wire.Request{Op: wire.OpConfigure, ID: 1, Stream: stream, Group: group, Member: "admin",
+		AckWaitMillis: uint32(set.AckWait / time.Millisecond), MaxDeliver: uint16(min(maxDeliver, 65535)), Backoff: set.Backoff})
+	if err != nil {
+		return GroupStats{}, err
+	}
+	if rep.Status != wire.StatusOK {
+		return GroupStats{}, statusError(&rep)
+	}
+	return Info(ctx, endpoint, stream, group, cfg)
+}
+
 // adminCall sends one request to the publisher at endpoint on a DEALER of
 // its own and returns the reply.
 func adminCall(ctx context.Context, endpoint string, cfg socket.Config, r *wire.Request) (wire.Reply, error) {
@@ -263,6 +300,16 @@ func (a *Admin) Seek(ctx context.Context, stream, group string, to spool.Start) 
 		ctx, cancel := a.timeout(ctx)
 		defer cancel()
 		return Seek(ctx, p.Endpoint, stream, group, to, a.cfg.Socket)
+	})
+}
+
+// Configure sets the settings of group on every publisher of stream (see
+// Configure) and returns the group's state on each after the change.
+func (a *Admin) Configure(ctx context.Context, stream, group string, set Settings) ([]Result[GroupStats], error) {
+	return askAll(ctx, a, stream, func(ctx context.Context, p Publisher) (GroupStats, error) {
+		ctx, cancel := a.timeout(ctx)
+		defer cancel()
+		return Configure(ctx, p.Endpoint, stream, group, set, a.cfg.Socket)
 	})
 }
 

@@ -93,9 +93,10 @@
 //     MaxLeaseFactor (10) AckWaits from the lease's start, and the
 //     buffer's extensions count towards that cap. The member times them
 //     by its own AckWait: in a group whose members differ in AckWait,
-//     the group's is that of the member that joined last, and a member
-//     with a longer one may see its buffered records run out (give the
-//     members of a group one AckWait). Extending a record leased as
+//     the group's is the one it was created or configured with, and a
+//     member with a longer one may see its buffered records run out
+//     (give the members of a group one AckWait). A publisher holds
+//     AckWait to [MinAckWait, MaxAckWait] (100 ms to an hour). Extending a record leased as
 //     part of a run of offsets costs the publisher an entry of its own
 //     for that record from then on (as InProgress does).
 //   - MaxDeliver (default 5, unlimited with -1): a record that ran out
@@ -106,13 +107,12 @@
 //   - MaxAckPending (default 1000): the leases one member holds on one
 //     publisher, each member its own.
 //   - AckWait, MaxDeliver and Backoff are the group's, on each
-//     publisher: those of the member that joined last (first fetched
-//     there since the publisher started). A member that joined earlier
-//     with other settings does not change them back (the publisher logs
-//     the change when a later member makes it); once the member that set
-//     them leaves or is gone, the next fetch sets them (a member without
-//     a Name is never seen gone: its settings stay until a member joins
-//     after it).
+//     publisher, kept in its state: those of the fetch that created the
+//     group there. A member's fetch never changes them (a member joining
+//     with a 1 ms AckWait would have every other member's leases run
+//     out; the publisher logs, once per member, one asking for others):
+//     only an operator's Configure (op 13, `fastmq group configure`)
+//     does.
 //   - Term(reason): dead-letter now.
 //   - Dead letters are appended, on the same publisher, to the ordinary
 //     stream <stream>.<group>.dlq (DLQStream) with the record's headers

@@ -56,8 +56,10 @@ type MemberConfig struct {
 	// buffer its lease is extended, so that the handler that takes it
 	// has at least 29/32 of AckWait (see the package doc for the
 	// conditions). Default 30 s. InProgress extends it.
-	// AckWait, MaxDeliver and Backoff are the group's: a publisher applies
-	// those of the member that joined last (see the package doc).
+	// AckWait, MaxDeliver and Backoff are the group's: a publisher takes
+	// those of the member whose fetch creates the group there; a later
+	// member's do not change them, only Configure does (see the package
+	// doc).
 	AckWait time.Duration
 	// MaxDeliver: a record delivered this many times and not acknowledged
 	// goes to the dead-letter stream. Default 5; -1 = unlimited.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/patterns/group"
+	"github.com/fastmq/fastmq/socket"
 )
 
 // A Run goroutine's acks go out while its handler blocks: here the
@@ -216,11 +217,11 @@ func TestMemberBackoffRange(t *testing.T) {
 	m.Close()
 }
 
-// Members of one group asking different settings do not take turns: the
-// member that joined last sets AckWait and MaxDeliver, whatever the
-// earlier one's fetches ask; once it leaves, the next fetch sets them.
-// MaxAckPending is each member's own.
-func TestGroupSettingsOfTheLastJoined(t *testing.T) {
+// Members of one group asking different settings do not take turns, nor
+// does the member that joined last set them (issue 31, item 11): the
+// member whose fetch created the group set them, and only Configure
+// changes them. MaxAckPending is each member's own.
+func TestGroupSettingsOnlyByConfigure(t *testing.T) {
 	p := newPublisher(t, t.TempDir())
 	p.publish(t, "s", 200)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -246,20 +247,34 @@ func TestGroupSettingsOfTheLastJoined(t *testing.T) {
 	}
 	b := member(t, group.MemberConfig{Name: "b", AckWait: 90 * time.Second, MaxDeliver: 10, Buffer: 1, MaxAckPending: 1}, p)
 	take(b)
-	for range 20 { // a fetches again and again
+	for range 20 { // both fetch again and again
 		take(a)
-		if w, d := settings(); w != 90*time.Second || d != 10 {
-			t.Fatalf("a's fetch after b joined set %v %d, want b's 1m30s 10", w, d)
+		take(b)
+		if w, d := settings(); w != 30*time.Second || d != 2 {
+			t.Fatalf("members' fetches set %v %d, want the group's 30s 2", w, d)
 		}
 	}
+	st, err := group.Configure(ctx, p.srv.Endpoints()[0], "s", "g", group.Settings{AckWait: 90 * time.Second, MaxDeliver: 10}, socket.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.AckWait != 90*time.Second || st.MaxDeliver != 10 {
+		t.Fatalf("Configure answered %v %d", st.AckWait, st.MaxDeliver)
+	}
+	take(a)
+	if w, d := settings(); w != 90*time.Second || d != 10 {
+		t.Fatalf("a's fetch after Configure set %v %d", w, d)
+	}
+	// The settings are the group's state: a restart keeps them.
+	shutdown(t, a)
 	shutdown(t, b)
-	for i := 0; ; i++ {
-		take(a)
-		if w, d := settings(); w == 30*time.Second && d == 2 {
-			break
-		}
-		if i > 50 {
-			t.Fatal("b left, and a's fetches never set the settings")
-		}
+	p.close()
+	p = newPublisher(t, p.dir)
+	if _, err := p.open("s"); err != nil {
+		t.Fatal(err)
+	}
+	take(member(t, group.MemberConfig{Name: "c", AckWait: time.Second, MaxDeliver: 1, Buffer: 1}, p))
+	if w, d := settings(); w != 90*time.Second || d != 10 {
+		t.Fatalf("after a restart: %v %d", w, d)
 	}
 }

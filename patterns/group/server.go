@@ -182,12 +182,10 @@ type pendingReply struct {
 // what the server keeps beside it. The server's mutex guards it.
 type state struct {
 	*durable.State
-	// joined numbers the members in the order of their first fetch here
-	// (since the publisher started), and setBy is the member whose
-	// settings set holds: see applySettingsLocked.
+	// joined numbers the members told (logged) that the group's
+	// settings are not theirs: see applySettingsLocked.
 	joined    map[string]uint64
 	joinSeq   uint64
-	setBy     string
 	cnt       Counters
 	parked    []*parkedFetch
 	rd        *spool.Reader // at next, kept between fetches
@@ -373,6 +371,17 @@ func (s *Server) Handle(env [][]byte, frames [][]byte) {
 		s.unlockAndSend()
 		s.wakeFlusher()
 		return
+	case wire.OpConfigure:
+		// An operator's: the only change of a group's settings once it
+		// exists; answered once written, as a seek is.
+		set := settingsOf(req, g.Set)
+		s.log.Info("group configured", "stream", g.Stream, "group", g.Group, "ack_wait", set.AckWait, "max_deliver", set.MaxDeliver,
+			"backoff", set.Backoff, "was_ack_wait", g.Set.AckWait, "was_max_deliver", g.Set.MaxDeliver, "was_backoff", g.Set.Backoff)
+		g.Set, g.Dirty = set, true
+		s.replies = append(s.replies, pendingReply{env, wire.EncodeReply(&wire.Reply{Status: wire.StatusOK, ID: req.ID})})
+		s.unlockAndSend()
+		s.wakeFlusher()
+		return
 	}
 	rep := s.settleLocked(g, req)
 	s.kickLocked(g, l)
@@ -453,38 +462,35 @@ func (s *Server) groupLocked(req wire.Request, l *spool.Log) (*state, error) {
 	return g, nil
 }
 
-// maxJoined bounds the members a group numbers (state.joined): beyond,
-// it forgets them and numbers them again as they fetch.
+// maxJoined bounds the members a group remembers having told that its
+// settings are not theirs (state.joined): beyond, it forgets them.
 const maxJoined = 4096
 
 // applySettingsLocked makes the settings a fetch asks for (AckWait,
-// MaxDeliver, Backoff) the group's if its member joined (first fetched
-// here) no earlier than the member that set the current ones: the member
-// that joined last decides. Members started with different settings thus
-// do not take turns, as each of their fetches used to make them; a
-// rolling restart with new settings ends with them; when the member that
-// set them leaves or is gone, the next fetch sets them. A change is
-// logged.
+// MaxDeliver, Backoff) the group's only if the group has none yet: the
+// fetch that creates the group configures it. A member's fetch never
+// changes them after (a member joining later with a 1 ms AckWait would
+// have every other member's leases expire): only an operator's Configure
+// does (op configure). A member asking for other settings is logged once.
 func (s *Server) applySettingsLocked(g *state, req wire.Request) {
-	seq, ok := g.joined[req.Member]
-	if !ok {
-		if len(g.joined) >= maxJoined {
-			clear(g.joined)
-		}
-		g.joinSeq++
-		seq = g.joinSeq
-		g.joined[req.Member] = seq
+	if g.Set.AckWait == 0 { // a new group, or one whose state kept none
+		g.Set = settingsOf(req, g.Set)
+		g.Dirty = true
+		return
 	}
-	if req.Member != g.setBy && seq < g.joined[g.setBy] {
-		return // an earlier member's: the later one's stand
+	if _, noted := g.joined[req.Member]; noted {
+		return
 	}
-	set := settingsOf(req, g.Set)
-	if g.setBy != "" && g.setBy != req.Member && !set.Equal(&g.Set) {
-		s.log.Warn("group settings changed by another member (it joined later, or the one that set them left)", "stream", g.Stream, "group", g.Group,
+	if len(g.joined) >= maxJoined {
+		clear(g.joined)
+	}
+	g.joinSeq++
+	g.joined[req.Member] = g.joinSeq
+	if set := settingsOf(req, g.Set); !set.Equal(&g.Set) {
+		s.log.Info("member asks for other group settings; the group's stand (an operator's group configure changes them)", "stream", g.Stream, "group", g.Group,
 			"member", req.Member, "ack_wait", set.AckWait, "max_deliver", set.MaxDeliver, "backoff", set.Backoff,
-			"was_ack_wait", g.Set.AckWait, "was_max_deliver", g.Set.MaxDeliver, "was_backoff", g.Set.Backoff, "was_member", g.setBy)
+			"group_ack_wait", g.Set.AckWait, "group_max_deliver", g.Set.MaxDeliver, "group_backoff", g.Set.Backoff)
 	}
-	g.Set, g.setBy = set, req.Member
 }
 
 // forgetLocked drops the members gone says so from the group's join
@@ -507,8 +513,9 @@ func settingsOf(req wire.Request, old durable.Settings) durable.Settings {
 		set.AckWait = DefaultAckWait
 	}
 	// What a member asks for is bounded here: a peer must not hold leases
-	// for ever (nor lease a whole stream at once: maxAckPendingOf).
-	set.AckWait = min(set.AckWait, MaxAckWait)
+	// for ever (nor lease a whole stream at once: maxAckPendingOf), nor
+	// have them all run out at once.
+	set.AckWait = min(max(set.AckWait, MinAckWait), MaxAckWait)
 	return set
 }
 
@@ -528,6 +535,8 @@ const (
 	MaxMaxAckPending = 65536
 	// MaxAckWait caps a lease's length.
 	MaxAckWait = time.Hour
+	// MinAckWait is the shortest lease: a group asked for less gets it.
+	MinAckWait = 100 * time.Millisecond
 	// maxFetchRecords and maxFetchBytes cap one fetch's reply.
 	maxFetchRecords = 4096
 	maxFetchBytes   = 8 << 20

@@ -20,8 +20,9 @@
 //
 // Ops: 1 fetch (lease up to max records and about max bytes, waiting up
 // to wait ms when nothing is available; the body is the backoff list,
-// n x u32 ms, n <= 32; the semantics fields apply to the group from this
-// fetch on); 2 ack, 3 nak, 4 in progress, 5 term: the body is 1..256
+// n x u32 ms, n <= 32; the semantics fields ack wait, max deliver and
+// the backoff are the group's if this fetch creates it, and are ignored
+// otherwise); 2 ack, 3 nak, 4 in progress, 5 term: the body is 1..256
 // entries, each offset u64 | delivery u32 | delay ms u32 | reason length
 // u8 | reason (a lease is named by offset and delivery); 6 leave (empty
 // body): release every lease of the member; 7 info (empty body): the
@@ -46,6 +47,11 @@
 // u32 | delivery u32 (count >= 1, at most 65536 acks in all), acking the
 // leases of count consecutive offsets of that delivery — members send
 // their acks this way, refusals are reported per offset as for op 2.
+// 13 configure (an operator's; the body is a backoff list, as a
+// fetch's): make the header's ack wait (held to 100 ms .. 1 h; 0: 30 s)
+// and max deliver and the body's backoff the group's settings, answered,
+// empty, once written; the only op that changes them once the group
+// exists.
 //
 // Versions: 0x81 was the protocol before its flags 2 to 16 were
 // certain, when a member learnt which ones a publisher knew from bad
@@ -93,7 +99,8 @@
 // time then sends a fetch per half buffer, not per reply.
 //
 // Statuses: 0 ok; 1 unknown stream or group (settling for a group the
-// publisher never had); 4 bad request; 5 internal (the state could not be
+// publisher never had); 4 bad request; 8 limit reached: a member beyond
+// the group's most members (the publisher's MaxMembers) is refused; 5 internal (the state could not be
 // written: the change is not confirmed); 6 unavailable; 7 partial: data
 // lists the refused entries, count x (offset u64 | code u8), code 1 the
 // lease is not this member's (it ran out and moved) and 2 the offset is

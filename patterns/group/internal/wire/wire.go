@@ -40,6 +40,10 @@ const (
 	// OpAckRanges acknowledges runs of offsets: the body is Ranges, so a
 	// member's acks of consecutive records cost 16 bytes per run.
 	OpAckRanges Op = 12
+	// OpConfigure sets the group's AckWait, MaxDeliver and Backoff (the
+	// header's fields and a fetch's backoff body): an operator's op, the
+	// only way a group's settings change once it exists.
+	OpConfigure Op = 13
 )
 
 // Status is a reply's status.
@@ -53,7 +57,7 @@ const (
 	StatusInternal     Status = 5  // the publisher failed (e.g. could not write the state)
 	StatusUnavailable  Status = 6  // server closing
 	StatusPartial      Status = 7  // some entries were refused: data lists them
-	StatusLimitReached Status = 8  // unused by fetch (an empty ok reply says so); reserved
+	StatusLimitReached Status = 8  // the group has its most members (ServerConfig.MaxMembers)
 	StatusForbidden    Status = 9  // the client may not read the stream (the spool server's ACL)
 	StatusOpen         Status = 10 // records of a FlagStream fetch, which stays open for the rest of its count
 	StatusUnsupported  Status = 11 // the request's version is not this publisher's (see Unsupported)
@@ -198,7 +202,7 @@ func EncodeRequest(r *Request) [][]byte {
 	binary.BigEndian.PutUint64(h[29:], r.StartValue)
 	h[37] = r.Flags
 	var body []byte
-	if r.Op == OpFetch {
+	if r.Op == OpFetch || r.Op == OpConfigure {
 		for _, d := range r.Backoff {
 			body = binary.BigEndian.AppendUint32(body, uint32(d/time.Millisecond))
 		}
@@ -248,7 +252,7 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 		return r, Malformed("version %d, want %d", h[0], Version)
 	}
 	r.Op = Op(h[1])
-	if (r.Op < OpFetch || r.Op > OpReplay) && r.Op != OpAckRanges {
+	if (r.Op < OpFetch || r.Op > OpReplay) && r.Op != OpAckRanges && r.Op != OpConfigure {
 		return r, Malformed("unknown op %d", h[1])
 	}
 	r.ID = binary.BigEndian.Uint32(h[2:])
@@ -277,7 +281,7 @@ func DecodeRequest(frames [][]byte) (Request, error) {
 	if r.Op == OpAckRanges {
 		return r, decodeRanges(&r, body)
 	}
-	if r.Op == OpFetch {
+	if r.Op == OpFetch || r.Op == OpConfigure {
 		if len(body)%4 != 0 || len(body)/4 > MaxBackoff {
 			return r, Malformed("backoff of %d bytes", len(body))
 		}
