@@ -28,7 +28,8 @@ func TestAckRanges(t *testing.T) {
 		}
 		held[msg.Offset] = msg
 	}
-	p.publish(t, "s", 2) // 4 and 5; 6 is never written
+	p.publish(t, "s", 2)      // 4 and 5; 6 is never written
+	p.groups.ShareMemberIDs() // a's id from the test's socket
 	sock, err := socket.New(socket.Dealer, socket.Config{})
 	if err != nil {
 		t.Fatal(err)

@@ -3,9 +3,12 @@ package group_test
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/fastmq/fastmq/internal/testutil"
+	"github.com/fastmq/fastmq/patterns/group"
 	"github.com/go-zeromq/zmq4"
 )
 
@@ -144,5 +147,95 @@ func TestAttackLateMemberCannotRewriteSettings(t *testing.T) {
 	gs = p.groups.Stats()["s/g"]
 	if gs.AckWait != 100*time.Millisecond || gs.MaxDeliver != 3 {
 		t.Fatalf("after configure: AckWait %v MaxDeliver %d, want the floor 100ms and 3", gs.AckWait, gs.MaxDeliver)
+	}
+}
+
+// A second connection sending another member's id cannot ack, nak, term
+// or release that member's leases, nor fetch as it: the id is bound to
+// the connection that first used it. Once that connection is gone, the
+// id may move (a member reconnecting).
+func TestAttackMemberIDHijack(t *testing.T) {
+	p := newPublisher(t, t.TempDir())
+	p.publish(t, "s", 20)
+	ep := p.srv.Endpoints()[0]
+	victim := newAttacker(t, ep)
+	st, n, data := victim.call(rawReq{op: 1, maxRecords: 8, ackWaitMs: 60000, maxDeliver: 5, maxAckPending: 100, stream: "s", group: "g", member: "victim/1.a"})
+	if st != 0 || n != 8 {
+		t.Fatalf("victim's fetch: status %d, %d records", st, n)
+	}
+	recs := records(t, n, data)
+	evil := newAttacker(t, ep)
+	for _, c := range []struct {
+		name string
+		op   uint8
+		body []byte
+	}{
+		{"ack", 2, entry(recs[0].offset, recs[0].delivery, "")},
+		{"nak", 3, entry(recs[1].offset, recs[1].delivery, "")},
+		{"term", 5, entry(recs[2].offset, recs[2].delivery, "stolen")},
+		{"ack ranges", 12, binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(nil, recs[3].offset), 1), recs[3].delivery)},
+		{"leave", 6, nil},
+		{"fetch", 1, nil},
+	} {
+		st, _, data := evil.call(rawReq{op: c.op, maxRecords: 1, ackWaitMs: 60000, maxDeliver: 5, stream: "s", group: "g", member: "victim/1.a", body: c.body})
+		if st == 0 || st == 7 {
+			t.Errorf("%s with the victim's id from another connection: status %d %q", c.name, st, data)
+		}
+	}
+	// Nor does claiming a new incarnation of the victim's node release
+	// the leases of the old one while its connection is open.
+	if st, _, data := evil.call(rawReq{op: 1, maxRecords: 1, ackWaitMs: 60000, maxDeliver: 5, stream: "s", group: "g", member: "victim/2.z"}); st != 0 {
+		t.Fatalf("fetch as a new incarnation: status %d %q", st, data)
+	}
+	gs := p.groups.Stats()["s/g"]
+	if gs.InFlight != 9 || gs.Acked != 0 || gs.Naked != 0 || gs.DeadLetters != 0 || gs.Released != 0 {
+		t.Fatalf("after the hijack: %+v", gs.Counters)
+	}
+	// The victim's own acks go through.
+	if st, _, data := victim.call(rawReq{op: 2, stream: "s", group: "g", member: "victim/1.a", body: entry(recs[0].offset, recs[0].delivery, "")}); st != 0 {
+		t.Fatalf("the victim's ack: status %d %q", st, data)
+	}
+	// The victim's connection gone, its id moves to a new one.
+	victim.s.Close()
+	testutil.WaitFor(t, "a new connection taking the id of a gone one", 10*time.Second, func() bool {
+		st, _, _ := evil.call(rawReq{op: 2, stream: "s", group: "g", member: "victim/1.a", body: entry(recs[1].offset, recs[1].delivery, "")})
+		return st == 0
+	})
+}
+
+// Fake members cannot lease a whole stream for an hour: a group takes at
+// most MaxMembers members (the one beyond is refused, status 8) and a
+// member at most MaxMemberLeases leases, whatever it asks, so a member
+// that was there before the flood still gets records.
+func TestAttackMemberFlood(t *testing.T) {
+	p := newPublisherWith(t, t.TempDir(), func(c *group.ServerConfig) { c.MaxMembers, c.MaxMemberLeases = 8, 200 })
+	p.publish(t, "s", 3000)
+	ep := p.srv.Endpoints()[0]
+	real := newAttacker(t, ep) // plays the real member: its first fetch
+	if st, n, _ := real.call(rawReq{op: 1, maxRecords: 1, ackWaitMs: 30000, maxDeliver: 5, maxAckPending: 100, stream: "s", group: "g", member: "real/1.a"}); st != 0 || n != 1 {
+		t.Fatalf("the real member's fetch: status %d, %d records", st, n)
+	}
+	evil := newAttacker(t, ep)
+	refused, leased := 0, 0
+	for i := range 73 {
+		st, n, _ := evil.call(rawReq{op: 1, maxRecords: 4096, ackWaitMs: 3600000, maxDeliver: 5, maxAckPending: 65536,
+			stream: "s", group: "g", member: fmt.Sprintf("fake%d/1.x", i)})
+		switch st {
+		case 0:
+			leased += int(n)
+			if n > 200 {
+				t.Fatalf("fake member %d leased %d records, more than MaxMemberLeases", i, n)
+			}
+		case 8:
+			refused++
+		default:
+			t.Fatalf("fake member %d: status %d", i, st)
+		}
+	}
+	if refused != 73-7 || leased != 7*200 {
+		t.Fatalf("%d fake members refused, %d records leased to the rest; want %d and %d", refused, leased, 73-7, 7*200)
+	}
+	if st, n, _ := real.call(rawReq{op: 1, maxRecords: 100, ackWaitMs: 30000, maxDeliver: 5, maxAckPending: 100, stream: "s", group: "g", member: "real/1.a"}); st != 0 || n != 99 {
+		t.Fatalf("the real member after the flood: status %d, %d records, want 99 more", st, n)
 	}
 }

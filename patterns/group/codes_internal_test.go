@@ -18,6 +18,7 @@ func TestCodesAreTheWires(t *testing.T) {
 		{"StatusInternal", uint8(StatusInternal), uint8(wire.StatusInternal)},
 		{"StatusUnavailable", uint8(StatusUnavailable), uint8(wire.StatusUnavailable)},
 		{"StatusForbidden", uint8(StatusForbidden), uint8(wire.StatusForbidden)},
+		{"StatusLimitReached", uint8(StatusLimitReached), uint8(wire.StatusLimitReached)},
 		{"StatusUnsupported", uint8(StatusUnsupported), uint8(wire.StatusUnsupported)},
 		{"RefusedNotLeased", RefusedNotLeased, wire.RefusedNotLeased},
 		{"RefusedUnknown", RefusedUnknown, wire.RefusedUnknown},

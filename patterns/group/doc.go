@@ -105,7 +105,13 @@
 //   - Backoff: the redelivery delay after the n-th failed delivery (the
 //     last value repeats; default none). Nak(delay) overrides it.
 //   - MaxAckPending (default 1000): the leases one member holds on one
-//     publisher, each member its own.
+//     publisher, each member its own, at most the publisher's
+//     ServerConfig.MaxMemberLeases (default 16384).
+//   - A group has at most ServerConfig.MaxMembers members (default 256)
+//     on a publisher: a member beyond is refused with status 8 (limit
+//     reached) and asks again later. A member counts while it holds
+//     leases, has a fetch waiting, or spoke within MaxWait plus AckWait
+//     with its connection open.
 //   - AckWait, MaxDeliver and Backoff are the group's, on each
 //     publisher, kept in its state: those of the fetch that created the
 //     group there. A member's fetch never changes them (a member joining
@@ -125,6 +131,13 @@
 //     releases on the node's Removed event (failed or left), with a slow
 //     look at the member list (every 5 s) as a safety net; a server with
 //     only ServerConfig.Members looks every MemberCheck, 200 ms.
+//     A member id is bound, in each group on each publisher, to the
+//     connection that first used it (its routing identity, and the
+//     CURVE key or PLAIN name its handshake proved, which pull.Server's
+//     PeerCredentials tells): a request with the id from another
+//     connection is refused (status 6, unavailable) until the bound one
+//     is gone, and then taken only with the same key (a member that
+//     reconnects); a leave or the member's node gone unbinds it.
 //     A member id is "node/incarnation.random" (MemberConfig.Name and
 //     Incarnation): a request from a member of a node with another
 //     incarnation than the last seen tells the node was restarted, and

@@ -17,12 +17,15 @@ type Status uint8
 // Error statuses of a publisher's answers (see the package doc,
 // "Protocol").
 const (
-	StatusUnknown     Status = 1  // unknown stream or group
-	StatusBadRequest  Status = 4  // malformed request
-	StatusInternal    Status = 5  // the publisher failed (e.g. could not write the state)
-	StatusUnavailable Status = 6  // server closing
-	StatusForbidden   Status = 9  // the client may not read the stream (the spool server's ACL)
-	StatusUnsupported Status = 11 // the publisher speaks another version of the group protocol
+	StatusUnknown     Status = 1 // unknown stream or group
+	StatusBadRequest  Status = 4 // malformed request
+	StatusInternal    Status = 5 // the publisher failed (e.g. could not write the state)
+	StatusUnavailable Status = 6 // server closing, or the member id is bound to another connection
+	// StatusLimitReached: the group has its most members on the
+	// publisher (ServerConfig.MaxMembers); the member asks again later.
+	StatusLimitReached Status = 8
+	StatusForbidden    Status = 9  // the client may not read the stream (the spool server's ACL)
+	StatusUnsupported  Status = 11 // the publisher speaks another version of the group protocol
 )
 
 // StatusError is an error status from a publisher.

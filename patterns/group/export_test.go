@@ -72,3 +72,12 @@ func (m *Member) CloseAndCountSlots() (slots, owed, reserves, links int) {
 	}
 	return slots, owed, reserves, len(lns)
 }
+
+// ShareMemberIDs lets any connection use any member id on s, as before
+// ids were bound to connections (for the tests that settle a member's
+// leases from a raw socket of their own to see the refusal codes).
+func (s *Server) ShareMemberIDs() {
+	s.mu.Lock()
+	s.shareIDs = true
+	s.mu.Unlock()
+}

@@ -244,7 +244,10 @@ func (s *Server) noteIncarnation(member string) {
 		return
 	}
 	s.log.Info("member node restarted", "node", node, "incarnation", inc, "old", st.cur)
-	s.releaseWhere(func(m string) bool { return nodeOf(m) == node && incarnationOf(m) != inc })
+	// Only members whose connection is gone: a request naming a new
+	// incarnation proves nothing (anyone may send one), a closed
+	// connection does.
+	s.releaseWhere(func(m string) bool { return nodeOf(m) == node && incarnationOf(m) != inc && s.disconnectedLocked(m) })
 }
 
 // releaseWhere releases the leases of every member isGone says is gone,

@@ -383,6 +383,7 @@ func TestBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := p.groups.Stats()["s/g"]
+	p.groups.ShareMemberIDs() // a's id from the test's socket
 
 	sock, err := socket.New(socket.Dealer, socket.Config{})
 	if err != nil {

@@ -95,7 +95,7 @@ func (s *Server) leaseLocked(g *state, l *spool.Log, req wire.Request, now time.
 		n = 1
 	}
 	n = min(n, maxFetchRecords)
-	if room := maxAckPendingOf(req) - g.Held[req.Member]; n > room {
+	if room := s.maxAckPendingOf(req) - g.Held[req.Member]; n > room {
 		n = room
 	}
 	maxBytes := int(req.MaxBytes)

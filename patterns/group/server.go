@@ -52,6 +52,13 @@ const (
 	// (the protocol's lazy flag) for the group commit; see ServerConfig.LazyCommit.
 	DefaultLazyCommit = 5 * time.Millisecond
 
+	// DefaultMaxMembers is ServerConfig.MaxMembers' default: the most
+	// members of one group on a publisher.
+	DefaultMaxMembers = 256
+	// DefaultMaxMemberLeases is ServerConfig.MaxMemberLeases' default:
+	// the most leases of one member on a publisher.
+	DefaultMaxMemberLeases = 16384
+
 	// DefaultMemberCheck is how often a server without a
 	// ServerConfig.Watch looks at gossip for members that failed or left.
 	DefaultMemberCheck = 200 * time.Millisecond
@@ -121,6 +128,17 @@ type ServerConfig struct {
 	// ErrForbidden at the member), the same whether the stream exists or
 	// not. It is called from the spool server's goroutine: keep it quick.
 	Authorize func(env [][]byte, access Access, stream, group string) error
+	// MaxMembers bounds the members of one group on this publisher: a
+	// request of a member beyond it (a new member id) is refused with
+	// StatusLimitReached. A member counts while it holds leases or has a
+	// request of the last MaxWait plus AckWait (and, with a spool server
+	// that tells, while its connection is open). Default
+	// DefaultMaxMembers.
+	MaxMembers int
+	// MaxMemberLeases bounds the leases one member holds on this
+	// publisher, whatever its MaxAckPending asks. Default
+	// DefaultMaxMemberLeases, at most MaxMaxAckPending.
+	MaxMemberLeases int
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -169,6 +187,7 @@ type Server struct {
 	wakeLazy  chan struct{} // a commit within LazyCommit
 
 	replaying bool // a replay runs (one at a time); guarded by mu
+	shareIDs  bool // tests only: member ids are not bound (bind.go); guarded by mu
 
 	recTimes recordTimes // the times of the groups' floor records, for the stats
 }
@@ -186,6 +205,7 @@ type state struct {
 	// settings are not theirs: see applySettingsLocked.
 	joined    map[string]uint64
 	joinSeq   uint64
+	owners    map[string]*binding // the connection of each member id (bind.go)
 	cnt       Counters
 	parked    []*parkedFetch
 	rd        *spool.Reader // at next, kept between fetches
@@ -221,6 +241,13 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.LazyCommit == 0 {
 		cfg.LazyCommit = DefaultLazyCommit
 	}
+	if cfg.MaxMembers <= 0 {
+		cfg.MaxMembers = DefaultMaxMembers
+	}
+	if cfg.MaxMemberLeases <= 0 {
+		cfg.MaxMemberLeases = DefaultMaxMemberLeases
+	}
+	cfg.MaxMemberLeases = min(cfg.MaxMemberLeases, MaxMaxAckPending)
 	cfg.LazyCommit = min(cfg.LazyCommit, maxLazyCommit)
 	if cfg.MemberCheck <= 0 {
 		cfg.MemberCheck = DefaultMemberCheck
@@ -286,7 +313,7 @@ type Access int
 const (
 	AccessRead  Access = iota // a member's requests; reading dead letters
 	AccessList                // listing groups, a group's state (info)
-	AccessAdmin               // seek, replay of dead letters
+	AccessAdmin               // seek, replay of dead letters, configure
 )
 
 // accessOf returns what a request of op asks.
@@ -294,7 +321,7 @@ func accessOf(op wire.Op) Access {
 	switch op {
 	case wire.OpList, wire.OpInfo:
 		return AccessList
-	case wire.OpSeek, wire.OpReplay:
+	case wire.OpSeek, wire.OpReplay, wire.OpConfigure:
 		return AccessAdmin
 	}
 	return AccessRead
@@ -351,6 +378,13 @@ func (s *Server) Handle(env [][]byte, frames [][]byte) {
 		s.mu.Unlock()
 		s.send(env, &wire.Reply{Status: wire.StatusUnknown, ID: req.ID, Data: []byte(fmt.Sprintf("unknown group %s of stream %s", req.Group, req.Stream))})
 		return
+	}
+	if req.Op != wire.OpInfo && req.Op != wire.OpSeek && req.Op != wire.OpConfigure {
+		if rep := s.bindLocked(g, env, req, time.Now()); rep != nil {
+			s.mu.Unlock()
+			s.send(env, rep)
+			return
+		}
 	}
 	switch req.Op {
 	case wire.OpFetch:
@@ -501,6 +535,11 @@ func forgetLocked(g *state, gone func(member string) bool) {
 			delete(g.joined, m)
 		}
 	}
+	for m := range g.owners {
+		if gone(m) {
+			delete(g.owners, m)
+		}
+	}
 }
 
 func settingsOf(req wire.Request, old durable.Settings) durable.Settings {
@@ -519,14 +558,14 @@ func settingsOf(req wire.Request, old durable.Settings) durable.Settings {
 	return set
 }
 
-// maxAckPendingOf is the leases the member of req may hold on one
-// publisher: its own MaxAckPending, bounded.
-func maxAckPendingOf(req wire.Request) int {
+// maxAckPendingOf is the leases the member of req may hold on this
+// publisher: its own MaxAckPending, bounded by MaxMemberLeases.
+func (s *Server) maxAckPendingOf(req wire.Request) int {
 	n := int(req.MaxAckPending)
 	if n <= 0 {
 		n = DefaultMaxAckPending
 	}
-	return min(n, MaxMaxAckPending)
+	return min(n, s.cfg.MaxMemberLeases)
 }
 
 // Bounds on what a member may ask for, whatever its request says.
