@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -27,7 +28,7 @@ func init() {
 			"keeps the state of the groups of its own records: these commands join the mesh, ask every " +
 			"publisher, and print one row per group and publisher.",
 	}
-	grp.AddCommand(groupConsumeAliasCmd(), groupLsCmd(), groupInfoCmd(), groupSeekCmd(), groupConfigureCmd())
+	grp.AddCommand(groupConsumeAliasCmd(), groupLsCmd(), groupInfoCmd(), groupSeekCmd(), groupConfigureCmd(), groupRepairCmd())
 	rootCmd.AddCommand(grp)
 }
 
@@ -394,5 +395,56 @@ func groupConfigureCmd() *cobra.Command {
 	cmd.Flags().IntVar(&set.MaxDeliver, "max-deliver", group.DefaultMaxDeliver, "deliveries before a record goes to the dead-letter stream; -1 unlimited")
 	cmd.Flags().DurationSliceVar(&set.Backoff, "backoff", nil, "redelivery delays after the 1st, 2nd, ... failed delivery (the last repeats)")
 	cmd.Flags().StringVar(&only, "publisher", "", "only on this publisher (node name)")
+	return cmd
+}
+
+// groupRepairCmd is `fastmq group repair`: rebuild a group's damaged
+// state on this node's disk, the publisher stopped.
+func groupRepairCmd() *cobra.Command {
+	var data, stream, name string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "repair",
+		Short: "Rebuild a consumer group's damaged state on this publisher's disk (stop the publisher first)",
+		Long: "A publisher whose group state is damaged (a zeroed or cut journal, an empty or flipped state file) " +
+			"logs it at ERROR and answers the group's members with an error until it is repaired. Run this " +
+			"with the publisher stopped, on its --data: the damaged files are moved to " +
+			"DATA/groups/STREAM/quarantine/, the state is rebuilt from the snapshot and the journal entries " +
+			"before the damage, and what was lost is printed (the records the lost entries had settled are " +
+			"delivered again). Without a valid snapshot nothing is left: the group then waits for " +
+			"`fastmq group seek`, as does a group whose state vanished.",
+		Example: "  fastmq group repair --data /var/lib/fastmq --stream orders --group billing",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if data == "" || stream == "" || name == "" {
+				return errors.New("--data, --stream and --group are required")
+			}
+			rep, err := group.Repair(filepath.Join(data, "groups"), stream, name)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				return json.NewEncoder(w).Encode(rep)
+			}
+			if rep.Damage == "" {
+				fmt.Fprintf(w, "group %s of stream %s: state reads clean, nothing to repair\n", name, stream)
+				return nil
+			}
+			fmt.Fprintf(w, "damage: %s\n", rep.Damage)
+			for _, q := range rep.Quarantined {
+				fmt.Fprintf(w, "quarantined: %s\n", q)
+			}
+			if rep.Kept {
+				fmt.Fprintf(w, "rebuilt: floor %d, cursor %d, from the snapshot and %d journal entries\n", rep.Floor, rep.Next, rep.Entries)
+			}
+			fmt.Fprintf(w, "lost: %s\n", rep.Lost)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&data, "data", "", "the publisher's data directory (required)")
+	cmd.Flags().StringVar(&stream, "stream", "", "stream (required)")
+	cmd.Flags().StringVar(&name, "group", "", "consumer group (required)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
 }

@@ -156,6 +156,9 @@ func (s *Server) compact(key string, f durable.File) error {
 		old.Close()
 	}
 	s.journals[key] = j
+	if err := s.known.add(f.Stream, f.Group); err != nil {
+		s.log.Error("note the group in the known-groups file: a loss of its state would go unnoticed", "stream", f.Stream, "group", f.Group, "err", err)
+	}
 	if err := durable.RemoveOtherJournals(s.cfg.Dir, f.Stream, f.Group, f.Journal); err != nil {
 		s.log.Warn("remove old journals", "stream", f.Stream, "group", f.Group, "err", err)
 	}

@@ -49,6 +49,14 @@
 // followed by a valid entry, a journal of another generation or a
 // missing one is an error (ErrJournalDamaged), never read as clean.
 //
+// A state that does not load (damaged other than a torn tail) is logged
+// at ERROR and the group is answered StatusInternal on that publisher
+// until Repair (fastmq group repair) rebuilds it from what is valid; a
+// group whose state vanished (the publisher's Dir/groups.known says it
+// wrote one) is logged at ERROR and waits for an operator's Seek rather
+// than start again from its start position, which would deliver again
+// what it had acknowledged.
+//
 // After a publisher crash the rule is: every record whose acknowledgement
 // was confirmed to a member is never redelivered; the records redelivered
 // are exactly those that were leased and not confirmed-acknowledged at the

@@ -187,7 +187,10 @@ type Server struct {
 	wakeLazy  chan struct{} // a commit within LazyCommit
 
 	replaying bool // a replay runs (one at a time); guarded by mu
-	shareIDs  bool // tests only: member ids are not bound (bind.go); guarded by mu
+
+	known    *known          // the groups whose state was written once (damage.go)
+	damaged  map[string]bool // groups whose damage was logged; guarded by mu
+	shareIDs bool            // tests only: member ids are not bound (bind.go); guarded by mu
 
 	recTimes recordTimes // the times of the groups' floor records, for the stats
 }
@@ -262,7 +265,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	s := &Server{cfg: cfg, log: lg.With("component", "group-server"),
 		groups: make(map[string]*state), watching: make(map[string]bool), journals: make(map[string]*durable.Journal),
 		incarnations: make(map[string]incarnationState),
-		wakeClock:    make(chan struct{}, 1), wakeFlush: make(chan struct{}, 1), wakeLazy: make(chan struct{}, 1)}
+		known:        loadKnown(cfg.Dir), damaged: make(map[string]bool),
+		wakeClock: make(chan struct{}, 1), wakeFlush: make(chan struct{}, 1), wakeLazy: make(chan struct{}, 1)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	var end context.CancelFunc
 	s.noWait, end = context.WithCancel(context.Background())
@@ -371,7 +375,11 @@ func (s *Server) Handle(env [][]byte, frames [][]byte) {
 	g, err := s.groupLocked(req, l)
 	if err != nil {
 		s.mu.Unlock()
-		s.send(env, &wire.Reply{Status: wire.StatusInternal, ID: req.ID, Data: []byte(err.Error())})
+		st := wire.StatusInternal
+		if errors.Is(err, ErrStateLost) {
+			st = wire.StatusUnavailable
+		}
+		s.send(env, &wire.Reply{Status: st, ID: req.ID, Data: []byte(err.Error())})
 		return
 	}
 	if g == nil {
@@ -443,7 +451,14 @@ func (s *Server) groupLocked(req wire.Request, l *spool.Log) (*state, error) {
 	}
 	st, rec, err := durable.Load(s.cfg.Dir, req.Stream, req.Group)
 	if err != nil {
-		return nil, err
+		if !s.damaged[key] {
+			s.damaged[key] = true
+			s.log.Error("group state damaged: the group is stopped here until repaired (fastmq group repair)", "stream", req.Stream, "group", req.Group, "err", err)
+		}
+		return nil, fmt.Errorf("%w (repair it: fastmq group repair)", err)
+	}
+	if st != nil {
+		delete(s.damaged, key)
 	}
 	var g *state
 	if st != nil {
@@ -459,8 +474,17 @@ func (s *Server) groupLocked(req wire.Request, l *spool.Log) (*state, error) {
 				"stream", req.Stream, "group", req.Group, "offset", end)
 		}
 	}
+	lost := g == nil && s.known.has(req.Stream, req.Group)
+	if lost && req.Op == wire.OpFetch {
+		if !s.damaged[key] {
+			s.damaged[key] = true
+			s.log.Error("group state vanished: the group waits for an operator's seek (fastmq group seek) rather than deliver again what it had settled",
+				"stream", req.Stream, "group", req.Group)
+		}
+		return nil, fmt.Errorf("%w: the state of group %s of stream %s vanished; it waits for an operator's seek (fastmq group seek)", ErrStateLost, req.Group, req.Stream)
+	}
 	if g == nil {
-		if req.Op != wire.OpFetch {
+		if req.Op != wire.OpFetch && !(lost && req.Op == wire.OpSeek) {
 			return nil, nil
 		}
 		if len(s.groups) >= MaxGroups {
@@ -480,7 +504,12 @@ func (s *Server) groupLocked(req wire.Request, l *spool.Log) (*state, error) {
 		g = newGroupState(durable.New(req.Stream, req.Group, durable.Settings{}, start))
 		g.Epoch, _ = l.Epoch()
 		g.EpochKnown, g.Dirty = true, true
-		s.log.Info("new group", "stream", req.Stream, "group", req.Group, "offset", start)
+		if lost {
+			delete(s.damaged, key)
+			s.log.Error("group state vanished: recreated by an operator's seek", "stream", req.Stream, "group", req.Group)
+		} else {
+			s.log.Info("new group", "stream", req.Stream, "group", req.Group, "offset", start)
+		}
 	}
 	if g.Set.Ordered {
 		s.rekey(g, l)

@@ -67,4 +67,18 @@
 // error (ErrJournalDamaged), never read as clean. A state loaded is then
 // cut back to the end of the stream's epoch its snapshot names
 // (FollowEpoch).
+//
+// A state Load refuses stays on disk as it is until Repair (run with the
+// publisher stopped): the damaged files go to
+// Dir/<stream>/quarantine/<name>.<unix time>; a valid snapshot is kept
+// with the journal entries before the first damage, written as a new
+// snapshot naming an empty journal of the next generation; without a
+// valid snapshot no state is left.
+//
+// # Known groups
+//
+// Dir/groups.known (version 1, a versioned JSON list of "stream/group")
+// names every group whose snapshot the server wrote once, so that a
+// state that vanished is told from a group never seen (the group
+// package's Server then waits for an operator's seek).
 package durable
