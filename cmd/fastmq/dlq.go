@@ -40,7 +40,9 @@ func dlqLsCmd() *cobra.Command {
 		Short: "List the dead letters of a consumer group on every publisher of its stream",
 		Long: "Prints, per publisher of --stream, the group's dead letters from --from (an offset of the " +
 			"dead-letter stream): the offset in the dead-letter stream, the record's offset in STREAM, its " +
-			"deliveries, the reason, its own headers and its value (abridged). --json prints each dead " +
+			"deliveries, the reason, its own headers, its value (abridged), its failed deliveries " +
+			"(DELIVERY:OUTCOME: nak, expired, term, member-gone, member-left) and the handler's last reason " +
+			"(a nak's or term's text: the error of a --exec command or handler). --json prints each dead " +
 			"letter whole, in the record shape of every --json (publisher, the dead-letter stream, its " +
 			"offset there, every header and the value; no id).",
 		Example: "  fastmq dlq ls --join 127.0.0.1:7946 --stream orders --group billing",
@@ -61,7 +63,7 @@ func dlqLsCmd() *cobra.Command {
 				enc := records.NewEncoder(out)
 				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 				if !a.asJSON {
-					fmt.Fprintln(tw, "PUBLISHER\tDLQ OFFSET\tOFFSET\tDELIVERIES\tREASON\tHEADERS\tVALUE")
+					fmt.Fprintln(tw, "PUBLISHER\tDLQ OFFSET\tOFFSET\tDELIVERIES\tREASON\tHEADERS\tVALUE\tHISTORY\tLAST REASON")
 				}
 				known := false // the group is known to a publisher
 				for _, r := range res {
@@ -119,8 +121,29 @@ func printDeadLetter(tw io.Writer, publisher string, r group.Record) {
 			own = append(own, h.Key+"="+string(h.Value))
 		}
 	}
-	fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", publisher, r.Offset, hs[group.HeaderDLQOffset],
-		hs[group.HeaderDLQDeliveries], orDash(hs[group.HeaderDLQReason]), orDash(strings.Join(own, " ")), printable(r.Value))
+	fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", publisher, r.Offset, hs[group.HeaderDLQOffset],
+		hs[group.HeaderDLQDeliveries], orDash(hs[group.HeaderDLQReason]), orDash(strings.Join(own, " ")), printable(r.Value),
+		orDash(historyOf(hs[group.HeaderDLQHistory])), orDash(printable([]byte(hs[group.HeaderDLQLastReason]))))
+}
+
+// historyOf abridges a dead letter's delivery history (HeaderDLQHistory)
+// to DELIVERY:OUTCOME,... ("1:nak,2:expired"); --json shows it whole.
+func historyOf(h string) string {
+	if h == "" {
+		return ""
+	}
+	var hist []struct {
+		Delivery uint32 `json:"delivery"`
+		Outcome  string `json:"outcome"`
+	}
+	if err := json.Unmarshal([]byte(h), &hist); err != nil {
+		return "?"
+	}
+	parts := make([]string, len(hist))
+	for i, a := range hist {
+		parts[i] = fmt.Sprintf("%d:%s", a.Delivery, strings.ReplaceAll(a.Outcome, " ", "-"))
+	}
+	return strings.Join(parts, ",")
 }
 
 // unknownThere tells a publisher's answer that it does not know the group.

@@ -141,8 +141,12 @@ func TestCLIGroupAdmin(t *testing.T) {
 	for _, l := range lines[1:] {
 		f := strings.Fields(l)
 		// PUBLISHER DLQ-OFFSET OFFSET DELIVERIES REASON(2 words) HEADERS VALUE
-		if len(f) != 8 || f[3] != "2" || f[4]+" "+f[5] != "max deliveries" {
+		// HISTORY LAST-REASON (the command's error: 3 words)
+		if len(f) != 12 || f[3] != "2" || f[4]+" "+f[5] != "max deliveries" {
 			t.Fatalf("dlq ls line %q", l)
+		}
+		if f[8] != "1:nak,2:nak" || strings.Join(f[9:], " ") != "exit status 1" {
+			t.Fatalf("dlq ls line %q: history and last reason, want 1:nak,2:nak and exit status 1", l)
 		}
 		got = append(got, f[0]+":"+f[2]+":"+f[7])
 	}

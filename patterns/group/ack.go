@@ -146,12 +146,14 @@ func (s *Server) settleLocked(g *state, req wire.Request) *wire.Reply {
 			if delay <= 0 {
 				delay = g.Set.Delay(p.Deliveries)
 			}
+			p.Note("nak", e.Reason, now)
 			s.returnLocked(g, e.Offset, p, now.Add(delay), "max deliveries")
 		case wire.OpTerm:
 			reason := e.Reason
 			if reason == "" {
 				reason = "terminated"
 			}
+			p.Note("term", e.Reason, now)
 			s.deadLocked(g, e.Offset, p, reason)
 		}
 	}
@@ -182,7 +184,7 @@ func (s *Server) giveBackLocked(g *state, p *durable.Pending, notBefore time.Tim
 
 func (s *Server) deadLocked(g *state, o uint64, p *durable.Pending, reason string) {
 	g.cnt.DeadLetters++
-	s.dlq = append(s.dlq, deadLetter{g.Stream, g.Group, o, p.Deliveries, reason})
+	s.dlq = append(s.dlq, deadLetter{stream: g.Stream, group: g.Group, offset: o, deliveries: p.Deliveries, reason: reason, history: p.History})
 	g.Settle(o)
 	s.wakeFlusher()
 }
@@ -200,8 +202,10 @@ func (s *Server) releaseLocked(g *state, gone func(member string) bool, now time
 		if p.Member != "" && gone(p.Member) {
 			g.cnt.Released++
 			if left {
+				p.Note("member left", "", now)
 				s.giveBackLocked(g, p, now)
 			} else {
+				p.Note("member gone", "", now)
 				s.returnLocked(g, o, p, now, "member gone")
 			}
 			n++

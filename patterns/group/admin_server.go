@@ -278,5 +278,6 @@ func headerOf(hs []spool.Header, key string) string {
 // duplicate.
 func withoutDLQHeaders(hs []spool.Header) []spool.Header {
 	return withoutHeaders(hs, HeaderDLQStream, HeaderDLQOffset, HeaderDLQGroup, HeaderDLQDeliveries, HeaderDLQReason,
+		HeaderDLQLastReason, HeaderDLQHistory,
 		spool.HeaderMsgID, spool.HeaderProducer)
 }

@@ -85,6 +85,7 @@ func (s *Server) expireLocked(g *state, now, earliest time.Time) time.Time {
 		switch {
 		case p.Member != "" && !p.Deadline.After(now):
 			g.cnt.Expired++
+			p.Note("expired", "", now)
 			s.returnLocked(g, o, p, now.Add(g.Set.Delay(p.Deliveries)), "max deliveries")
 			if q := g.Pend[o]; q != nil && q.NotBefore.After(now) && q.NotBefore.Before(earliest) {
 				earliest = q.NotBefore

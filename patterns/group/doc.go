@@ -130,7 +130,12 @@
 //   - Term(reason): dead-letter now.
 //   - Dead letters are appended, on the same publisher, to the ordinary
 //     stream <stream>.<group>.dlq (DLQStream) with the record's headers
-//     and fastmq-dlq-stream, -offset, -group, -deliveries and -reason.
+//     and fastmq-dlq-stream, -offset, -group, -deliveries and -reason,
+//     and why: -last-reason, the handler's last reason (a nak's or
+//     term's text; Run naks with the handler's error), and -history,
+//     the record's last failed deliveries as JSON (member, lease time,
+//     end, outcome: nak, expired, term, member gone or left; reason).
+//     The history is kept in memory: a publisher restart begins it anew.
 //   - A member that leaves (Shutdown) has its leases released at once, as
 //     no failed delivery: its records go to other members even past
 //     MaxDeliver. One on a node gossip reports failed or left too (as

@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"time"
@@ -74,6 +75,18 @@ func (s *Server) deadLetter(d deadLetter) error {
 		spool.Header{Key: HeaderDLQGroup, Value: []byte(d.group)},
 		spool.Header{Key: HeaderDLQDeliveries, Value: []byte(strconv.FormatUint(uint64(d.deliveries), 10))},
 		spool.Header{Key: HeaderDLQReason, Value: []byte(d.reason)})
+	// The handler's last reason (a nak's or term's text) and the
+	// delivery history: why, not only that.
+	for i := len(d.history) - 1; i >= 0; i-- {
+		if r := d.history[i].Reason; r != "" {
+			hs = append(hs, spool.Header{Key: HeaderDLQLastReason, Value: []byte(r)})
+			break
+		}
+	}
+	if len(d.history) > 0 {
+		b, _ := json.Marshal(d.history)
+		hs = append(hs, spool.Header{Key: HeaderDLQHistory, Value: b})
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err = dl.Append(ctx, spool.Record{Value: r.Value, Headers: hs})

@@ -65,6 +65,13 @@ const (
 	HeaderDLQGroup      = "fastmq-dlq-group"
 	HeaderDLQDeliveries = "fastmq-dlq-deliveries"
 	HeaderDLQReason     = "fastmq-dlq-reason"
+	// HeaderDLQLastReason is the handler's last reason, a nak's or a
+	// term's text (absent when none gave one).
+	HeaderDLQLastReason = "fastmq-dlq-last-reason"
+	// HeaderDLQHistory is the record's last failed deliveries (up to 8),
+	// as JSON: [{"delivery", "member", "leased", "ended", "outcome"
+	// (nak, expired, term, member gone, member left), "reason"}...].
+	HeaderDLQHistory = "fastmq-dlq-history"
 )
 
 // DLQStream returns the dead-letter stream of a group.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fastmq/fastmq/patterns/group/internal/wire"
 )
@@ -46,6 +47,27 @@ func (msg *Message) Nak(ctx context.Context, delay time.Duration) error {
 	return msg.settle(ctx, wire.OpNak, delay, "")
 }
 
+// NakWithReason is Nak that tells the publisher why: the reason (its
+// first 255 bytes) is kept in the record's delivery history and, if the
+// record becomes a dead letter, in its HeaderDLQLastReason and
+// HeaderDLQHistory headers.
+func (msg *Message) NakWithReason(ctx context.Context, delay time.Duration, reason string) error {
+	return msg.settle(ctx, wire.OpNak, delay, clipReason(reason))
+}
+
+// clipReason cuts a reason to the 255 bytes a settle entry carries, at a
+// UTF-8 boundary.
+func clipReason(s string) string {
+	if len(s) <= 255 {
+		return s
+	}
+	s = s[:255]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
 // InProgress extends the lease by AckWait.
 func (msg *Message) InProgress(ctx context.Context) error {
 	return msg.settle(ctx, wire.OpProgress, 0, "")
@@ -54,7 +76,7 @@ func (msg *Message) InProgress(ctx context.Context) error {
 // Term gives up on the record: it goes to the dead-letter stream with
 // reason.
 func (msg *Message) Term(ctx context.Context, reason string) error {
-	return msg.settle(ctx, wire.OpTerm, 0, reason)
+	return msg.settle(ctx, wire.OpTerm, 0, clipReason(reason))
 }
 
 func (msg *Message) settle(ctx context.Context, op wire.Op, delay time.Duration, reason string) error {

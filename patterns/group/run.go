@@ -125,7 +125,6 @@ type worker struct {
 // handle calls the handler for msg and notes its settle.
 func (w *worker) handle(msg *Message) {
 	r := w.r
-	op := wire.OpAck
 	if herr := r.h(r.ctx, msg); herr != nil {
 		if r.ctx.Err() != nil {
 			// Run's ctx ended while the handler ran (a shutdown): the
@@ -139,7 +138,17 @@ func (w *worker) handle(msg *Message) {
 		if r.m.log.Enabled(r.ctx, slog.LevelDebug) {
 			r.m.log.Debug("handler failed", "offset", msg.Offset, "err", herr)
 		}
-		op = wire.OpNak
+		// A nak of its own, with the handler's error as its reason:
+		// the publisher keeps it in the record's delivery history and
+		// its dead letter (failures are rare: no batch needed).
+		if ln := msg.linkOf(); ln != nil {
+			r.settles.Add(1)
+			e := wire.Entry{Offset: msg.Offset, Delivery: msg.Delivery, Reason: clipReason(herr.Error())}
+			if err := ln.queueSettle(r.sctx, settleReq{op: wire.OpNak, e: e, done: r.done, lazy: true}); err != nil {
+				r.settles.Add(-1)
+			}
+		}
+		return
 	}
 	// A record whose publisher is gone is not settled: its lease ends
 	// there.
@@ -157,7 +166,7 @@ func (w *worker) handle(msg *Message) {
 		w.recs = make([]settleRec, 0, maxRunSettles)
 		w.timer.Reset(ackDelay)
 	}
-	w.recs = append(w.recs, settleRec{msg.Offset, msg.Delivery, op})
+	w.recs = append(w.recs, settleRec{msg.Offset, msg.Delivery, wire.OpAck})
 	if len(w.recs) >= maxRunSettles {
 		w.flushLocked()
 	}

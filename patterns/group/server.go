@@ -231,6 +231,7 @@ type deadLetter struct {
 	offset        uint64
 	deliveries    uint32
 	reason        string
+	history       []durable.Attempt // the record's failed deliveries, the last one last
 }
 
 // NewServer starts a group server.

@@ -77,6 +77,32 @@ type Pending struct {
 	Leased     time.Time // when the lease began
 	Deadline   time.Time
 	NotBefore  time.Time
+	// History is the record's last failed deliveries (at most
+	// MaxHistory), kept in memory only, for its dead letter.
+	History []Attempt
+}
+
+// MaxHistory is the most failed deliveries a Pending keeps.
+const MaxHistory = 8
+
+// Attempt is one failed delivery of a record: by whom, when, how it
+// ended (nak, expired, term, member gone) and the member's reason.
+type Attempt struct {
+	Delivery uint32    `json:"delivery"`
+	Member   string    `json:"member,omitempty"`
+	Leased   time.Time `json:"leased"`
+	Ended    time.Time `json:"ended"`
+	Outcome  string    `json:"outcome"`
+	Reason   string    `json:"reason,omitempty"`
+}
+
+// Note records a failed delivery of p (its current lease) ending at now.
+func (p *Pending) Note(outcome, reason string, now time.Time) {
+	if len(p.History) == MaxHistory {
+		copy(p.History, p.History[1:])
+		p.History = p.History[:MaxHistory-1]
+	}
+	p.History = append(p.History, Attempt{Delivery: p.Deliveries, Member: p.Member, Leased: p.Leased, Ended: now, Outcome: outcome, Reason: reason})
 }
 
 // Settings are a group's semantics, as its members ask for them.
