@@ -180,12 +180,15 @@ func dlqReplayCmd() *cobra.Command {
 	var count uint32
 	cmd := &cobra.Command{
 		Use:   "replay",
-		Short: "Append a group's dead letters back to their stream, on each publisher",
-		Long: "On every publisher of --stream (or only --publisher), appends the group's dead letters at " +
+		Short: "Give a group's dead letters back to that group, on each publisher",
+		Long: "On every publisher of --stream (or only --publisher), gives the group's dead letters at " +
 			"offsets [--from, --from+--count) of its dead-letter stream (--count 0: to its end) back to " +
-			"--stream, with their own headers and without the fastmq-dlq ones: every group of the stream " +
-			"gets them again, as new records. Each publisher notes which dead letters it replayed: a second " +
-			"replay of the same range appends nothing and says how many it skipped.",
+			"--group: their records are made pending again in the group's state, at their own offsets, " +
+			"with their own id and headers, and delivered to it again; no other group of the stream sees " +
+			"them. The publisher writes the replayed records and which dead letters it replayed at once, " +
+			"before it answers: a second replay of the same range (or one asked again after a crash) " +
+			"replays nothing and says how many it skipped. Records retention removed from the stream " +
+			"cannot be replayed and are counted as gone.",
 		Example: "  fastmq dlq replay --join 127.0.0.1:7946 --stream orders --group billing\n" +
 			"  fastmq dlq replay --join 127.0.0.1:7946 --stream orders --group billing --publisher web-1 --from 10 --count 5",
 		Args: cobra.NoArgs,
@@ -233,11 +236,13 @@ func dlqReplayCmd() *cobra.Command {
 						switch {
 						case l.Error != "":
 							fmt.Fprintf(out, "%s: %s\n", l.Publisher, l.Error)
-						case l.Replayed > 0:
-							fmt.Fprintf(out, "%s: replayed %d dead letters [%d, %d) to %s at offsets %d..%d; skipped %d (replayed before)\n",
-								l.Publisher, l.Replayed, l.From, l.To, stream, l.First, l.First+uint64(l.Replayed)-1, l.Skipped)
 						default:
-							fmt.Fprintf(out, "%s: replayed 0 dead letters [%d, %d); skipped %d (replayed before)\n", l.Publisher, l.From, l.To, l.Skipped)
+							fmt.Fprintf(out, "%s: replayed %d dead letters [%d, %d) to group %s (their records, at their own offsets); skipped %d (replayed before or pending)",
+								l.Publisher, l.Replayed, l.From, l.To, name, l.Skipped)
+							if l.Gone > 0 {
+								fmt.Fprintf(out, "; %d gone from the stream (retention)", l.Gone)
+							}
+							fmt.Fprintln(out)
 						}
 					}
 				}

@@ -173,12 +173,15 @@ func DeadLetters(ctx context.Context, endpoint, stream, group string, from uint6
 	return deadLetters(rep.Records), nil
 }
 
-// Replay asks the publisher at endpoint to append the dead letters of a
-// group of stream back to stream: those at offsets [from, from+count) of
-// its dead-letter stream (to its end when count is 0), with their headers
-// minus the dead-letter ones. Dead letters replayed before are skipped
-// (the publisher keeps which), so replaying a range twice appends it once.
-// It blocks until the records are appended or ctx ends.
+// Replay asks the publisher at endpoint to give the dead letters of a
+// group of stream back to that group: those at offsets [from, from+count)
+// of its dead-letter stream (to its end when count is 0) have their
+// records made pending again in the group's state, at their own offsets
+// with their own id and headers, so that only this group gets them again.
+// Dead letters replayed before are skipped (the group's state keeps which,
+// written with the reopened records), so replaying a range twice, or
+// again after a crash, replays it once. It blocks until the publisher has
+// written the change, or ctx ends.
 func Replay(ctx context.Context, endpoint, stream, group string, from uint64, count uint32, cfg socket.Config) (ReplayResult, error) {
 	var res ReplayResult
 	rep, err := adminCall(ctx, endpoint, cfg, &wire.Request{Op: wire.OpReplay, ID: 1, Stream: stream, Group: group, Member: "admin",
@@ -342,10 +345,10 @@ func (a *Admin) DeadLetters(ctx context.Context, stream, group string, from uint
 	})
 }
 
-// Replay appends the dead letters of group on every publisher of stream
-// back to stream (see Replay). A publisher that knows the group but holds
-// no dead letters of it answers ErrNoDeadLetters; one that does not know
-// the group, a *StatusError with StatusUnknown.
+// Replay gives the dead letters of group on every publisher of stream
+// back to the group (see Replay). A publisher that knows the group but
+// holds no dead letters of it answers ErrNoDeadLetters; one that does not
+// know the group, a *StatusError with StatusUnknown.
 func (a *Admin) Replay(ctx context.Context, stream, group string, from uint64, count uint32) ([]Result[ReplayResult], error) {
 	return askAll(ctx, a, stream, func(ctx context.Context, p Publisher) (ReplayResult, error) {
 		rctx, cancel := a.timeout(ctx)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -148,119 +149,148 @@ type ReplayResult struct {
 	// the dead-letter stream.
 	From uint64 `json:"from"`
 	To   uint64 `json:"to"`
-	// Replayed records were appended to the stream, at offsets
-	// [First, First+Replayed).
-	Replayed int    `json:"replayed"`
-	First    uint64 `json:"first,omitempty"`
-	// Skipped dead letters had been replayed before (the publisher keeps
-	// which, per group), or were dead letters of another stream.
+	// Replayed dead letters had their records made pending again in the
+	// group, at their own offsets: only this group gets them again.
+	Replayed int `json:"replayed"`
+	// Skipped dead letters had been replayed before (the group's state
+	// keeps which), were pending in the group already, or were dead
+	// letters of another stream or group.
 	Skipped int `json:"skipped"`
+	// Gone dead letters' records are no longer in the stream (retention
+	// removed them): they cannot be replayed.
+	Gone int `json:"gone,omitempty"`
 }
 
 // replayedVersion is the version of a group's replay file.
 const replayedVersion = 1
 
-// replayedPath is the file that keeps which dead letters of a group were
-// replayed, as spans of the dead-letter stream's offsets.
+// replayedPath is the file that kept, before replays went to the group's
+// own state, which dead letters of a group were replayed, as spans of
+// the dead-letter stream's offsets; still read, so that those are not
+// replayed again.
 func replayedPath(dir, stream, group string) string {
 	return filepath.Join(dir, stream, group+".replayed")
 }
 
-// replay appends the dead letters [StartValue, StartValue+MaxRecords) (to
-// the end when MaxRecords is 0) back to their stream, with their headers
-// minus the dead-letter ones, skipping those replayed before; then it
-// notes them as replayed and answers. A crash between the append and the
-// note replays the batch again: at least once.
+// replay gives the dead letters [StartValue, StartValue+MaxRecords) (to
+// the end when MaxRecords is 0) back to their group: each one's record is
+// made pending again in the group's state, at its own offset, with its
+// own id and headers, so that no other group of the stream sees it again.
+// The reopened records and the dead letters noted as replayed are one
+// snapshot: the answer comes once it is written, and a crash before
+// leaves neither (the replay may be asked again), after it both: each
+// dead letter is replayed once.
 func (s *Server) replay(env [][]byte, req wire.Request, dl, l *spool.Log) {
 	defer s.wg.Done()
-	res, err := s.doReplay(req, dl, l)
+	rep := s.doReplay(req, dl, l)
 	// Done before the answer: a second replay sent once this one is
 	// answered must not find it running.
 	s.mu.Lock()
 	s.replaying = false
-	s.mu.Unlock()
-	if err != nil {
-		s.send(env, &wire.Reply{Status: wire.StatusInternal, ID: req.ID, Data: fmt.Appendf(nil, "replay: %v (%d replayed before the error)", err, res.Replayed)})
+	if rep.Status == wire.StatusOK {
+		// Answered once the reopened records are on disk.
+		s.replies = append(s.replies, pendingReply{env, wire.EncodeReply(rep)})
+		s.mu.Unlock()
+		s.wakeFlusher()
 		return
 	}
-	b, _ := json.Marshal(res)
-	s.send(env, &wire.Reply{Status: wire.StatusOK, ID: req.ID, Data: b})
+	s.mu.Unlock()
+	s.send(env, rep)
 }
 
-func (s *Server) doReplay(req wire.Request, dl, l *spool.Log) (ReplayResult, error) {
-	var done durable.SpanSet
+// replayTarget is one dead letter to replay: its offset in the
+// dead-letter stream, its record's in the stream, and its key.
+type replayTarget struct {
+	dlq, offset uint64
+	key         string
+}
+
+func (s *Server) doReplay(req wire.Request, dl, l *spool.Log) *wire.Reply {
+	fail := func(st wire.Status, err error) *wire.Reply {
+		return &wire.Reply{Status: st, ID: req.ID, Data: fmt.Appendf(nil, "replay: %v", err)}
+	}
+	var before durable.SpanSet
 	p := replayedPath(s.cfg.Dir, req.Stream, req.Group)
 	if b, err := os.ReadFile(p); err == nil {
 		var spans []durable.Span
 		if _, err := fsutil.DecodeVersionedJSON(b, replayedVersion, &spans); err != nil {
-			return ReplayResult{}, fmt.Errorf("%s: %w", p, err)
+			return fail(wire.StatusInternal, fmt.Errorf("%s: %w", filepath.Base(p), err))
 		}
-		done = durable.SpanSet(spans)
+		before = durable.SpanSet(spans)
 	} else if !errors.Is(err, os.ErrNotExist) {
-		return ReplayResult{}, err
+		return fail(wire.StatusInternal, err)
 	}
 	res := ReplayResult{From: clampOffset(req.StartValue, dl), To: dl.NextOffset()}
 	if req.MaxRecords > 0 && res.From+uint64(req.MaxRecords) < res.To {
 		res.To = res.From + uint64(req.MaxRecords)
 	}
-	if res.From >= res.To {
-		res.To = res.From
-		return res, nil
-	}
-	rd, err := dl.NewReader(res.From)
-	if err != nil {
-		return res, err
-	}
-	defer rd.Close()
-	const batch = 256
-	var recs []spool.Record
-	var offs []uint64
-	flush := func() error {
-		if len(recs) == 0 {
-			return nil
-		}
-		ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
-		first, err := l.Append(ctx, recs...)
-		cancel()
+	res.To = max(res.To, res.From)
+	var targets []replayTarget
+	if res.From < res.To {
+		rd, err := dl.NewReader(res.From)
 		if err != nil {
-			return err
+			return fail(wire.StatusInternal, err)
 		}
-		if res.Replayed == 0 {
-			res.First = first
+		for rd.Offset() < res.To {
+			ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+			r, err := rd.Next(ctx)
+			cancel()
+			if err != nil {
+				rd.Close()
+				return fail(wire.StatusInternal, err)
+			}
+			if r.Offset >= res.To {
+				break
+			}
+			off, perr := strconv.ParseUint(headerOf(r.Headers, HeaderDLQOffset), 10, 64)
+			if before.Has(r.Offset) || perr != nil || headerOf(r.Headers, HeaderDLQStream) != req.Stream ||
+				headerOf(r.Headers, HeaderDLQGroup) != req.Group {
+				res.Skipped++
+				continue
+			}
+			targets = append(targets, replayTarget{dlq: r.Offset, offset: off, key: keyOf(r.Headers)})
 		}
-		res.Replayed += len(recs)
-		for _, o := range offs {
-			done.Add(o)
-		}
-		recs, offs = recs[:0], offs[:0]
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		return fsutil.WriteVersionedJSON(p, replayedVersion, []durable.Span(done), 0o644)
+		rd.Close()
 	}
-	for rd.Offset() < res.To {
-		ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
-		r, err := rd.Next(ctx)
-		cancel()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return fail(wire.StatusUnavailable, ErrClosed)
+	}
+	g, err := s.groupLocked(wire.Request{Op: wire.OpInfo, Stream: req.Stream, Group: req.Group}, l)
+	if err != nil || g == nil {
+		s.mu.Unlock()
 		if err != nil {
-			return res, err
+			return fail(wire.StatusInternal, err)
 		}
-		if r.Offset >= res.To {
-			break
-		}
-		if done.Has(r.Offset) || headerOf(r.Headers, HeaderDLQStream) != req.Stream {
+		return fail(wire.StatusUnknown, fmt.Errorf("unknown group %s of stream %s", req.Group, req.Stream))
+	}
+	now := time.Now()
+	oldest := l.OldestOffset()
+	for _, t := range targets {
+		switch {
+		case g.Replayed.Has(t.dlq):
 			res.Skipped++
 			continue
+		case t.offset < oldest:
+			res.Gone++
+			continue
+		case g.Reopen(t.offset, t.key, now):
+			res.Replayed++
+		default:
+			res.Skipped++ // pending already: it is delivered anyway
 		}
-		recs = append(recs, spool.Record{Value: r.Value, Headers: withoutDLQHeaders(r.Headers)})
-		offs = append(offs, r.Offset)
-		if len(recs) == batch {
-			if err := flush(); err != nil {
-				return res, err
-			}
-		}
+		g.Replayed.Add(t.dlq)
 	}
-	return res, flush()
+	g.Dirty, g.NeedSnap = true, true // the replayed notes, even with nothing reopened
+	if res.Replayed > 0 {
+		s.log.Info("dead letters replayed to their group", "stream", req.Stream, "group", req.Group, "records", res.Replayed)
+		s.kickLocked(g, l)
+		s.wakeAtLocked(now)
+	}
+	s.unlockAndSend()
+	b, _ := json.Marshal(res)
+	return &wire.Reply{Status: wire.StatusOK, ID: req.ID, Data: b}
 }
 
 func headerOf(hs []spool.Header, key string) string {
@@ -270,14 +300,4 @@ func headerOf(hs []spool.Header, key string) string {
 		}
 	}
 	return ""
-}
-
-// withoutDLQHeaders returns hs without the dead-letter headers, nor the
-// idempotence ones: a replay appends the record anew, which its message id
-// (still in the window) or its producer's sequence would refuse as a
-// duplicate.
-func withoutDLQHeaders(hs []spool.Header) []spool.Header {
-	return withoutHeaders(hs, HeaderDLQStream, HeaderDLQOffset, HeaderDLQGroup, HeaderDLQDeliveries, HeaderDLQReason,
-		HeaderDLQLastReason, HeaderDLQHistory,
-		spool.HeaderMsgID, spool.HeaderProducer)
 }

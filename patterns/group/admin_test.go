@@ -320,11 +320,11 @@ func TestGoneNodeReleasedOnEvent(t *testing.T) {
 	}
 }
 
-// Dead letters are listed with their headers; a replay appends them back
-// to their stream with the original headers and without the dead-letter
-// ones, where the group gets them again; a second replay of the same
-// range appends nothing and says so. List finds the group, after a
-// restart too.
+// Dead letters are listed with their headers; a replay gives them back to
+// their group (issue 31, item 3: not to the stream, which every group
+// reads), which gets the records again at their own offsets with their
+// own headers; a second replay of the same range replays nothing and says
+// so. List finds the group, after a restart too.
 func TestDeadLettersReplayAndList(t *testing.T) {
 	dir := t.TempDir()
 	p := newPublisher(t, dir)
@@ -384,16 +384,16 @@ func TestDeadLettersReplayAndList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Replayed != 2 || res.First != 3 || res.Skipped != 0 || res.From != 0 || res.To != 2 {
+	if res.Replayed != 2 || res.Skipped != 0 || res.From != 0 || res.To != 2 {
 		t.Fatalf("replay: %+v", res)
 	}
 	if res, err = group.Replay(ctx, ep, "s", "g", 0, 0, socket.Config{}); err != nil || res.Replayed != 0 || res.Skipped != 2 {
 		t.Fatalf("second replay: %+v, %v", res, err)
 	}
-	if l.NextOffset() != 5 {
-		t.Fatalf("stream holds %d records after two replays, want 5", l.NextOffset())
+	if l.NextOffset() != 3 {
+		t.Fatalf("stream holds %d records after two replays, want its 3", l.NextOffset())
 	}
-	for want := uint64(3); want < 5; want++ {
+	for want := uint64(0); want < 2; want++ {
 		msg, err := m.Next(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -402,7 +402,7 @@ func TestDeadLettersReplayAndList(t *testing.T) {
 		for _, h := range msg.Headers {
 			hs[h.Key] = string(h.Value)
 		}
-		if msg.Offset != want || string(msg.Value) != fmt.Sprintf("v%d", want-3) || hs["k"] != fmt.Sprint(want-3) || len(hs) != 1 {
+		if msg.Offset != want || string(msg.Value) != fmt.Sprintf("v%d", want) || hs["k"] != fmt.Sprint(want) || len(hs) != 1 {
 			t.Fatalf("replayed record: offset %d %q headers %v", msg.Offset, msg.Value, hs)
 		}
 		if err := msg.Ack(ctx); err != nil {
@@ -423,7 +423,7 @@ func TestDeadLettersReplayAndList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ls) != 1 || ls[0].Stream != "s" || ls[0].Group != "g" || ls[0].Floor != 5 || ls[0].DeadLettered != 2 {
+	if len(ls) != 1 || ls[0].Stream != "s" || ls[0].Group != "g" || ls[0].Floor != 3 || ls[0].DeadLettered != 2 {
 		t.Fatalf("list: %+v", ls)
 	}
 	if ls, err = group.List(ctx, ep, "other", socket.Config{}); err != nil || len(ls) != 0 {
@@ -465,7 +465,8 @@ func TestAdminBadInput(t *testing.T) {
 // An idempotently published record (message id and producer sequence) that
 // fails every time is dead-lettered, and the group goes on: the dead-letter
 // stream never saw the producer, so its sequence is not carried there. A
-// replay appends it anew, not refused as a duplicate of itself.
+// replay gives it back to the group with its own id (it appends nothing,
+// which the id would refuse as a duplicate).
 func TestDeadLetterOfIdempotentRecord(t *testing.T) {
 	p := newPublisher(t, t.TempDir())
 	l, err := p.open("s")
@@ -510,8 +511,14 @@ func TestDeadLetterOfIdempotentRecord(t *testing.T) {
 	if err != nil || res.Replayed != 1 {
 		t.Fatalf("replay: %+v, %v", res, err)
 	}
-	if l.NextOffset() != 4 {
-		t.Fatalf("stream next %d after the replay, want 4", l.NextOffset())
+	if l.NextOffset() != 3 {
+		t.Fatalf("stream next %d after the replay, want 3", l.NextOffset())
+	}
+	if msg, err = m.Next(ctx); err != nil || string(msg.Value) != "poison" || msg.Offset != 1 {
+		t.Fatalf("the replayed record: %+v %v", msg, err)
+	}
+	if len(msg.Headers) == 0 || msg.Headers[0].Key != spool.HeaderMsgID || string(msg.Headers[0].Value) != "m-2" {
+		t.Fatalf("the replayed record's headers: %v, want its own id first", msg.Headers)
 	}
 }
 

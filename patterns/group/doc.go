@@ -136,6 +136,10 @@
 //     the record's last failed deliveries as JSON (member, lease time,
 //     end, outcome: nak, expired, term, member gone or left; reason).
 //     The history is kept in memory: a publisher restart begins it anew.
+//     Replay (op 11) gives dead letters back to their group only: their
+//     records are made pending again in the group's state, at their own
+//     offsets (the floor moves back to the first), and the dead letters
+//     replayed are noted in the same snapshot, so each is replayed once.
 //   - A member that leaves (Shutdown) has its leases released at once, as
 //     no failed delivery: its records go to other members even past
 //     MaxDeliver. One on a node gossip reports failed or left too (as

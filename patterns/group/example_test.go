@@ -77,14 +77,14 @@ func ExampleSeek() {
 		fmt.Printf("dead letter %d: %s\n", r.Offset, r.Value)
 	}
 	res, _ := group.Replay(ctx, ep, "orders", "billing", 0, 0, socket.Config{})
-	fmt.Printf("replayed %d at offset %d\n", res.Replayed, res.First)
+	fmt.Printf("replayed %d to billing\n", res.Replayed)
 	st, _ := group.Seek(ctx, ep, "orders", "billing", spool.Earliest(), socket.Config{})
 	fmt.Printf("after the seek: floor %d, lag %d\n", st.Floor, st.Lag)
 	// Output:
 	// orders/billing: floor 2, lag 1
 	// dead letter 0: order-1
-	// replayed 1 at offset 3
-	// after the seek: floor 0, lag 4
+	// replayed 1 to billing
+	// after the seek: floor 0, lag 3
 }
 
 // An Admin asks every publisher of a stream at once and answers per

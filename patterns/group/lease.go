@@ -370,7 +370,16 @@ func (s *Server) kickLocked(g *state, l *spool.Log) {
 	}
 	now := time.Now()
 	keep := g.parked[:0]
+	pc, canAsk := s.cfg.Send.(peerCredentials)
 	for _, p := range g.parked {
+		if canAsk {
+			// A fetch whose member's connection is gone (a member
+			// killed) is dropped: leased, its records would wait for
+			// AckWait and count a failed delivery.
+			if _, connected := pc.PeerCredentials(p.env); !connected {
+				continue
+			}
+		}
 		ld := s.leaseLocked(g, l, p.req, now)
 		if ld.n == 0 && p.deadline.After(now) {
 			keep = append(keep, p)

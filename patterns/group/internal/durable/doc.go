@@ -12,13 +12,15 @@
 // # Snapshot
 //
 // Dir/<stream>/<group>.state, written atomically (temporary file, fsync,
-// rename, directory fsync) with a format version (FileVersion, 2) in
+// rename, directory fsync) with a format version (FileVersion, 3) in
 // front, as every small state file of the project:
 //
 //	version 1: {"stream", "group", "settings": {"ack_wait", "max_deliver", "backoff", "ordered"},
 //	            "floor", "next", "done": [{"From", "To"}...], "pending": [[from, to, deliveries]...]}
 //	version 2: version 1 plus "journal" (the generation of the journal that holds the
 //	            changes since) and "log_epoch" (the stream's epoch it was written in)
+//	version 3: version 2 plus "replayed": [{"From", "To"}...], the offsets of the group's
+//	            dead-letter stream replayed to it (their records made pending again)
 //
 // floor: every offset below is acknowledged or dead-lettered; next: the
 // cursor, the first offset never leased; done: the settled spans above

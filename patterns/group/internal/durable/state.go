@@ -14,7 +14,9 @@ import (
 // FileVersion is the version of a group's state file: 1 holds the
 // whole state; 2 adds the generation of the journal that holds the
 // changes since (version 1 files are read as generation 0: no journal).
-const FileVersion = 2
+//
+// 3 adds the dead letters replayed to the group (see Reopen).
+const FileVersion = 3
 
 // Span is the offsets [From, To).
 type Span struct{ From, To uint64 }
@@ -159,6 +161,9 @@ type State struct {
 	// snapshots held it.
 	Epoch      uint32
 	EpochKnown bool
+	// Replayed are the offsets of the dead-letter stream replayed to the
+	// group (Reopen); only snapshots write them.
+	Replayed SpanSet
 }
 
 func New(stream, group string, set Settings, start uint64) *State {
@@ -375,10 +380,15 @@ type File struct {
 	// offsets, and its journal's, are that epoch's records (see epoch.go).
 	// Absent in snapshots from before it.
 	LogEpoch *uint32 `json:"log_epoch,omitempty"`
+	// Replayed are the offsets of the group's dead-letter stream replayed
+	// to it (version 3): written with the reopened records, so that a
+	// replay is applied once.
+	Replayed []Span `json:"replayed,omitempty"`
 }
 
 func (g *State) Snapshot() File {
-	f := File{Journal: g.Gen, Stream: g.Stream, Group: g.Group, Settings: g.Set, Floor: g.Floor, Next: g.Next, Done: append([]Span(nil), g.Done...)}
+	f := File{Journal: g.Gen, Stream: g.Stream, Group: g.Group, Settings: g.Set, Floor: g.Floor, Next: g.Next, Done: append([]Span(nil), g.Done...),
+		Replayed: append([]Span(nil), g.Replayed...)}
 	if g.EpochKnown {
 		e := g.Epoch
 		f.LogEpoch = &e
@@ -479,6 +489,7 @@ func FromSnapshot(stream, group string, f *File) (*State, error) {
 		}
 	}
 	g.Done = SpanSet(f.Done)
+	g.Replayed = SpanSet(f.Replayed)
 	now := time.Now()
 	for _, p := range f.Pending {
 		if p[1] < p[0] || p[1]-p[0] > 1<<24 || p[0] < f.Floor || p[1] > f.Next {

@@ -35,12 +35,13 @@
 // stream ("*": of every stream) this publisher has state for, as JSON
 // []GroupStats; 10 dead letters: up to max records of the group's
 // dead-letter stream from start value, in a fetch reply's format (delivery
-// 0); 11 replay: append the dead letters [start value, start value + max
-// records) (0: to the end) back to the stream, with their headers minus
-// the fastmq-dlq ones, skipping those replayed before (kept per group in
-// Dir/<stream>/<group>.replayed, version 1: the replayed offsets as
-// spans; a crash between an append and that note replays its batch
-// again), answered with JSON ReplayResult; one replay at a time
+// 0); 11 replay: give the dead letters [start value, start value + max
+// records) (0: to the end) back to their group: each one's record is made
+// pending again in the group's state, at its own offset (only this group
+// gets it again; the stream gets no record), skipping those replayed
+// before (kept in the group's state, written with the reopened records,
+// and in the older Dir/<stream>/<group>.replayed, version 1, still read),
+// answered with JSON ReplayResult; one replay at a time
 // (unavailable otherwise). Ops 10 and 11 answer unknown for a group
 // without a dead-letter stream.
 // 12 ack ranges: the body is 1..256 ranges, each offset u64 | count
