@@ -4,12 +4,18 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/fastmq/fastmq/internal/testutil"
 	"github.com/fastmq/fastmq/patterns/group"
 	"github.com/go-zeromq/zmq4"
+	"github.com/go-zeromq/zmq4/security/plain"
+
+	"github.com/fastmq/fastmq/patterns/pull"
+	"github.com/fastmq/fastmq/socket"
+	"github.com/fastmq/fastmq/spool"
 )
 
 // attacker is an outside client of a publisher's group protocol: a
@@ -238,4 +244,59 @@ func TestAttackMemberFlood(t *testing.T) {
 	if st, n, _ := real.call(rawReq{op: 1, maxRecords: 100, ackWaitMs: 30000, maxDeliver: 5, maxAckPending: 100, stream: "s", group: "g", member: "real/1.a"}); st != 0 || n != 99 {
 		t.Fatalf("the real member after the flood: status %d, %d records, want 99 more", st, n)
 	}
+}
+
+// A member id bound to a PLAIN (or CURVE) identity moves to a new
+// connection only with that identity: once the victim's connection is
+// gone, another user's connection still cannot take its id; the victim
+// reconnecting can.
+func TestAttackMemberIDBoundToKey(t *testing.T) {
+	dir := t.TempDir()
+	p := &publisher{dir: dir, logs: map[string]*spool.Log{}}
+	lookup := func(s string) (*spool.Log, bool) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		l, ok := p.logs[s]
+		return l, ok
+	}
+	srv, err := pull.NewServer(pull.ServerConfig{Lookup: lookup, Socket: socket.Config{PlainAuth: func(string, string) bool { return true }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, err := group.NewServer(group.ServerConfig{Dir: filepath.Join(dir, "groups"), Lookup: lookup, Open: p.open, Send: srv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := group.Register(srv, gs); err != nil {
+		t.Fatal(err)
+	}
+	p.srv, p.groups = srv, gs
+	t.Cleanup(p.close)
+	p.publish(t, "s", 10)
+	ep := srv.Endpoints()[0]
+	dialAs := func(user string) *attacker {
+		s := zmq4.NewDealer(context.Background(), zmq4.WithSecurity(plain.Security(user, "pw")))
+		if err := s.Dial(ep); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return &attacker{t: t, s: s}
+	}
+	victim := dialAs("alice")
+	st, n, data := victim.call(rawReq{op: 1, maxRecords: 2, ackWaitMs: 60000, maxDeliver: 5, stream: "s", group: "g", member: "victim/1.a"})
+	if st != 0 || n != 2 {
+		t.Fatalf("victim's fetch: status %d, %d records", st, n)
+	}
+	recs := records(t, n, data)
+	victim.s.Close()
+	evil := dialAs("mallory")
+	time.Sleep(200 * time.Millisecond) // the victim's connection is gone by now
+	if st, _, _ := evil.call(rawReq{op: 2, stream: "s", group: "g", member: "victim/1.a", body: entry(recs[0].offset, recs[0].delivery, "")}); st == 0 || st == 7 {
+		t.Fatalf("another user's ack with the gone victim's id: status %d", st)
+	}
+	back := dialAs("alice")
+	testutil.WaitFor(t, "the victim back on a new connection", 10*time.Second, func() bool {
+		st, _, _ := back.call(rawReq{op: 2, stream: "s", group: "g", member: "victim/1.a", body: entry(recs[0].offset, recs[0].delivery, "")})
+		return st == 0
+	})
 }

@@ -51,13 +51,17 @@ func (s *Server) bindLocked(g *state, env [][]byte, req wire.Request, now time.T
 	if len(env) > 0 {
 		route = string(env[0])
 	}
+	b := g.owners[req.Member]
+	if b != nil && (b.route == route || s.shareIDs) {
+		b.seen = now // the hot path: the bound connection
+		return nil
+	}
 	pc, canAsk := s.cfg.Send.(peerCredentials)
 	key := ""
 	if canAsk {
 		cred, _ := pc.PeerCredentials(env)
 		key = credKey(cred)
 	}
-	b := g.owners[req.Member]
 	if b == nil {
 		if g.owners == nil {
 			g.owners = make(map[string]*binding)
@@ -72,10 +76,6 @@ func (s *Server) bindLocked(g *state, env [][]byte, req wire.Request, now time.T
 				Data: fmt.Appendf(nil, "group %s of stream %s has its most members here (%d)", g.Group, g.Stream, s.cfg.MaxMembers)}
 		}
 		g.owners[req.Member] = &binding{route: route, key: key, seen: now}
-		return nil
-	}
-	if b.route == route || s.shareIDs {
-		b.seen = now
 		return nil
 	}
 	var gone bool
