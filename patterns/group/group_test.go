@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(crashChildEnv); dir != "" {
 		os.Exit(runCrashChild(dir))
 	}
+	if dir := os.Getenv(replayChildEnv); dir != "" {
+		os.Exit(runReplayChild(dir))
+	}
 	goleak.VerifyTestMain(m)
 }
 
