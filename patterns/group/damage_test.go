@@ -166,3 +166,30 @@ func remove(t *testing.T, p string) {
 		t.Fatal(err)
 	}
 }
+
+// A group whose state was written before the server kept groups.known is
+// noted there once loaded: its state vanishing later is not silent either.
+func TestGroupKnownFromOlderState(t *testing.T) {
+	dir := t.TempDir()
+	p := newPublisher(t, dir)
+	p.publish(t, "s", 3)
+	m := newAttacker(t, p.srv.Endpoints()[0])
+	if st, _, _ := m.call(rawReq{op: 1, maxRecords: 1, ackWaitMs: 30000, maxDeliver: 5, stream: "s", group: "g", member: "m/1.a"}); st != 0 {
+		t.Fatalf("fetch: status %d", st)
+	}
+	p.close()
+	remove(t, filepath.Join(dir, "groups", "groups.known"))
+	p = newPublisher(t, dir)
+	if _, err := p.open("s"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := group.Info(ctx, p.srv.Endpoints()[0], "s", "g", socket.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the group noted in groups.known", 10*time.Second, func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "groups", "groups.known"))
+		return strings.Contains(string(b), `"s/g"`)
+	})
+}

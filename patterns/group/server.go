@@ -461,6 +461,12 @@ func (s *Server) groupLocked(req wire.Request, l *spool.Log) (*state, error) {
 	if st != nil {
 		delete(s.damaged, key)
 	}
+	if st != nil && !s.known.has(req.Stream, req.Group) {
+		// A state from before groups.known: the next commit writes its
+		// snapshot, which notes it there.
+		st.Dirty = true
+		s.wakeFlusher()
+	}
 	var g *state
 	if st != nil {
 		g = newGroupState(st)
