@@ -367,7 +367,7 @@ func groupConfigureCmd() *cobra.Command {
 			"unlimited) and the redelivery backoff. A group takes the settings of the member whose fetch " +
 			"created it; members joining later do not change them, only this command does. Prints the " +
 			"group's rows after the change.",
-		Example: "  fastmq group configure --join 127.0.0.1:7946 --data /tmp/s --stream orders --group billing --ack-wait 1m --max-deliver 10",
+		Example: "  fastmq group configure --join 127.0.0.1:7946 --stream orders --group billing --ack-wait 1m --max-deliver 10",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if stream == "" || name == "" {
