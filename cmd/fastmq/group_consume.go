@@ -170,7 +170,8 @@ func (g *groupConsume) run(ctx context.Context, n *fastmq.Node, stream string, s
 func (g *groupConsume) logFailure(log *slog.Logger, msg *group.Message, err error) {
 	attrs := []any{"publisher", msg.Publisher, "offset", msg.Offset, "delivery", msg.Delivery, "err", err}
 	// By this member's --max-deliver and --backoff: the group's are those
-	// of the member that joined last, the same when the members agree.
+	// of the member that created it (or of group configure), the same when
+	// the members agree.
 	if g.maxDeliver > 0 && int(msg.Delivery) >= g.maxDeliver {
 		log.Warn("command failed: the record goes to the dead-letter stream", append(attrs, "max_deliver", g.maxDeliver)...)
 		return
