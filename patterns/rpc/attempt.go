@@ -165,7 +165,7 @@ func (c *Client) lateReply(r reply) {
 func (c *Client) end(p *pendingCall, inst *instance, o outcome, lat time.Duration) {
 	c.mu.Lock()
 	p.inst = nil
-	c.finishLocked(inst, o, lat, time.Time{})
+	c.finishLocked(inst, o, lat, p.end) // p.end: when a reply came, else zero
 	c.mu.Unlock()
 	if o == outcomeFailed || o == outcomeTimedOut {
 		c.failures.Add(1)

@@ -364,10 +364,7 @@ func (c *Client) pickLocked(tried []*instance, now time.Time) (*instance, error)
 		}
 		a, b := cands[i], cands[j]
 		best = a
-		if now.IsZero() && c.cfg.LatencyDecay > 0 {
-			now = time.Now()
-		}
-		if better(b, a, now, c.cfg.LatencyDecay) {
+		if better(b, a, &now, c.cfg.LatencyDecay) {
 			best = b
 		}
 	}
@@ -388,7 +385,7 @@ func (c *Client) pickLocked(tried []*instance, now time.Time) (*instance, error)
 // stands, so that callers making one call at a time (nothing
 // outstanding) spread over equal instances instead of all going to the
 // one a few microseconds nearer or faster.
-func better(a, b *instance, now time.Time, halfLife time.Duration) bool {
+func better(a, b *instance, now *time.Time, halfLife time.Duration) bool {
 	if a.connected != b.connected {
 		return a.connected
 	}
@@ -401,7 +398,16 @@ func better(a, b *instance, now time.Time, halfLife time.Duration) bool {
 	if clearlyLess(b.rtt, a.rtt, rttSlack) {
 		return false
 	}
-	return clearlyLess(a.latency(now, halfLife), b.latency(now, halfLife), 0)
+	la, lb := a.ewma, b.ewma
+	if halfLife > 0 && (clearlyLess(la, lb, 0) || clearlyLess(lb, la, 0)) {
+		// The estimates decide: decayed, in case the slower one is stale.
+		// (Equal ones need no clock: the random choice stands.)
+		if now.IsZero() {
+			*now = time.Now()
+		}
+		la, lb = a.latency(*now, halfLife), b.latency(*now, halfLife)
+	}
+	return clearlyLess(la, lb, 0)
 }
 
 // latency is the instance's latency estimate at now: its smoothed
@@ -416,8 +422,8 @@ func (inst *instance) latency(now time.Time, halfLife time.Duration) time.Durati
 		return inst.ewma
 	}
 	age := now.Sub(inst.ewmaAt)
-	if age <= 0 {
-		return inst.ewma
+	if age <= halfLife/16 {
+		return inst.ewma // within 5 %: not worth an exponential
 	}
 	d := time.Duration(float64(inst.ewma) * math.Exp2(-float64(age)/float64(halfLife)))
 	return max(d, 1) // known: 0 would mean unknown
@@ -476,7 +482,7 @@ func (c *Client) finishLocked(inst *instance, o outcome, lat time.Duration, now 
 				now = time.Now()
 			}
 			inst.ewma = inst.latency(now, c.cfg.LatencyDecay)
-			inst.ewmaAt = now
+			inst.ewmaAt = now // the reply's arrival (attempt's end)
 		}
 		if inst.ewma == 0 {
 			inst.ewma = lat
