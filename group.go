@@ -141,6 +141,7 @@ func (n *Node) groupHost() (*groupHost, error) {
 
 		LeaseAfterSync: n.cfg.GroupLeaseAfterSync,
 		Authorize:      n.authorizeGroup,
+		MemberLimit:    n.memberLimit,
 	})
 	if err != nil {
 		return nil, err

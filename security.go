@@ -42,6 +42,12 @@ func (n *Node) authorizeGroup(env [][]byte, access group.Access, stream, _ strin
 	return errors.New(pull.ForbiddenOpMessage(acl, stream))
 }
 
+// memberLimit is the group server's MemberLimit, by the spool server's
+// ACL: its "limit members" lines.
+func (n *Node) memberLimit(env [][]byte, stream, _ string) int {
+	return n.server.MemberLimit(env, stream)
+}
+
 // CurvePublicKey returns the node's CURVE public key, which it gossips
 // (the zero key for a node without keys).
 func (n *Node) CurvePublicKey() socket.CurveKey { return n.sec.Public() }

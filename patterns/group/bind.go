@@ -75,6 +75,9 @@ func (s *Server) bindLocked(g *state, env [][]byte, req wire.Request, now time.T
 			return &wire.Reply{Status: wire.StatusLimitReached, ID: req.ID,
 				Data: fmt.Appendf(nil, "group %s of stream %s has its most members here (%d)", g.Group, g.Stream, s.cfg.MaxMembers)}
 		}
+		if rep := s.principalLimitLocked(g, env, key, pc, canAsk, req, now); rep != nil {
+			return rep
+		}
 		g.owners[req.Member] = &binding{route: route, key: key, seen: now}
 		return nil
 	}
@@ -92,6 +95,36 @@ func (s *Server) bindLocked(g *state, env [][]byte, req wire.Request, now time.T
 	}
 	b.route, b.seen = route, now
 	return nil
+}
+
+// principalLimitLocked refuses a new member of g beyond the members its
+// client's key may have there (ServerConfig.MemberLimit).
+func (s *Server) principalLimitLocked(g *state, env [][]byte, key string, pc peerCredentials, canAsk bool, req wire.Request, now time.Time) *wire.Reply {
+	if s.cfg.MemberLimit == nil {
+		return nil
+	}
+	limit := s.cfg.MemberLimit(env, g.Stream, g.Group)
+	if limit <= 0 {
+		return nil
+	}
+	count := func() (n int) {
+		for _, b := range g.owners {
+			if b.key == key {
+				n++
+			}
+		}
+		return n
+	}
+	if count() >= limit {
+		s.pruneOwnersLocked(g, pc, canAsk, now)
+	}
+	if count() < limit {
+		return nil
+	}
+	s.log.Warn("client has its most members in the group: a new one refused", "stream", g.Stream, "group", g.Group,
+		"member", req.Member, "member_limit", limit)
+	return &wire.Reply{Status: wire.StatusLimitReached, ID: req.ID,
+		Data: fmt.Appendf(nil, "this client has its most members in group %s of stream %s here (%d)", g.Group, g.Stream, limit)}
 }
 
 // pruneOwnersLocked unbinds the members of g that hold no lease and no

@@ -119,7 +119,8 @@
 //     on a publisher: a member beyond is refused with status 8 (limit
 //     reached) and asks again later. A member counts while it holds
 //     leases, has a fetch waiting, or spoke within MaxWait plus AckWait
-//     with its connection open.
+//     with its connection open. ServerConfig.MemberLimit may bound, the
+//     same way, the members of one client (its key) in a group.
 //   - AckWait, MaxDeliver and Backoff are the group's, on each
 //     publisher, kept in its state: those of the fetch that created the
 //     group there. A member's fetch never changes them (a member joining

@@ -22,7 +22,8 @@ const (
 	StatusInternal    Status = 5 // the publisher failed (e.g. could not write the state)
 	StatusUnavailable Status = 6 // server closing, or the member id is bound to another connection
 	// StatusLimitReached: the group has its most members on the
-	// publisher (ServerConfig.MaxMembers); the member asks again later.
+	// publisher (ServerConfig.MaxMembers), or its client has its most
+	// (ServerConfig.MemberLimit); the member asks again later.
 	StatusLimitReached Status = 8
 	StatusForbidden    Status = 9  // the client may not read the stream (the spool server's ACL)
 	StatusUnsupported  Status = 11 // the publisher speaks another version of the group protocol

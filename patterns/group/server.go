@@ -139,6 +139,13 @@ type ServerConfig struct {
 	// publisher, whatever its MaxAckPending asks. Default
 	// DefaultMaxMemberLeases, at most MaxMaxAckPending.
 	MaxMemberLeases int
+	// MemberLimit, if set, is asked when a new member id would join a
+	// group, with the request's envelope: the most members the client
+	// (its CURVE key, its PLAIN user; the NULL clients together) may have
+	// in the group on this publisher, 0 for no limit. One beyond is
+	// refused with StatusLimitReached; members count as for MaxMembers.
+	// The node gives its ACL's "limit members" lines (pull.ACL).
+	MemberLimit func(env [][]byte, stream, group string) int
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/fastmq/fastmq/socket"
@@ -29,6 +30,7 @@ import (
 //	allow read <client> <stream pattern> [<stream pattern>...]
 //	allow list <client> <stream pattern> [<stream pattern>...]
 //	allow admin <client> <stream pattern> [<stream pattern>...]
+//	limit members <n> <client> <stream pattern> [<stream pattern>...]
 //
 // The first line that is neither blank nor a comment must be the header,
 // "fastmq-acl 2" (or "fastmq-acl 1": a version 1 file has no operation
@@ -41,8 +43,30 @@ import (
 // consumer group's dead-letter stream (STREAM.GROUP.dlq) is readable by
 // exactly the clients that may read STREAM: a pattern that matches the
 // dead-letter stream's own name neither grants nor refuses it.
+//
+// A "limit members" line (version 2) grants nothing: it bounds the
+// members the client may have in one consumer group of a stream its
+// patterns match, on each publisher (see ACLLimit and MemberLimit), so
+// that one key cannot take all of a group's member slots. A limit of "*"
+// bounds every client on its own (the NULL clients together), and a
+// client's own limits, when it has some for the stream, replace those of
+// "*".
 type ACL struct {
 	Rules []ACLRule
+	// Limits are the file's "limit members" lines.
+	Limits []ACLLimit
+}
+
+// ACLLimit bounds the members one client may have in one consumer group
+// of each stream its patterns match (a "limit members" line of the ACL
+// file).
+type ACLLimit struct {
+	// Members is the most members per group; at least 1.
+	Members int
+	// Client is "*", a CURVE public key or "user:NAME", as in ACLRule.
+	Client string
+	// Streams are path.Match patterns of stream names.
+	Streams []string
 }
 
 // ACLOp is what an ACL rule grants on the streams it matches.
@@ -100,7 +124,7 @@ type ACLRule struct {
 
 // ACLVersion is the version of the ACL file format that ParseACL reads
 // (with version 1) and String writes (version 1 when every rule is a read
-// grant, which older programs read too).
+// grant and there is no limit, which older programs read too).
 const ACLVersion = 2
 
 // ErrBadACL reports an ACL that does not parse or holds a bad rule.
@@ -158,8 +182,16 @@ func ParseACL(data []byte) (*ACL, error) {
 			}
 			continue
 		}
+		if fields[0] == "limit" {
+			l, err := parseLimit(fields, version)
+			if err != nil {
+				return nil, fmt.Errorf("%w: line %d: %v", ErrBadACL, line, err)
+			}
+			a.Limits = append(a.Limits, l)
+			continue
+		}
 		if fields[0] != "allow" {
-			return nil, fmt.Errorf("%w: line %d: unknown keyword %q (want \"allow\")", ErrBadACL, line, cut(fields[0]))
+			return nil, fmt.Errorf("%w: line %d: unknown keyword %q (want \"allow\" or \"limit\")", ErrBadACL, line, cut(fields[0]))
 		}
 		r := ACLRule{}
 		if len(fields) > 1 {
@@ -189,6 +221,41 @@ func ParseACL(data []byte) (*ACL, error) {
 	return a, nil
 }
 
+// maxLimitMembers bounds the number of a "limit members" line.
+const maxLimitMembers = 1 << 20
+
+// parseLimit parses the fields of a "limit members N CLIENT PATTERNS"
+// line.
+func parseLimit(fields []string, version int) (ACLLimit, error) {
+	if version < 2 {
+		return ACLLimit{}, fmt.Errorf("\"limit\" needs the header \"%s 2\"", aclHeader)
+	}
+	if len(fields) < 2 || fields[1] != "members" {
+		what := ""
+		if len(fields) > 1 {
+			what = fields[1]
+		}
+		return ACLLimit{}, fmt.Errorf("unknown limit %q (want \"limit members N CLIENT PATTERN...\")", cut(what))
+	}
+	if len(fields) < 5 {
+		return ACLLimit{}, errors.New("\"limit members\" needs a number, a client and at least one stream pattern")
+	}
+	n, err := strconv.Atoi(fields[2])
+	if err != nil {
+		return ACLLimit{}, fmt.Errorf("\"limit members\": %q is not a number", cut(fields[2]))
+	}
+	l := ACLLimit{Members: n, Client: fields[3], Streams: fields[4:]}
+	return l, l.check()
+}
+
+// check validates one limit.
+func (l ACLLimit) check() error {
+	if l.Members < 1 || l.Members > maxLimitMembers {
+		return fmt.Errorf("\"limit members\": %d members, want 1 to %d", l.Members, maxLimitMembers)
+	}
+	return ACLRule{Client: l.Client, Streams: l.Streams}.check()
+}
+
 // cut shortens a piece of a bad line for an error message.
 func cut(s string) string {
 	if len(s) > 64 {
@@ -198,9 +265,13 @@ func cut(s string) string {
 }
 
 // String returns the ACL in the file format (ParseACL reads it back):
-// version 1 when every rule is a read grant, else version 2.
+// version 1 when every rule is a read grant and there is no limit, else
+// version 2.
 func (a *ACL) String() string {
 	version := 1
+	if len(a.Limits) > 0 {
+		version = 2
+	}
 	for _, r := range a.Rules {
 		if r.Op != ACLRead {
 			version = 2
@@ -215,14 +286,23 @@ func (a *ACL) String() string {
 		}
 		fmt.Fprintf(&b, "allow %s%s %s\n", op, r.Client, strings.Join(r.Streams, " "))
 	}
+	for _, l := range a.Limits {
+		fmt.Fprintf(&b, "limit members %d %s %s\n", l.Members, l.Client, strings.Join(l.Streams, " "))
+	}
 	return b.String()
 }
 
-// Validate checks every rule: a known kind of client, valid patterns.
+// Validate checks every rule and limit: a known kind of client, valid
+// patterns, a positive number of members.
 func (a *ACL) Validate() error {
 	for i, r := range a.Rules {
 		if err := r.check(); err != nil {
 			return fmt.Errorf("%w: rule %d: %v", ErrBadACL, i+1, err)
+		}
+	}
+	for i, l := range a.Limits {
+		if err := l.check(); err != nil {
+			return fmt.Errorf("%w: limit %d: %v", ErrBadACL, i+1, err)
 		}
 	}
 	return nil
@@ -277,7 +357,8 @@ func parseClient(s string) (aclClient, error) {
 
 // aclIndex is an ACL compiled for lookups by operation and client.
 type aclIndex struct {
-	ops [ACLAdmin + 1]aclGrants
+	ops    [ACLAdmin + 1]aclGrants
+	limits []ACLLimit
 }
 
 // aclGrants are the patterns of one operation's grants, by client.
@@ -312,7 +393,45 @@ func compileACL(a *ACL) (*aclIndex, error) {
 			g.byKey[c.key] = append(g.byKey[c.key], r.Streams...)
 		}
 	}
+	for i, l := range a.Limits {
+		if err := l.check(); err != nil {
+			return nil, fmt.Errorf("%w: limit %d: %v", ErrBadACL, i+1, err)
+		}
+	}
+	ix.limits = a.Limits
 	return ix, nil
+}
+
+// memberLimit returns the most members the client with cred may have in
+// one group of stream (0: no limit): the smallest of the client's own
+// limits that match stream or, without one, the smallest of those of "*".
+func (ix *aclIndex) memberLimit(cred socket.PeerCredentials, stream string) int {
+	own, all := 0, 0
+	for _, l := range ix.limits {
+		if !matchAny(l.Streams, stream) {
+			continue
+		}
+		c, _ := parseClient(l.Client)
+		switch {
+		case c.any:
+			all = minLimit(all, l.Members)
+		case c.user != "" && cred.Mechanism == "PLAIN" && cred.Username == c.user,
+			c.user == "" && cred.Mechanism == "CURVE" && cred.ClientKey == c.key:
+			own = minLimit(own, l.Members)
+		}
+	}
+	if own > 0 {
+		return own
+	}
+	return all
+}
+
+// minLimit returns the smaller of two limits, 0 being none.
+func minLimit(a, b int) int {
+	if a == 0 {
+		return b
+	}
+	return min(a, b)
 }
 
 // allowsOp reports whether the client with cred may do op on stream: a
@@ -391,6 +510,33 @@ func (a *ACL) AllowsOp(cred socket.PeerCredentials, op ACLOp, stream string) boo
 		return false
 	}
 	return ix == nil || ix.allowsOp(cred, op, stream)
+}
+
+// MemberLimit returns the most members the client with cred may have in
+// one consumer group of stream under the ACL's "limit members" lines; 0
+// for no limit (see ACL).
+func (a *ACL) MemberLimit(cred socket.PeerCredentials, stream string) int {
+	ix, err := compileACL(a)
+	if err != nil || ix == nil {
+		return 0
+	}
+	return ix.memberLimit(cred, stream)
+}
+
+// MemberLimit is ACL.MemberLimit for the peer of the ROUTER envelope env
+// under the server's ACL: 0 (no limit) without an ACL or for a peer the
+// server no longer knows. It is for the consumer group server
+// (group.ServerConfig.MemberLimit).
+func (s *Server) MemberLimit(env [][]byte, stream string) int {
+	ix := s.acl.Load()
+	if ix == nil || len(ix.limits) == 0 || len(env) == 0 {
+		return 0
+	}
+	cred, ok, err := s.sock.PeerCredentials(env[0])
+	if err != nil || !ok {
+		return 0
+	}
+	return ix.memberLimit(cred, stream)
 }
 
 // SetACL replaces the server's ACL (nil: no access control) for the

@@ -80,6 +80,7 @@ func FuzzParseACL(f *testing.F) {
 		"fastmq-acl 1\nallow rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7 audit\n",
 		"fastmq-acl 1\nallow curve:Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID x\n",
 		"fastmq-acl 2\n",
+		"fastmq-acl 2\nlimit members 3 * logs-*\n",
 		"allow\n",
 		"fastmq-acl 1\nallow * [\n",
 	} {
