@@ -147,7 +147,8 @@ type Config struct {
 	// an ACL file). The node's own key may always read its streams (on a
 	// node without keys its own consumers are NULL clients, which only
 	// "*" rules admit). nil: every client the server admits reads every
-	// stream.
+	// stream. Its "limit members" lines bound a client's members in one
+	// consumer group (group.ServerConfig.MemberLimit).
 	ACL *pull.ACL
 	// Logger receives the node's logs; nil discards them.
 	Logger *slog.Logger

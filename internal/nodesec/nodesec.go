@@ -109,7 +109,7 @@ func New(cfg Config) (*Security, error) {
 	if cfg.ACL != nil {
 		// The node reads its own streams (its consumers pull from its own
 		// spool server too).
-		acl := &pull.ACL{Rules: append([]pull.ACLRule{{Client: sec.public.Z85(), Streams: []string{"*"}}}, cfg.ACL.Rules...)}
+		acl := &pull.ACL{Rules: append([]pull.ACLRule{{Client: sec.public.Z85(), Streams: []string{"*"}}}, cfg.ACL.Rules...), Limits: cfg.ACL.Limits}
 		sec.acl = acl
 	}
 	return sec, nil

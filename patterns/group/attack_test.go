@@ -54,9 +54,25 @@ type rawReq struct {
 func (a *attacker) call(r rawReq) (status uint8, count uint32, data []byte) {
 	a.t.Helper()
 	a.id++
+	if err := a.s.Send(zmq4.NewMsgFrom(rawFrames(a.id, r)...)); err != nil {
+		a.t.Fatal(err)
+	}
+	for {
+		rep, err := a.s.Recv()
+		if err != nil {
+			a.t.Fatal(err)
+		}
+		if st, n, data, ok := rawReply(a.t, a.id, rep.Frames); ok {
+			return st, n, data
+		}
+	}
+}
+
+// rawFrames encodes request id of r as its frames.
+func rawFrames(id uint32, r rawReq) [][]byte {
 	h := make([]byte, 38)
 	h[0], h[1] = 0x82, r.op
-	binary.BigEndian.PutUint32(h[2:], a.id)
+	binary.BigEndian.PutUint32(h[2:], id)
 	binary.BigEndian.PutUint32(h[6:], r.maxRecords)
 	binary.BigEndian.PutUint32(h[10:], 1<<20)
 	binary.BigEndian.PutUint32(h[14:], r.waitMs)
@@ -65,23 +81,20 @@ func (a *attacker) call(r rawReq) (status uint8, count uint32, data []byte) {
 	binary.BigEndian.PutUint32(h[24:], r.maxAckPending)
 	h[28] = r.startKind
 	binary.BigEndian.PutUint64(h[29:], r.startValue)
-	msg := zmq4.NewMsgFrom(h, []byte(r.stream), []byte(r.group), []byte(r.member), r.body)
-	if err := a.s.Send(msg); err != nil {
-		a.t.Fatal(err)
+	return [][]byte{h, []byte(r.stream), []byte(r.group), []byte(r.member), r.body}
+}
+
+// rawReply decodes the reply frames to request id: its status, count and
+// data; not ok for a late reply to an earlier request.
+func rawReply(t testing.TB, id uint32, frames [][]byte) (status uint8, count uint32, data []byte, ok bool) {
+	t.Helper()
+	if len(frames) < 2 || len(frames[0]) != 10 {
+		t.Fatalf("reply of %d frames", len(frames))
 	}
-	for {
-		rep, err := a.s.Recv()
-		if err != nil {
-			a.t.Fatal(err)
-		}
-		if len(rep.Frames) < 2 || len(rep.Frames[0]) != 10 {
-			a.t.Fatalf("reply of %d frames", len(rep.Frames))
-		}
-		if binary.BigEndian.Uint32(rep.Frames[0][2:]) != a.id {
-			continue // a late reply to an earlier request
-		}
-		return rep.Frames[0][1], binary.BigEndian.Uint32(rep.Frames[0][6:]), rep.Frames[1]
+	if binary.BigEndian.Uint32(frames[0][2:]) != id {
+		return 0, 0, nil, false
 	}
+	return frames[0][1], binary.BigEndian.Uint32(frames[0][6:]), frames[1], true
 }
 
 // rawRecord is one record of a fetch reply: its offset and delivery.
