@@ -172,10 +172,12 @@ const groupAskTimeout = time.Second
 
 // groupsByNode asks the spool server of every alive member of ms that
 // has one for its consumer groups (the group protocol's list, as group
-// ls asks, without CURVE: a spool server that wants it does not answer)
-// and returns, by node, the "stream/group" pairs whose publishers see
-// that node's members active (group.GroupStats.ActiveNodes), sorted.
-func groupsByNode(ctx context.Context, ms []fastmq.MemberStatus) map[string][]string {
+// ls asks, with sock: CURVE with --curve-key, trusting the keys the
+// servers gossip; a spool server that wants CURVE does not answer a
+// client without it) and returns, by node, the "stream/group" pairs whose
+// publishers see that node's members active (group.GroupStats.ActiveNodes),
+// sorted.
+func groupsByNode(ctx context.Context, ms []fastmq.MemberStatus, sock socket.Config) map[string][]string {
 	var mu sync.Mutex
 	out := map[string][]string{}
 	var wg sync.WaitGroup
@@ -186,7 +188,7 @@ func groupsByNode(ctx context.Context, ms []fastmq.MemberStatus) map[string][]st
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(ctx, groupAskTimeout)
 			defer cancel()
-			gs, err := group.List(ctx, m.SpoolEndpoint, group.AllStreams, socket.Config{})
+			gs, err := group.List(ctx, m.SpoolEndpoint, group.AllStreams, sock)
 			if err != nil {
 				return
 			}
@@ -225,7 +227,7 @@ type membersSource func(ctx context.Context) ([]fastmq.MemberStatus, error)
 
 // runMembers prints the members from list, as lines or as JSON, and, with
 // watch, keeps printing changes until ctx ends.
-func runMembers(ctx context.Context, list membersSource, watch, asJSON bool, w io.Writer) error {
+func runMembers(ctx context.Context, list membersSource, sock socket.Config, watch, asJSON bool, w io.Writer) error {
 	ms, err := list(ctx)
 	if err != nil {
 		return err
@@ -235,7 +237,7 @@ func runMembers(ctx context.Context, list membersSource, watch, asJSON bool, w i
 		enc.SetIndent("", "  ")
 		return enc.Encode(ms)
 	}
-	prev := memberLines(ms, groupsByNode(ctx, ms))
+	prev := memberLines(ms, groupsByNode(ctx, ms, sock))
 	printMembers(w, prev)
 	if !watch {
 		return nil
@@ -255,7 +257,7 @@ func runMembers(ctx context.Context, list membersSource, watch, asJSON bool, w i
 			}
 			return err
 		}
-		cur := memberLines(ms, groupsByNode(ctx, ms))
+		cur := memberLines(ms, groupsByNode(ctx, ms, sock))
 		changed := map[string]string{}
 		for n, l := range cur {
 			if prev[n] != l {
@@ -300,7 +302,7 @@ func withObserver(ctx context.Context, f gossipFlags, what string, fn func(m *di
 }
 
 func init() {
-	var f gossipFlags
+	var obs observerFlags
 	var watch, asJSON bool
 	var httpAddr, forget, tokenFile string
 	cmd := &cobra.Command{
@@ -327,10 +329,10 @@ func init() {
 				return fmt.Errorf("--json and --watch exclude each other")
 			}
 			if forget != "" {
-				if len(f.join) == 0 || httpAddr != "" || watch || asJSON {
+				if len(obs.gf.join) == 0 || httpAddr != "" || watch || asJSON {
 					return fmt.Errorf("--forget takes --join only")
 				}
-				return withObserver(ctx, f, "forget", func(m *discovery.Membership) error {
+				return obs.run(ctx, "forget", func(ctx context.Context, m *discovery.Membership, _ socket.Config) error {
 					if err := m.Forget(ctx, forget); err != nil {
 						return err
 					}
@@ -339,36 +341,34 @@ func init() {
 				})
 			}
 			if httpAddr != "" {
-				if len(f.join) > 0 {
+				if len(obs.gf.join) > 0 {
 					return fmt.Errorf("--http and --join exclude each other")
 				}
 				client, err := tokenClient(tokenFile)
 				if err != nil {
 					return err
 				}
-				return runMembers(ctx, func(ctx context.Context) ([]fastmq.MemberStatus, error) { return agentMembers(ctx, client, httpAddr) }, watch, asJSON, out)
+				return runMembers(ctx, func(ctx context.Context) ([]fastmq.MemberStatus, error) { return agentMembers(ctx, client, httpAddr) }, socket.Config{}, watch, asJSON, out)
 			}
-			if len(f.join) == 0 {
+			if len(obs.gf.join) == 0 {
 				return fmt.Errorf("--join or --http is required")
 			}
-			return withObserver(ctx, f, "members", func(m *discovery.Membership) error {
+			return obs.run(ctx, "members", func(ctx context.Context, m *discovery.Membership, sock socket.Config) error {
 				list, err := askedMembers(ctx, m, cmd.ErrOrStderr())
 				if err != nil {
 					return err
 				}
-				return runMembers(ctx, list, watch, asJSON, out)
+				return runMembers(ctx, list, sock, watch, asJSON, out)
 			})
 		},
 	}
+	obs.register(cmd)
 	fl := cmd.Flags()
-	fl.StringSliceVar(&f.join, "join", nil, "gossip address of a mesh node (repeatable)")
-	fl.StringVar(&f.bind, "gossip", "", "bind address of the observer (default HOST:0 next to --join)")
 	fl.StringVar(&httpAddr, "http", "", "HTTP address of an agent (its --http) to ask, instead of joining the mesh")
 	fl.BoolVar(&watch, "watch", false, "keep printing changes until interrupted")
 	fl.BoolVar(&asJSON, "json", false, "print the members as a JSON array")
 	fl.StringVar(&tokenFile, "token-file", "", "with --http: `FILE` holding a bearer token for the agent's HTTP (its --http-tokens)")
 	fl.StringVar(&forget, "forget", "", "remove the failed or left member `NAME` from every member's list, and what consoles kept of it")
-	f.registerKey(cmd)
 	rootCmd.AddCommand(cmd)
 }
 
