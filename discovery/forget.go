@@ -51,25 +51,9 @@ func (m *Membership) Forget(ctx context.Context, name string) error {
 	case st == StatusAlive:
 		return fmt.Errorf("forget %q: %w", name, ErrAlive)
 	}
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return ErrClosed
+	err := m.serfCall(ctx, func() error { return m.serf.RemoveFailedNodePrune(name) })
+	if err != nil && !errors.Is(err, ErrClosed) && ctx.Err() == nil {
+		return fmt.Errorf("discovery: forget %q: %w", name, err)
 	}
-	m.wg.Add(1)
-	m.mu.Unlock()
-	done := make(chan error, 1)
-	go func() {
-		defer m.wg.Done()
-		done <- m.serf.RemoveFailedNodePrune(name)
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			return fmt.Errorf("discovery: forget %q: %w", name, err)
-		}
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return err
 }

@@ -200,6 +200,25 @@ func (m *Membership) isClosed() bool {
 // and the profile's broadcast timeout), then closes the membership. It
 // returns ctx's error if ctx ended first; the membership is closed either way.
 func (m *Membership) Leave(ctx context.Context) error {
+	err := m.serfCall(ctx, m.serf.Leave)
+	if errors.Is(err, ErrClosed) {
+		return err
+	}
+	if err != nil && ctx.Err() == nil {
+		err = fmt.Errorf("discovery: leave: %w", err)
+	}
+	m.log.Info("left cluster")
+	if cerr := m.Close(); err == nil && cerr != nil && !errors.Is(cerr, ErrClosed) {
+		err = cerr
+	}
+	return err
+}
+
+// serfCall runs fn, a serf call that may block on the network, on a
+// goroutine the Membership owns, and waits for it or for ctx (then it
+// returns ctx.Err(); fn ends on its own, and Close waits for it). It
+// returns ErrClosed on a closed Membership, fn's error otherwise.
+func (m *Membership) serfCall(ctx context.Context, fn func() error) error {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -210,22 +229,14 @@ func (m *Membership) Leave(ctx context.Context) error {
 	done := make(chan error, 1)
 	go func() {
 		defer m.wg.Done()
-		done <- m.serf.Leave()
+		done <- fn()
 	}()
-	var err error
 	select {
-	case err = <-done:
-		if err != nil {
-			err = fmt.Errorf("discovery: leave: %w", err)
-		}
+	case err := <-done:
+		return err
 	case <-ctx.Done():
-		err = ctx.Err()
+		return ctx.Err()
 	}
-	m.log.Info("left cluster")
-	if cerr := m.Close(); err == nil && cerr != nil && !errors.Is(cerr, ErrClosed) {
-		err = cerr
-	}
-	return err
 }
 
 // Close shuts gossip down immediately, without telling the cluster (others

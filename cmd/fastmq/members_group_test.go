@@ -20,13 +20,7 @@ func TestCLIMembersNamesGroups(t *testing.T) {
 	}
 	dir := t.TempDir()
 	g1 := freePort(t)
-	pub := startCLI(t, "publish", "--name", "p1", "--data", filepath.Join(dir, "p1"), "--gossip", g1, "--stream", "orders", "--ack")
-	for i := 0; i < 3; i++ {
-		pub.feed(fmt.Sprintf("order-%d", i))
-		if got := pub.line(); got != fmt.Sprint(i) {
-			t.Fatalf("ack %d: %q", i, got)
-		}
-	}
+	startAckedPublisher(t, 3, "--name", "p1", "--data", filepath.Join(dir, "p1"), "--gossip", g1, "--stream", "orders", "--ack")
 	w := startCLI(t, "consume", "--node-name", "w1", "--data", filepath.Join(dir, "w1"), "--join", g1, "--stream", "orders", "--group", "shipping")
 	for i := 0; i < 3; i++ {
 		w.line()
@@ -60,14 +54,8 @@ func TestCLIMembersNamesGroupsCurve(t *testing.T) {
 	writeKeys(t, dir, "obs")
 	key := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("k", 32)))
 	g1 := freePort(t)
-	pub := startCLI(t, "publish", "--name", "p1", "--data", filepath.Join(dir, "p1"), "--gossip", g1, "--key", key,
+	startAckedPublisher(t, 3, "--name", "p1", "--data", filepath.Join(dir, "p1"), "--gossip", g1, "--key", key,
 		"--curve-key", filepath.Join(dir, "pub.key"), "--stream", "orders", "--ack")
-	for i := 0; i < 3; i++ {
-		pub.feed(fmt.Sprintf("order-%d", i))
-		if got := pub.line(); got != fmt.Sprint(i) {
-			t.Fatalf("ack %d: %q\n%s", i, got, pub.stderr())
-		}
-	}
 	w := startCLI(t, "consume", "--node-name", "w1", "--data", filepath.Join(dir, "w1"), "--join", g1, "--key", key,
 		"--curve-key", filepath.Join(dir, "w1.key"), "--stream", "orders", "--group", "shipping")
 	for i := 0; i < 3; i++ {
@@ -88,4 +76,18 @@ func TestCLIMembersNamesGroupsCurve(t *testing.T) {
 	if !strings.Contains(plain, "group-member=?") {
 		t.Errorf("members without --curve-key named groups a CURVE spool server should not have told it:\n%s", plain)
 	}
+}
+
+// startAckedPublisher starts `fastmq publish --ack` with args, publishes n
+// lines order-0 ... order-(n-1) and checks each acknowledgement.
+func startAckedPublisher(t *testing.T, n int, args ...string) *cliProc {
+	t.Helper()
+	pub := startCLI(t, append([]string{"publish"}, args...)...)
+	for i := 0; i < n; i++ {
+		pub.feed(fmt.Sprintf("order-%d", i))
+		if got := pub.line(); got != fmt.Sprint(i) {
+			t.Fatalf("ack %d: %q\n%s", i, got, pub.stderr())
+		}
+	}
+	return pub
 }

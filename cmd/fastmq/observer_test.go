@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,13 +16,7 @@ func TestCLIAdminCommandsObserve(t *testing.T) {
 	}
 	dir := t.TempDir()
 	g1, h1 := freePort(t), freePort(t)
-	pub := startCLI(t, "publish", "--name", "p1", "--data", filepath.Join(dir, "p1"), "--gossip", g1, "--stream", "orders", "--ack", "--http", h1)
-	for i := 0; i < 3; i++ {
-		pub.feed(fmt.Sprintf("order-%d", i))
-		if got := pub.line(); got != fmt.Sprint(i) {
-			t.Fatalf("ack %d: %q", i, got)
-		}
-	}
+	startAckedPublisher(t, 3, "--name", "p1", "--data", filepath.Join(dir, "p1"), "--gossip", g1, "--stream", "orders", "--ack", "--http", h1)
 	if got := len(startCLI(t, "consume", "--node-name", "w1", "--data", filepath.Join(dir, "w1"), "--join", g1,
 		"--stream", "orders", "--group", "shipping", "--count", "1").mustSucceed()); got != 1 {
 		t.Fatalf("the group member printed %d records, want 1", got)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,13 +18,7 @@ func TestCLIStatusReaders(t *testing.T) {
 	}
 	dir := t.TempDir()
 	g1, h1 := freePort(t), freePort(t)
-	pub := startCLI(t, "publish", "--name", "p1", "--data", filepath.Join(dir, "p1"), "--gossip", g1, "--stream", "orders", "--ack", "--http", h1)
-	for i := 0; i < 3; i++ {
-		pub.feed(fmt.Sprintf("order-%d", i))
-		if got := pub.line(); got != fmt.Sprint(i) {
-			t.Fatalf("ack %d: %q", i, got)
-		}
-	}
+	startAckedPublisher(t, 3, "--name", "p1", "--data", filepath.Join(dir, "p1"), "--gossip", g1, "--stream", "orders", "--ack", "--http", h1)
 	cons := startCLI(t, "consume", "--node-name", "c1", "--data", filepath.Join(dir, "c1"), "--join", g1, "--stream", "orders", "--name", "billing")
 	for i := 0; i < 3; i++ {
 		cons.line()
