@@ -39,7 +39,8 @@ type rawAppend struct {
 // returns the offset after the last record once the batches are durable
 // as Config.Sync says, as Append does. Records appended this way are not
 // checked for duplicates (Config.DedupWindow): the log they come from
-// did. The caller may reuse data once it returns.
+// did. The caller may reuse data once it returns, also when ctx ended
+// first (the batches may then still be stored: see NextOffset).
 func (l *Log) AppendBatches(ctx context.Context, data []byte, base uint64) (uint64, error) {
 	if l.readOnly {
 		return 0, ErrReadOnly
@@ -51,16 +52,22 @@ func (l *Log) AppendBatches(ctx context.Context, data []byte, base uint64) (uint
 	if records == 0 {
 		return base, nil
 	}
-	a := &Ack{now: time.Now().UnixNano(), done: make(chan struct{}),
+	a := &Ack{now: time.Now().UnixNano(), done: make(chan struct{}), encoded: make(chan struct{}),
 		raw: &rawAppend{data: data, base: base, records: records}}
 	a.bytes = len(data)
 	if err := l.send(ctx, a); err != nil {
 		return 0, err
 	}
-	if _, err := a.Wait(ctx); err != nil {
-		return 0, err
+	select {
+	case <-a.done:
+		if a.err != nil {
+			return 0, a.err
+		}
+		return base + uint64(records), nil
+	case <-ctx.Done():
+		<-a.encoded // the writer no longer reads data: the caller may reuse it
+		return 0, ctx.Err()
 	}
-	return base + uint64(records), nil
 }
 
 // checkBatches checks that data is whole batches, contiguous from base,
@@ -113,6 +120,7 @@ func (l *Log) writeRawGroup(req *Ack) {
 			l.noteWritten(pw)
 		}
 	}
+	req.raw.data = nil // written: the queued group holds no batches
 	req.encodedDone()
 	l.sq.put(pw)
 }

@@ -171,3 +171,39 @@ func TestAppendBatchesRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAppendBatchesReturnsOwnership: AppendBatches returns only once the
+// writer no longer reads data, also when ctx ends first, so a caller that
+// reuses its buffer at once never has scribbled bytes stored.
+func TestAppendBatchesReturnsOwnership(t *testing.T) {
+	src := openT(t, Config{Dir: t.TempDir()})
+	dst := openT(t, Config{Dir: t.TempDir(), Sync: SyncEach})
+	ctx := context.Background()
+	for i := range 300 {
+		if _, err := src.Append(ctx, Record{Value: bytes.Repeat([]byte{byte(i)}, 500)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf := make([]byte, 0, 1<<20)
+	for from := uint64(0); from < src.NextOffset(); {
+		data, _, err := src.ReadRaw(from, 2000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf = append(buf[:0], data...)
+		cctx, cancel := context.WithTimeout(ctx, time.Duration(from%3)*time.Microsecond)
+		_, err = dst.AppendBatches(cctx, buf, from)
+		cancel()
+		for i := range buf {
+			buf[i] = 0xEE // the caller reuses its buffer at once
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrOffsetMismatch) {
+			t.Fatal(err)
+		}
+		if err := dst.Sync(); err != nil { // what was queued is now written
+			t.Fatal(err)
+		}
+		from = dst.NextOffset()
+	}
+	sameBytes(t, src, dst)
+}
