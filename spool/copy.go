@@ -107,7 +107,7 @@ func (l *Log) writeRawGroup(req *Ack) {
 	pw := &pendingWrite{reqs: []*Ack{req}, records: int32(min(req.raw.records, 1<<30))}
 	if err := l.failure(); err != nil {
 		pw.err = err
-	} else if err := l.reserveFor(req.raw.records, len(req.raw.data)); err != nil {
+	} else if err := l.reserve(req.raw.records, len(req.raw.data)); err != nil {
 		pw.err = err
 		l.refused(err, req.raw.records)
 	} else if err := l.writeRaw(pw, req); err != nil {

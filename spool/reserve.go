@@ -64,22 +64,14 @@ func groupNeed(n, size int) int64 {
 	return raw + raw/4 + 64<<10
 }
 
-// reserveFor reserves the space of a group of n records (see reserve); a
-// group of none (a Sync) needs no space and is never refused.
-func (l *Log) reserveFor(n, size int) error {
-	if n == 0 {
-		return nil
-	}
-	return l.reserve(n, size)
-}
-
 // reserve reserves the space a group of n records whose bodies sum to
 // size can take, before any of it is written or decided. It returns an
 // error matching ErrNoSpace (and the system's error) when the disk has no
-// room; the Log is unchanged then.
+// room; the Log is unchanged then. A group of no records (a Sync) needs
+// no space and is never refused.
 func (l *Log) reserve(n, size int) error {
 	r := &l.res
-	if r.off {
+	if r.off || n == 0 {
 		return nil
 	}
 	need := groupNeed(n, size)

@@ -220,7 +220,7 @@ func (l *Log) writer() {
 		pw := &pendingWrite{reqs: append([]*Ack(nil), group...), records: int32(n)}
 		if err := l.failure(); err != nil {
 			pw.err = err
-		} else if err := l.reserveFor(n, size); err != nil {
+		} else if err := l.reserve(n, size); err != nil {
 			pw.err = err // refused before anything was written: the log goes on
 			l.refused(err, n)
 		} else if err := l.writeGroup(pw); err != nil {
